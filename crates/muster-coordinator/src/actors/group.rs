@@ -1,0 +1,339 @@
+//! One consumer group as an actor: a thin shell that hands each message and the current time
+//! to its [`Group`] engine and carries out what comes back — replies, durable writes, timer
+//! requests to the supervisor, status updates and operator logs.
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+use muster_protocol::{ErrorCode, HeartbeatResponse, Request, Response};
+use tracing::{debug, error, info, warn};
+use uuid::Uuid;
+
+use super::messages::{
+    AbortHeld, ArmTimer, Delete, Describe, GroupCall, StatusChanged, Tick, TopicsChanged,
+};
+use super::reply::ReplyTo;
+use super::supervisor::Supervisor;
+use crate::catalog::TopicCatalog;
+use crate::clock::Clock;
+use crate::engine::{error_like, Ctx, Event, Group, GroupState, Millis, Output};
+use crate::storage::{Mutation, Store};
+
+/// What every group actor shares.
+pub(crate) struct GroupEnv {
+    pub store: Arc<dyn Store>,
+    pub catalog: Arc<TopicCatalog>,
+    pub clock: Clock,
+    pub supervisor: Addr<Supervisor>,
+}
+
+/// The actor hosting one group.
+pub struct GroupActor {
+    key: u64,
+    group: Group<ReplyTo>,
+    out: Output<ReplyTo>,
+    env: Arc<GroupEnv>,
+    /// The wake-up the supervisor holds for us (at or before our next deadline).
+    armed: Option<Millis>,
+    persist_in_flight: bool,
+    /// Replies waiting for the write after the one in flight.
+    persist_next: Option<Vec<(ReplyTo, Response)>>,
+    status: (GroupState, u32),
+}
+
+impl GroupActor {
+    pub(crate) fn new(key: u64, group: Group<ReplyTo>, env: Arc<GroupEnv>) -> Self {
+        let status = (group.state(), group.member_count() as u32);
+        Self {
+            key,
+            group,
+            out: Output::default(),
+            env,
+            armed: None,
+            persist_in_flight: false,
+            persist_next: None,
+            status,
+        }
+    }
+
+    fn handle_call(&mut self, call: GroupCall, ctx: &mut Context<Self>) {
+        let now = self.env.clock.now();
+        let GroupCall {
+            request,
+            reply,
+            client,
+        } = call;
+        let catalog = Arc::clone(&self.env.catalog);
+        let cx = Ctx {
+            now,
+            topics: catalog.as_ref(),
+        };
+        match request {
+            Request::Heartbeat(r) => {
+                // The hot path: answered at once, no allocation, no timer work.
+                let code = self.group.heartbeat(now, &r);
+                reply.send(Response::Heartbeat(HeartbeatResponse {
+                    error_code: code.code(),
+                }));
+                return;
+            }
+            Request::JoinGroup(r) => {
+                self.group
+                    .join(cx, r, &client, Uuid::new_v4(), reply, &mut self.out)
+            }
+            Request::SyncGroup(r) => self.group.sync(cx, r, reply, &mut self.out),
+            Request::LeaveGroup(r) => {
+                let response = self.group.leave(cx, r, &mut self.out);
+                self.out.replies.push((reply, Response::LeaveGroup(response)));
+            }
+            Request::OffsetCommit(r) => {
+                let (response, writes) = self.group.commit_offsets(now, r);
+                if writes.is_empty() {
+                    reply.send(Response::OffsetCommit(response));
+                } else {
+                    self.commit(response, writes, reply, ctx);
+                }
+            }
+            Request::OffsetFetch(r) => {
+                reply.send(Response::OffsetFetch(self.group.fetch_offsets(&r)));
+                return;
+            }
+            other => reply.send(Response::error(
+                ErrorCode::InvalidRequest,
+                format!("{} is not a group request", other.name()),
+            )),
+        }
+        self.finish(ctx);
+    }
+
+    /// Offsets are answered only once durable, and only then visible to OffsetFetch.
+    fn commit(
+        &mut self,
+        response: muster_protocol::OffsetCommitResponse,
+        writes: Vec<crate::storage::OffsetWrite>,
+        reply: ReplyTo,
+        ctx: &mut Context<Self>,
+    ) {
+        let durable = self.env.store.apply(vec![Mutation::PutOffsets {
+            group_id: self.group.group_id().to_owned(),
+            offsets: writes.clone(),
+        }]);
+        let fut = durable.into_actor(self).map(move |result, act, _ctx| match result {
+            Ok(()) => {
+                act.group.apply_offsets(writes);
+                reply.send(Response::OffsetCommit(response));
+            }
+            Err(e) => {
+                error!(group_id = act.group.group_id(), error = %e, "offset commit not durable");
+                let failed = error_like(
+                    &Response::OffsetCommit(response),
+                    ErrorCode::CoordinatorNotAvailable,
+                );
+                reply.send(failed);
+            }
+        });
+        ctx.spawn(fut);
+    }
+
+    /// Carries out what the engine asked for in `self.out`.
+    fn finish(&mut self, ctx: &mut Context<Self>) {
+        for event in self.out.events.drain(..) {
+            log_event(self.group.group_id(), &event);
+        }
+        if self.out.persist {
+            let replies = std::mem::take(&mut self.out.replies);
+            self.persist(replies, ctx);
+        } else {
+            for (to, response) in self.out.replies.drain(..) {
+                to.send(response);
+            }
+        }
+        self.out.clear();
+        if let Some(at) = self.group.take_new_deadline() {
+            if self.armed.is_none_or(|armed| at < armed) {
+                self.armed = Some(at);
+                self.env.supervisor.do_send(ArmTimer { key: self.key, at });
+            }
+        }
+        let status = (self.group.state(), self.group.member_count() as u32);
+        if status != self.status {
+            self.status = status;
+            self.env.supervisor.do_send(StatusChanged {
+                key: self.key,
+                state: status.0,
+                members: status.1,
+            });
+        }
+    }
+
+    /// Writes the group's record, then sends `replies`. Writes are coalesced: while one is in
+    /// flight, later requests share the next one (which snapshots the latest state).
+    fn persist(&mut self, replies: Vec<(ReplyTo, Response)>, ctx: &mut Context<Self>) {
+        if self.persist_in_flight {
+            self.persist_next.get_or_insert_with(Vec::new).extend(replies);
+            return;
+        }
+        self.persist_in_flight = true;
+        let mutation = if self.group.state() == GroupState::Dead {
+            Mutation::DeleteGroup {
+                group_id: self.group.group_id().to_owned(),
+            }
+        } else {
+            Mutation::PutGroup(self.group.to_record())
+        };
+        let durable = self.env.store.apply(vec![mutation]);
+        let fut = durable.into_actor(self).map(move |result, act, ctx| {
+            act.persist_in_flight = false;
+            match result {
+                Ok(()) => {
+                    for (to, response) in replies {
+                        to.send(response);
+                    }
+                }
+                Err(e) => {
+                    error!(group_id = act.group.group_id(), error = %e,
+                        "group metadata not durable; answering COORDINATOR_NOT_AVAILABLE");
+                    for (to, response) in replies {
+                        to.send(error_like(&response, ErrorCode::CoordinatorNotAvailable));
+                    }
+                }
+            }
+            if let Some(next) = act.persist_next.take() {
+                act.persist(next, ctx);
+            }
+        });
+        ctx.spawn(fut);
+    }
+}
+
+impl Actor for GroupActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        // A restored group may have deadlines (barrier, sessions) from the start.
+        ctx.set_mailbox_capacity(1024);
+        self.finish(ctx);
+    }
+}
+
+impl Handler<GroupCall> for GroupActor {
+    type Result = ();
+
+    fn handle(&mut self, call: GroupCall, ctx: &mut Self::Context) {
+        self.handle_call(call, ctx);
+    }
+}
+
+impl Handler<Tick> for GroupActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Tick, ctx: &mut Self::Context) {
+        // The supervisor consumed our entry; the tick hands back the full next deadline.
+        self.armed = None;
+        let catalog = Arc::clone(&self.env.catalog);
+        let cx = Ctx {
+            now: self.env.clock.now(),
+            topics: catalog.as_ref(),
+        };
+        self.group.tick(cx, &mut self.out);
+        self.finish(ctx);
+    }
+}
+
+impl Handler<Describe> for GroupActor {
+    type Result = MessageResult<Describe>;
+
+    fn handle(&mut self, _: Describe, _: &mut Self::Context) -> Self::Result {
+        MessageResult(self.group.describe(self.env.clock.now()))
+    }
+}
+
+impl Handler<Delete> for GroupActor {
+    type Result = ResponseActFuture<Self, ErrorCode>;
+
+    fn handle(&mut self, _: Delete, _: &mut Self::Context) -> Self::Result {
+        let code = self.group.delete(self.env.clock.now());
+        if code != ErrorCode::None {
+            return Box::pin(actix::fut::ready(code));
+        }
+        let durable = self.env.store.apply(vec![Mutation::DeleteGroup {
+            group_id: self.group.group_id().to_owned(),
+        }]);
+        Box::pin(durable.into_actor(self).map(|result, act, ctx| match result {
+            Ok(()) => {
+                info!(group_id = act.group.group_id(), "group deleted");
+                ctx.stop();
+                ErrorCode::None
+            }
+            Err(e) => {
+                error!(group_id = act.group.group_id(), error = %e, "group deletion not durable");
+                ErrorCode::CoordinatorNotAvailable
+            }
+        }))
+    }
+}
+
+impl Handler<TopicsChanged> for GroupActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: TopicsChanged, ctx: &mut Self::Context) {
+        let catalog = Arc::clone(&self.env.catalog);
+        let cx = Ctx {
+            now: self.env.clock.now(),
+            topics: catalog.as_ref(),
+        };
+        self.group.topics_changed(cx, &msg.0, &mut self.out);
+        self.finish(ctx);
+    }
+}
+
+impl Handler<AbortHeld> for GroupActor {
+    type Result = ();
+
+    fn handle(&mut self, _: AbortHeld, ctx: &mut Self::Context) {
+        self.group
+            .abort_held(ErrorCode::CoordinatorNotAvailable, &mut self.out);
+        self.finish(ctx);
+    }
+}
+
+fn log_event(group_id: &str, event: &Event) {
+    match event {
+        Event::RebalanceStarted {
+            trigger,
+            generation,
+        } => debug!(group_id, generation, trigger = trigger.as_str(), "rebalance started"),
+        Event::RebalanceCompleted {
+            generation,
+            members,
+            assignor,
+            barrier_ms,
+            trigger,
+            added,
+            removed,
+        } => info!(
+            group_id,
+            generation,
+            members,
+            assignor = assignor.as_deref().unwrap_or("-"),
+            barrier_ms,
+            trigger = trigger.as_str(),
+            added,
+            removed,
+            "rebalance completed"
+        ),
+        Event::MemberExpired {
+            member_id,
+            last_heard_ms_ago,
+        } => info!(group_id, member_id, last_heard_ms_ago, "session expired"),
+        Event::NewMemberTimedOut { member_id } => {
+            info!(group_id, member_id, "new member's join held too long; refused")
+        }
+        Event::EvictedAtBarrier { member_ids } => {
+            warn!(group_id, members = ?member_ids, "members did not rejoin before the rebalance timeout")
+        }
+        Event::EvictedAtSync { member_ids } => {
+            warn!(group_id, members = ?member_ids, "members did not sync before the rebalance timeout")
+        }
+    }
+}

@@ -1,0 +1,509 @@
+//! The supervisor: the registry of group actors (created on demand, spread round-robin over
+//! the arbiters it was given), the topic catalog, the admin requests that span groups, and the
+//! one timer that wakes groups whose deadlines passed.
+//!
+//! It is on the path of a group's *first* request from a connection only; sessions cache the
+//! group's address after that, so heartbeats never pass through here.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use actix::prelude::*;
+use futures_util::future::join_all;
+use muster_protocol::{
+    CreateTopicsResponse, DeleteGroupsResponse, DescribeGroupsResponse, DescribeTopicsResponse,
+    DescribedGroup, ErrorCode, GroupResult, ListGroupsResponse, ListedGroup, Request, Response,
+};
+use tracing::{debug, error, info};
+
+use super::group::{GroupActor, GroupEnv};
+use super::messages::{
+    AbortHeld, AdminCall, ArmTimer, Delete, Describe, Route, Shutdown, StatusChanged, Tick,
+    TopicsChanged,
+};
+use super::timers::DeadlineQueue;
+use crate::catalog::TopicCatalog;
+use crate::clock::Clock;
+use crate::config::GroupConfig;
+use crate::engine::{
+    absent_group, validate_group_id, AbsentGroup, Group, GroupState, Millis,
+};
+use crate::storage::{GroupRecord, Mutation, OffsetWrite, Store, StoredState};
+
+/// Which groups this node coordinates. A single node owns every group; a clustered node
+/// (a later mode, sharing groups through a distributed engine) answers NOT_COORDINATOR for
+/// the groups another node owns.
+pub trait Placement: Send + 'static {
+    fn owns(&self, group_id: &str) -> bool;
+}
+
+/// The single-node placement: every group is ours.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SingleNode;
+
+impl Placement for SingleNode {
+    fn owns(&self, _group_id: &str) -> bool {
+        true
+    }
+}
+
+/// Everything the supervisor starts with.
+pub struct SupervisorOptions {
+    pub config: GroupConfig,
+    pub store: Arc<dyn Store>,
+    /// Where group actors run; empty = the supervisor's own arbiter.
+    pub arbiters: Vec<ArbiterHandle>,
+    pub placement: Box<dyn Placement>,
+    /// State loaded from the store at startup.
+    pub initial: StoredState,
+    pub clock: Clock,
+}
+
+struct Entry {
+    key: u64,
+    addr: Addr<GroupActor>,
+    state: GroupState,
+    members: u32,
+}
+
+pub struct Supervisor {
+    config: Arc<GroupConfig>,
+    store: Arc<dyn Store>,
+    catalog: Arc<TopicCatalog>,
+    clock: Clock,
+    arbiters: Vec<ArbiterHandle>,
+    next_arbiter: usize,
+    placement: Box<dyn Placement>,
+    env: Option<Arc<GroupEnv>>,
+    groups: HashMap<String, Entry>,
+    keys: HashMap<u64, String>,
+    next_key: u64,
+    timers: DeadlineQueue,
+    wake: Option<(Millis, SpawnHandle)>,
+    initial: Option<StoredState>,
+    due: Vec<u64>,
+}
+
+impl Supervisor {
+    pub fn new(options: SupervisorOptions) -> Self {
+        let catalog = Arc::new(TopicCatalog::new(options.initial.topics.iter().cloned()));
+        Self {
+            config: Arc::new(options.config),
+            store: options.store,
+            catalog,
+            clock: options.clock,
+            arbiters: options.arbiters,
+            next_arbiter: 0,
+            placement: options.placement,
+            env: None,
+            groups: HashMap::new(),
+            keys: HashMap::new(),
+            next_key: 1,
+            timers: DeadlineQueue::default(),
+            wake: None,
+            initial: Some(options.initial),
+            due: Vec::new(),
+        }
+    }
+
+    fn env(&self, ctx: &mut Context<Self>) -> Arc<GroupEnv> {
+        match &self.env {
+            Some(env) => Arc::clone(env),
+            None => Arc::new(GroupEnv {
+                store: Arc::clone(&self.store),
+                catalog: Arc::clone(&self.catalog),
+                clock: self.clock,
+                supervisor: ctx.address(),
+            }),
+        }
+    }
+
+    /// Starts the actor for `group` on the next arbiter.
+    fn spawn_group(&mut self, group: Group<super::ReplyTo>, ctx: &mut Context<Self>) -> Addr<GroupActor> {
+        let env = self.env(ctx);
+        let key = self.next_key;
+        self.next_key += 1;
+        let group_id = group.group_id().to_owned();
+        let state = group.state();
+        let members = group.member_count() as u32;
+        let make = move |_: &mut Context<GroupActor>| GroupActor::new(key, group, env);
+        let addr = if self.arbiters.is_empty() {
+            GroupActor::create(make)
+        } else {
+            let arbiter = &self.arbiters[self.next_arbiter % self.arbiters.len()];
+            self.next_arbiter = self.next_arbiter.wrapping_add(1);
+            GroupActor::start_in_arbiter(arbiter, make)
+        };
+        self.keys.insert(key, group_id.clone());
+        self.groups.insert(
+            group_id,
+            Entry {
+                key,
+                addr: addr.clone(),
+                state,
+                members,
+            },
+        );
+        addr
+    }
+
+    fn load(&mut self, initial: StoredState, ctx: &mut Context<Self>) {
+        let now = self.clock.now();
+        let mut offsets: HashMap<String, Vec<OffsetWrite>> = initial.offsets.into_iter().collect();
+        let groups = initial.groups.len();
+        for record in initial.groups {
+            let group_offsets = offsets.remove(&record.group_id).unwrap_or_default();
+            let group = Group::restore(record, group_offsets, Arc::clone(&self.config), now);
+            self.spawn_group(group, ctx);
+        }
+        // Groups that only ever had simple commits have offsets but no metadata.
+        for (group_id, group_offsets) in offsets {
+            let record = GroupRecord {
+                group_id,
+                state: GroupState::Empty,
+                generation: 0,
+                assignor: None,
+                leader: None,
+                members: Vec::new(),
+                state_since_ms: now,
+            };
+            let group = Group::restore(record, group_offsets, Arc::clone(&self.config), now);
+            self.spawn_group(group, ctx);
+        }
+        if !self.groups.is_empty() {
+            info!(groups = self.groups.len(), with_metadata = groups, "groups loaded");
+        }
+    }
+
+    fn reschedule(&mut self, ctx: &mut Context<Self>) {
+        let Some(at) = self.timers.earliest() else {
+            if let Some((_, handle)) = self.wake.take() {
+                ctx.cancel_future(handle);
+            }
+            return;
+        };
+        if self.wake.as_ref().is_some_and(|(scheduled, _)| *scheduled <= at) {
+            return;
+        }
+        if let Some((_, handle)) = self.wake.take() {
+            ctx.cancel_future(handle);
+        }
+        let delay = self
+            .clock
+            .instant_at(at)
+            .saturating_duration_since(Instant::now());
+        let handle = ctx.run_later(delay, |act, ctx| {
+            act.wake = None;
+            act.fire(ctx);
+        });
+        self.wake = Some((at, handle));
+    }
+
+    fn fire(&mut self, ctx: &mut Context<Self>) {
+        let now = self.clock.now();
+        let mut due = std::mem::take(&mut self.due);
+        self.timers.pop_due(now, &mut due);
+        for key in due.drain(..) {
+            if let Some(entry) = self.keys.get(&key).and_then(|g| self.groups.get(g)) {
+                entry.addr.do_send(Tick);
+            }
+        }
+        self.due = due;
+        self.reschedule(ctx);
+    }
+
+    fn forget(&mut self, group_id: &str, key: u64) {
+        if self.groups.get(group_id).is_some_and(|e| e.key == key) {
+            self.groups.remove(group_id);
+            self.keys.remove(&key);
+            self.timers.disarm(key);
+        }
+    }
+
+    fn describe_groups(&self, group_ids: Vec<String>) -> ResponseFuture<Response> {
+        let lookups: Vec<_> = group_ids
+            .into_iter()
+            .map(|group_id| {
+                let addr = self.groups.get(&group_id).map(|e| e.addr.clone());
+                let refusal = self.refusal(&group_id);
+                async move {
+                    if let Some(code) = refusal {
+                        return dead_group(group_id, code);
+                    }
+                    match addr {
+                        Some(addr) => match addr.send(Describe).await {
+                            Ok(described) => described,
+                            Err(_) => dead_group(group_id, ErrorCode::None),
+                        },
+                        None => dead_group(group_id, ErrorCode::None),
+                    }
+                }
+            })
+            .collect();
+        Box::pin(async move {
+            Response::DescribeGroups(DescribeGroupsResponse {
+                groups: join_all(lookups).await,
+            })
+        })
+    }
+
+    fn list_groups(&self, states: &[String]) -> Response {
+        let wanted: Vec<Option<GroupState>> = states
+            .iter()
+            .map(|s| GroupState::parse(s.trim()))
+            .collect();
+        let mut groups: Vec<ListedGroup> = self
+            .groups
+            .iter()
+            .filter(|(_, e)| e.state != GroupState::Dead)
+            .filter(|(_, e)| wanted.is_empty() || wanted.contains(&Some(e.state)))
+            .map(|(group_id, e)| ListedGroup {
+                group_id: group_id.clone(),
+                state: e.state.as_str().to_owned(),
+                members: e.members,
+            })
+            .collect();
+        groups.sort_unstable_by(|a, b| a.group_id.cmp(&b.group_id));
+        Response::ListGroups(ListGroupsResponse {
+            error_code: ErrorCode::None.code(),
+            groups,
+        })
+    }
+
+    fn delete_groups(
+        &mut self,
+        group_ids: Vec<String>,
+    ) -> ResponseActFuture<Self, Response> {
+        let deletions: Vec<_> = group_ids
+            .into_iter()
+            .map(|group_id| {
+                let target = self.groups.get(&group_id).map(|e| (e.key, e.addr.clone()));
+                let refusal = self.refusal(&group_id);
+                async move {
+                    if let Some(code) = refusal {
+                        return (group_id, None, code);
+                    }
+                    match target {
+                        None => (group_id, None, ErrorCode::GroupIdNotFound),
+                        Some((key, addr)) => {
+                            let code = addr.send(Delete).await.unwrap_or(ErrorCode::GroupIdNotFound);
+                            (group_id, Some(key), code)
+                        }
+                    }
+                }
+            })
+            .collect();
+        Box::pin(join_all(deletions).into_actor(self).map(|outcomes, act, _| {
+            let results = outcomes
+                .into_iter()
+                .map(|(group_id, key, code)| {
+                    if let (Some(key), ErrorCode::None) = (key, code) {
+                        act.forget(&group_id, key);
+                    }
+                    GroupResult {
+                        group_id,
+                        error_code: code.code(),
+                    }
+                })
+                .collect();
+            Response::DeleteGroups(DeleteGroupsResponse { results })
+        }))
+    }
+
+    /// Why a group id cannot be served here, if it cannot.
+    fn refusal(&self, group_id: &str) -> Option<ErrorCode> {
+        if let Err(code) = validate_group_id(group_id) {
+            Some(code)
+        } else if !self.placement.owns(group_id) {
+            Some(ErrorCode::NotCoordinator)
+        } else {
+            None
+        }
+    }
+
+    fn create_topics(&mut self, call: AdminCall, topics: Vec<muster_protocol::TopicInfo>, ctx: &mut Context<Self>) {
+        let plan = self.catalog.plan(&topics);
+        let reply = call.reply;
+        let response = Response::CreateTopics(CreateTopicsResponse {
+            results: plan.results,
+        });
+        if plan.changes.is_empty() {
+            reply.send(response);
+            return;
+        }
+        let changes = plan.changes;
+        let durable = self
+            .store
+            .apply(changes.iter().cloned().map(Mutation::PutTopic).collect());
+        // Catalog changes are rare; serialising them (ctx.wait) keeps two concurrent requests
+        // from planning against the same old counts.
+        ctx.wait(durable.into_actor(self).map(move |result, act, _| match result {
+            Ok(()) => {
+                act.catalog.install(&changes);
+                let names: Arc<[String]> = changes.iter().map(|t| t.topic.clone()).collect();
+                info!(topics = ?names, "topic catalog changed");
+                for entry in act.groups.values() {
+                    entry.addr.do_send(TopicsChanged(Arc::clone(&names)));
+                }
+                reply.send(response);
+            }
+            Err(e) => {
+                error!(error = %e, "topic change not durable");
+                reply.send(Response::error(
+                    ErrorCode::CoordinatorNotAvailable,
+                    format!("topic change not durable: {e}"),
+                ));
+            }
+        }));
+    }
+
+    /// Groups per state (for metrics and tests).
+    pub fn groups_by_state(&self) -> HashMap<GroupState, usize> {
+        let mut counts = HashMap::new();
+        for e in self.groups.values() {
+            *counts.entry(e.state).or_default() += 1;
+        }
+        counts
+    }
+}
+
+fn dead_group(group_id: String, code: ErrorCode) -> DescribedGroup {
+    DescribedGroup {
+        error_code: code.code(),
+        group_id,
+        state: GroupState::Dead.as_str().to_owned(),
+        generation_id: -1,
+        assignor: None,
+        leader_id: String::new(),
+        members: Vec::new(),
+    }
+}
+
+impl Actor for Supervisor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(usize::MAX >> 1);
+        self.env = Some(self.env(ctx));
+        if let Some(initial) = self.initial.take() {
+            self.load(initial, ctx);
+        }
+    }
+}
+
+impl Handler<Route> for Supervisor {
+    type Result = Option<Addr<GroupActor>>;
+
+    fn handle(&mut self, route: Route, ctx: &mut Self::Context) -> Self::Result {
+        let Route { group_id, call } = route;
+        if let Some(code) = self.refusal(&group_id) {
+            let answer = crate::engine::error_for(&call.request, code);
+            call.reply.send(answer);
+            return None;
+        }
+        if let Some(entry) = self.groups.get(&group_id) {
+            let addr = entry.addr.clone();
+            addr.do_send(call);
+            return Some(addr);
+        }
+        match absent_group(&call.request, &self.config) {
+            AbsentGroup::Answer(response) => {
+                call.reply.send(response);
+                None
+            }
+            AbsentGroup::Create => {
+                debug!(group_id, "group created");
+                let group = Group::new(group_id, Arc::clone(&self.config), self.clock.now());
+                let addr = self.spawn_group(group, ctx);
+                addr.do_send(call);
+                Some(addr)
+            }
+        }
+    }
+}
+
+impl Handler<AdminCall> for Supervisor {
+    type Result = ResponseActFuture<Self, ()>;
+
+    fn handle(&mut self, call: AdminCall, ctx: &mut Self::Context) -> Self::Result {
+        match call.request {
+            Request::DescribeGroups(r) => {
+                let reply = call.reply;
+                Box::pin(
+                    self.describe_groups(r.group_ids)
+                        .into_actor(self)
+                        .map(move |response, _, _| reply.send(response)),
+                )
+            }
+            Request::ListGroups(ref r) => {
+                let response = self.list_groups(&r.states);
+                call.reply.send(response);
+                Box::pin(actix::fut::ready(()))
+            }
+            Request::DeleteGroups(r) => {
+                let reply = call.reply;
+                Box::pin(
+                    self.delete_groups(r.group_ids)
+                        .map(move |response, _, _| reply.send(response)),
+                )
+            }
+            Request::CreateTopics(ref r) => {
+                let topics = r.topics.clone();
+                self.create_topics(call, topics, ctx);
+                Box::pin(actix::fut::ready(()))
+            }
+            Request::DescribeTopics(ref r) => {
+                let topics = self.catalog.describe(r.topics.as_deref());
+                call.reply.send(Response::DescribeTopics(DescribeTopicsResponse {
+                    error_code: ErrorCode::None.code(),
+                    topics,
+                }));
+                Box::pin(actix::fut::ready(()))
+            }
+            other => {
+                call.reply.send(Response::error(
+                    ErrorCode::InvalidRequest,
+                    format!("{} is not an admin request", other.name()),
+                ));
+                Box::pin(actix::fut::ready(()))
+            }
+        }
+    }
+}
+
+impl Handler<ArmTimer> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: ArmTimer, ctx: &mut Self::Context) {
+        if self.keys.contains_key(&msg.key) && self.timers.arm(msg.key, msg.at) {
+            self.reschedule(ctx);
+        }
+    }
+}
+
+impl Handler<StatusChanged> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: StatusChanged, _: &mut Self::Context) {
+        if let Some(entry) = self.keys.get(&msg.key).and_then(|g| self.groups.get_mut(g)) {
+            entry.state = msg.state;
+            entry.members = msg.members;
+        }
+    }
+}
+
+impl Handler<Shutdown> for Supervisor {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, _: Shutdown, _: &mut Self::Context) -> Self::Result {
+        let aborts: Vec<_> = self.groups.values().map(|e| e.addr.send(AbortHeld)).collect();
+        let store = Arc::clone(&self.store);
+        Box::pin(async move {
+            join_all(aborts).await;
+            if let Err(e) = store.close() {
+                error!(error = %e, "store did not close cleanly");
+            }
+        })
+    }
+}

@@ -1,0 +1,204 @@
+//! The topic catalog (protocol §5 "Topics"): which topics exist and how many partitions each
+//! has. Validation and change detection are pure; the supervisor owns the only writer, group
+//! actors read it when a barrier completes (the leader's `topics`).
+
+use std::collections::HashMap;
+use std::sync::RwLock;
+
+use muster_protocol::{ErrorCode, TopicInfo, TopicResult};
+
+use crate::engine::TopicLookup;
+
+/// Longest topic name, in bytes.
+pub const MAX_TOPIC_NAME_BYTES: usize = 249;
+
+/// Protocol §5: 1..=249 bytes of `[A-Za-z0-9._-]`.
+pub fn validate_topic_name(name: &str) -> Result<(), ErrorCode> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_TOPIC_NAME_BYTES
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ErrorCode::InvalidTopic)
+    }
+}
+
+/// The catalog, shared between the supervisor (writes) and group actors (reads).
+#[derive(Debug, Default)]
+pub struct TopicCatalog {
+    topics: RwLock<HashMap<String, i32>>,
+}
+
+/// What a CreateTopics request would do: per-topic results and the catalog entries to store.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct TopicPlan {
+    pub results: Vec<TopicResult>,
+    /// Topics created or raised, to make durable and then [`TopicCatalog::install`].
+    pub changes: Vec<TopicInfo>,
+}
+
+impl TopicCatalog {
+    pub fn new(topics: impl IntoIterator<Item = TopicInfo>) -> Self {
+        Self {
+            topics: RwLock::new(
+                topics
+                    .into_iter()
+                    .map(|t| (t.topic, t.partitions))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// Validates a CreateTopics request against the catalog without changing it. A later entry
+    /// for the same topic in one request sees the earlier one.
+    pub fn plan(&self, requested: &[TopicInfo]) -> TopicPlan {
+        let current = self.read();
+        let mut plan = TopicPlan::default();
+        let mut planned: HashMap<&str, i32> = HashMap::new();
+        for t in requested {
+            let code = match validate_topic_name(&t.topic) {
+                Err(code) => code,
+                Ok(()) if t.partitions < 1 => ErrorCode::InvalidPartitions,
+                Ok(()) => {
+                    let existing = planned
+                        .get(t.topic.as_str())
+                        .copied()
+                        .or_else(|| current.get(&t.topic).copied());
+                    match existing {
+                        Some(n) if t.partitions < n => ErrorCode::InvalidPartitions,
+                        Some(n) if t.partitions == n => ErrorCode::None,
+                        _ => {
+                            planned.insert(&t.topic, t.partitions);
+                            ErrorCode::None
+                        }
+                    }
+                }
+            };
+            plan.results.push(TopicResult {
+                topic: t.topic.clone(),
+                error_code: code.code(),
+            });
+        }
+        plan.changes = requested
+            .iter()
+            .filter(|t| planned.get(t.topic.as_str()) == Some(&t.partitions))
+            .map(|t| TopicInfo {
+                topic: t.topic.clone(),
+                partitions: t.partitions,
+            })
+            .collect();
+        plan.changes.dedup_by(|a, b| a.topic == b.topic);
+        plan
+    }
+
+    /// Applies changes that are now durable.
+    pub fn install(&self, changes: &[TopicInfo]) {
+        let mut topics = match self.topics.write() {
+            Ok(t) => t,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        for t in changes {
+            topics.insert(t.topic.clone(), t.partitions);
+        }
+    }
+
+    /// DescribeTopics: the named topics that exist (unknown names left out), or all.
+    pub fn describe(&self, names: Option<&[String]>) -> Vec<TopicInfo> {
+        let topics = self.read();
+        let mut found: Vec<TopicInfo> = match names {
+            Some(names) => names
+                .iter()
+                .filter_map(|n| {
+                    topics.get(n).map(|&partitions| TopicInfo {
+                        topic: n.clone(),
+                        partitions,
+                    })
+                })
+                .collect(),
+            None => topics
+                .iter()
+                .map(|(topic, &partitions)| TopicInfo {
+                    topic: topic.clone(),
+                    partitions,
+                })
+                .collect(),
+        };
+        if names.is_none() {
+            found.sort_unstable_by(|a, b| a.topic.cmp(&b.topic));
+        }
+        found
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, i32>> {
+        // A writer never panics while holding the lock; recover the data if one ever did.
+        match self.topics.read() {
+            Ok(t) => t,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+}
+
+impl TopicLookup for TopicCatalog {
+    fn partitions(&self, topic: &str) -> Option<i32> {
+        self.read().get(topic).copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(topic: &str, partitions: i32) -> TopicInfo {
+        TopicInfo {
+            topic: topic.into(),
+            partitions,
+        }
+    }
+
+    fn codes(plan: &TopicPlan) -> Vec<i16> {
+        plan.results.iter().map(|r| r.error_code).collect()
+    }
+
+    #[test]
+    fn names_are_validated() {
+        assert!(validate_topic_name("orders.v1_a-b").is_ok());
+        assert_eq!(validate_topic_name(""), Err(ErrorCode::InvalidTopic));
+        assert_eq!(validate_topic_name("a b"), Err(ErrorCode::InvalidTopic));
+        assert_eq!(validate_topic_name("é"), Err(ErrorCode::InvalidTopic));
+        assert!(validate_topic_name(&"a".repeat(249)).is_ok());
+        assert_eq!(
+            validate_topic_name(&"a".repeat(250)),
+            Err(ErrorCode::InvalidTopic)
+        );
+    }
+
+    #[test]
+    fn create_raise_lower_and_same() {
+        let catalog = TopicCatalog::new([info("a", 3)]);
+        let plan = catalog.plan(&[info("a", 5), info("b", 1), info("a", 3), info("c", 0)]);
+        // a: raised to 5; b: created; a again at 3: lower than the 5 planned → refused; c: bad.
+        assert_eq!(codes(&plan), vec![0, 0, 37, 37]);
+        assert_eq!(plan.changes, vec![info("a", 5), info("b", 1)]);
+        catalog.install(&plan.changes);
+        assert_eq!(catalog.partitions("a"), Some(5));
+
+        let same = catalog.plan(&[info("a", 5)]);
+        assert_eq!(codes(&same), vec![0]);
+        assert!(same.changes.is_empty(), "same count changes nothing");
+        let lower = catalog.plan(&[info("a", 4)]);
+        assert_eq!(codes(&lower), vec![ErrorCode::InvalidPartitions.code()]);
+    }
+
+    #[test]
+    fn describe_leaves_unknown_out() {
+        let catalog = TopicCatalog::new([info("b", 2), info("a", 1)]);
+        assert_eq!(catalog.describe(None), vec![info("a", 1), info("b", 2)]);
+        assert_eq!(
+            catalog.describe(Some(&["b".into(), "zz".into()])),
+            vec![info("b", 2)]
+        );
+    }
+}

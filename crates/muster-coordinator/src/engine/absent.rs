@@ -1,0 +1,158 @@
+//! Rules that apply before a group exists: group-id validation, and what each request gets
+//! when its group does not exist (protocol §5: only a JoinGroup with an empty member id, or a
+//! simple OffsetCommit with generation -1, creates a group).
+
+use muster_protocol::{
+    ErrorCode, HeartbeatResponse, LeaveGroupResponse, LeaveResult, Request, Response,
+};
+
+use super::{commit_error, fetch_from, join_error, sync_error};
+use crate::config::GroupConfig;
+
+/// Longest group id, in bytes.
+pub const MAX_GROUP_ID_BYTES: usize = 255;
+
+/// Protocol §5 "Group id": 1..=255 bytes, no control characters.
+pub fn validate_group_id(group_id: &str) -> Result<(), ErrorCode> {
+    if group_id.is_empty()
+        || group_id.len() > MAX_GROUP_ID_BYTES
+        || group_id.chars().any(char::is_control)
+    {
+        Err(ErrorCode::InvalidGroupId)
+    } else {
+        Ok(())
+    }
+}
+
+/// What to do with a group-scoped request whose group does not exist.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AbsentGroup {
+    /// Create the group and hand it the request.
+    Create,
+    /// Answer with this, creating nothing.
+    Answer(Response),
+}
+
+/// The answer a request gets when its group does not exist, or [`AbsentGroup::Create`].
+pub fn absent_group(request: &Request, config: &GroupConfig) -> AbsentGroup {
+    let unknown_member = ErrorCode::UnknownMemberId;
+    let answer = match request {
+        Request::JoinGroup(r) => {
+            let t = r.session_timeout_ms;
+            if t < config.min_session_timeout_ms || t > config.max_session_timeout_ms {
+                join_error(ErrorCode::InvalidSessionTimeout, &r.member_id)
+            } else if r.member_id.is_empty() {
+                return AbsentGroup::Create;
+            } else {
+                join_error(unknown_member, &r.member_id)
+            }
+        }
+        Request::SyncGroup(_) => sync_error(unknown_member),
+        Request::Heartbeat(_) => Response::Heartbeat(HeartbeatResponse {
+            error_code: unknown_member.code(),
+        }),
+        Request::LeaveGroup(r) => Response::LeaveGroup(LeaveGroupResponse {
+            error_code: ErrorCode::None.code(),
+            members: r
+                .members
+                .iter()
+                .map(|m| LeaveResult {
+                    member_id: m.member_id.clone(),
+                    group_instance_id: m.group_instance_id.clone(),
+                    error_code: unknown_member.code(),
+                })
+                .collect(),
+        }),
+        Request::OffsetCommit(r) => {
+            if r.generation_id >= 0 {
+                Response::OffsetCommit(commit_error(ErrorCode::IllegalGeneration, r))
+            } else if r.member_id.is_empty() && r.group_instance_id.is_none() {
+                return AbsentGroup::Create;
+            } else {
+                // Kafka would create the group and then refuse the unknown member; we refuse
+                // without leaving an empty group behind.
+                Response::OffsetCommit(commit_error(unknown_member, r))
+            }
+        }
+        Request::OffsetFetch(r) => Response::OffsetFetch(fetch_from(None, r)),
+        other => Response::error(
+            ErrorCode::InvalidRequest,
+            format!("{} is not addressed to one group", other.name()),
+        ),
+    };
+    AbsentGroup::Answer(answer)
+}
+
+/// The group id a group-scoped request is addressed to.
+pub fn group_of(request: &Request) -> Option<&str> {
+    match request {
+        Request::JoinGroup(r) => Some(&r.group_id),
+        Request::SyncGroup(r) => Some(&r.group_id),
+        Request::Heartbeat(r) => Some(&r.group_id),
+        Request::LeaveGroup(r) => Some(&r.group_id),
+        Request::OffsetCommit(r) => Some(&r.group_id),
+        Request::OffsetFetch(r) => Some(&r.group_id),
+        _ => None,
+    }
+}
+
+/// The error answer of the right type for a group-scoped request (e.g. INVALID_GROUP_ID).
+pub fn error_for(request: &Request, code: ErrorCode) -> Response {
+    match request {
+        Request::JoinGroup(r) => join_error(code, &r.member_id),
+        Request::SyncGroup(_) => sync_error(code),
+        Request::Heartbeat(_) => Response::Heartbeat(HeartbeatResponse {
+            error_code: code.code(),
+        }),
+        Request::LeaveGroup(r) => Response::LeaveGroup(LeaveGroupResponse {
+            error_code: code.code(),
+            members: r
+                .members
+                .iter()
+                .map(|m| LeaveResult {
+                    member_id: m.member_id.clone(),
+                    group_instance_id: m.group_instance_id.clone(),
+                    error_code: code.code(),
+                })
+                .collect(),
+        }),
+        Request::OffsetCommit(r) => Response::OffsetCommit(commit_error(code, r)),
+        Request::OffsetFetch(_) => Response::OffsetFetch(muster_protocol::OffsetFetchResponse {
+            error_code: code.code(),
+            topics: Vec::new(),
+        }),
+        _ => Response::error(code, code.name()),
+    }
+}
+
+/// The same kind of answer as `response`, carrying `code` instead (for failures found after
+/// the engine answered, such as a write that did not become durable).
+pub fn error_like(response: &Response, code: ErrorCode) -> Response {
+    match response {
+        Response::JoinGroup(r) => join_error(code, &r.member_id),
+        Response::SyncGroup(_) => sync_error(code),
+        Response::Heartbeat(_) => Response::Heartbeat(HeartbeatResponse {
+            error_code: code.code(),
+        }),
+        Response::LeaveGroup(r) => Response::LeaveGroup(LeaveGroupResponse {
+            error_code: code.code(),
+            members: r
+                .members
+                .iter()
+                .map(|m| LeaveResult {
+                    error_code: code.code(),
+                    ..m.clone()
+                })
+                .collect(),
+        }),
+        Response::OffsetCommit(r) => {
+            let mut failed = r.clone();
+            failed.error_code = code.code();
+            for p in failed.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+                p.error_code = code.code();
+            }
+            Response::OffsetCommit(failed)
+        }
+        _ => Response::error(code, code.name()),
+    }
+}

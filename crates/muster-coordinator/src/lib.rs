@@ -1,0 +1,17 @@
+//! Muster's coordinator: the pure group engine ([`engine`]), the actors that host it
+//! ([`actors`]), and the storage seam ([`storage`]).
+//!
+//! Request path: a connection's session actor (in `muster-server`) hands a group-scoped request
+//! to the [`actors::Supervisor`], which routes it to the group's [`actors::GroupActor`]
+//! (creating it on demand, spread over arbiters); the session caches that address for later
+//! requests. The group actor feeds the request and the current time to its
+//! [`engine::Group`] and carries out what comes back: replies, persistence, timers.
+
+pub mod actors;
+pub mod catalog;
+pub mod clock;
+pub mod config;
+pub mod engine;
+pub mod storage;
+
+pub use config::GroupConfig;

@@ -1,0 +1,165 @@
+//! Storage: what the coordinator makes durable (group metadata, committed offsets, the topic
+//! catalog) and the [`Store`] trait any backend implements. The in-memory backend
+//! ([`MemoryStore`]) serves tests; a durable backend sits behind the same trait.
+//!
+//! Writes are batches of [`Mutation`]s applied atomically and in submission order; the
+//! returned [`Durable`] resolves once the batch is on stable storage. Callers answer clients
+//! only after that (protocol §5: a NONE OffsetCommit answer means the offset survives a crash).
+
+mod memory;
+
+pub use memory::MemoryStore;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use muster_protocol::{AssignorMetadata, TopicInfo, TopicPartitions};
+use tokio::sync::oneshot;
+
+use crate::engine::{GroupState, Millis};
+
+/// One committed offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommittedOffset {
+    pub offset: i64,
+    pub metadata: Option<String>,
+    /// When it was committed, on the coordinator's clock (retention counts from here).
+    pub commit_timestamp_ms: Millis,
+}
+
+/// A committed offset for one partition, as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffsetWrite {
+    pub topic: String,
+    pub partition: i32,
+    pub committed: CommittedOffset,
+}
+
+/// A group's durable metadata (protocol §5 "Durability").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupRecord {
+    pub group_id: String,
+    pub state: GroupState,
+    pub generation: i32,
+    pub assignor: Option<String>,
+    pub leader: Option<String>,
+    pub members: Vec<MemberRecord>,
+    pub state_since_ms: Millis,
+}
+
+/// One member of a [`GroupRecord`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberRecord {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout_ms: u32,
+    pub rebalance_timeout_ms: u32,
+    pub topics: Vec<String>,
+    pub assignors: Vec<AssignorMetadata>,
+    pub owned_partitions: Vec<TopicPartitions>,
+    pub assignment: Vec<TopicPartitions>,
+    pub assignment_user_data: Vec<u8>,
+}
+
+/// One change to durable state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mutation {
+    /// Replace a group's metadata.
+    PutGroup(GroupRecord),
+    /// Remove a group's metadata and all its offsets.
+    DeleteGroup { group_id: String },
+    /// Upsert committed offsets of a group.
+    PutOffsets {
+        group_id: String,
+        offsets: Vec<OffsetWrite>,
+    },
+    /// Remove some offsets of a group (retention).
+    DeleteOffsets {
+        group_id: String,
+        partitions: Vec<(String, i32)>,
+    },
+    /// Create a topic or change its partition count.
+    PutTopic(TopicInfo),
+}
+
+/// Everything a store holds, as loaded at startup.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoredState {
+    pub groups: Vec<GroupRecord>,
+    /// Offsets by group id (groups may have offsets and no metadata: simple commits).
+    pub offsets: Vec<(String, Vec<OffsetWrite>)>,
+    pub topics: Vec<TopicInfo>,
+}
+
+/// A storage failure.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    #[error("storage I/O failed: {0}")]
+    Io(String),
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+    #[error("the store has shut down")]
+    Closed,
+}
+
+/// A durable home for coordinator state. Implementations must apply batches atomically and in
+/// the order `apply` was called, and resolve each [`Durable`] only once its batch would
+/// survive a crash of the process.
+pub trait Store: Send + Sync + 'static {
+    /// Everything stored, for startup.
+    fn load(&self) -> Result<StoredState, StoreError>;
+    /// Submits a batch; never blocks on I/O.
+    fn apply(&self, batch: Vec<Mutation>) -> Durable;
+    /// Flushes and stops accepting writes (graceful shutdown). Idempotent.
+    fn close(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+/// Resolves when a submitted batch is durable (or failed).
+#[must_use = "a write is only durable once its Durable resolves"]
+pub struct Durable(DurableInner);
+
+enum DurableInner {
+    Ready(Option<Result<(), StoreError>>),
+    Waiting(oneshot::Receiver<Result<(), StoreError>>),
+}
+
+impl Durable {
+    /// An already-resolved outcome.
+    pub fn ready(result: Result<(), StoreError>) -> Self {
+        Durable(DurableInner::Ready(Some(result)))
+    }
+
+    /// A pending outcome and the sender a backend completes it with.
+    pub fn pending() -> (DurableSender, Self) {
+        let (tx, rx) = oneshot::channel();
+        (DurableSender(tx), Durable(DurableInner::Waiting(rx)))
+    }
+}
+
+/// Completes a [`Durable`].
+pub struct DurableSender(oneshot::Sender<Result<(), StoreError>>);
+
+impl DurableSender {
+    pub fn complete(self, result: Result<(), StoreError>) {
+        // The waiter may have gone away (its client disconnected): nothing to tell then.
+        let _ = self.0.send(result);
+    }
+}
+
+impl Future for Durable {
+    type Output = Result<(), StoreError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match &mut self.get_mut().0 {
+            DurableInner::Ready(result) => Poll::Ready(result.take().unwrap_or(Err(StoreError::Closed))),
+            DurableInner::Waiting(rx) => Pin::new(rx)
+                .poll(cx)
+                .map(|r| r.unwrap_or(Err(StoreError::Closed))),
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! Per message type: for a non-trivial sample and for the all-defaults value, the encoding
+//! round-trips, a trailing byte is refused, every strict prefix is refused, the whole frame
+//! carries the right length prefix, and the bytes are bincode 1.3's.
+
+use super::samples::{self, req, resp};
+use super::Msg;
+use crate::*;
+
+pub fn check_round_trip(msg: &Msg) {
+    let payload = msg.payload();
+    assert_eq!(msg.decode_like(&payload).as_ref(), Ok(msg));
+    let frame = msg.frame();
+    let (body, consumed) = split_frame(&frame, u32::MAX)
+        .expect("valid length")
+        .expect("whole frame");
+    assert_eq!(consumed, frame.len());
+    assert_eq!(body, &payload[..]);
+    assert_eq!(
+        u32::from_be_bytes(frame[..4].try_into().expect("4 bytes")) as usize,
+        payload.len()
+    );
+}
+
+pub fn check_whole_buffer_consumed(msg: &Msg) {
+    for extra in [&[0u8][..], &[0xff], &[0, 0, 0, 0]] {
+        let mut payload = msg.payload();
+        payload.extend_from_slice(extra);
+        assert_eq!(
+            msg.decode_like(&payload),
+            Err(DecodeError::TrailingBytes),
+            "trailing {extra:?}"
+        );
+    }
+}
+
+pub fn check_every_strict_prefix_fails(msg: &Msg) {
+    let payload = msg.payload();
+    for cut in 0..payload.len() {
+        let result = msg.decode_like(&payload[..cut]);
+        assert!(
+            result.is_err(),
+            "prefix of {cut}/{} bytes decoded: {result:?}",
+            payload.len()
+        );
+    }
+}
+
+pub fn check_bincode_identical(msg: &Msg) {
+    let ours = msg.payload();
+    assert_eq!(ours, msg.bincode(), "wincode and bincode 1.3 bytes differ");
+    // Each side decodes the other's bytes.
+    assert_eq!(&msg.bincode_decode_like(&ours), msg);
+    assert_eq!(msg.decode_like(&msg.bincode()).as_ref(), Ok(msg));
+}
+
+macro_rules! message_tests {
+    ($($kind:ident $name:ident => $inner:ident;)*) => {$(
+        mod $name {
+            use super::*;
+
+            fn values() -> [Msg; 2] {
+                [
+                    message_tests!(@wrap $kind samples::$name()),
+                    message_tests!(@default $kind $inner),
+                ]
+            }
+
+            #[test]
+            fn round_trip() {
+                values().iter().for_each(check_round_trip);
+            }
+
+            #[test]
+            fn whole_buffer_consumed() {
+                values().iter().for_each(check_whole_buffer_consumed);
+            }
+
+            #[test]
+            fn every_strict_prefix_fails() {
+                values().iter().for_each(check_every_strict_prefix_fails);
+            }
+
+            #[test]
+            fn bytes_identical_to_bincode() {
+                values().iter().for_each(check_bincode_identical);
+            }
+        }
+    )*};
+    (@wrap request $e:expr) => { Msg::Req($e) };
+    (@wrap response $e:expr) => { Msg::Resp($e) };
+    (@default request $inner:ident) => { Msg::Req(req(0, $inner::default())) };
+    (@default response $inner:ident) => { Msg::Resp(resp(0, $inner::default())) };
+}
+
+message_tests! {
+    request hello_request => HelloRequest;
+    request join_group_request => JoinGroupRequest;
+    request sync_group_request => SyncGroupRequest;
+    request heartbeat_request => HeartbeatRequest;
+    request leave_group_request => LeaveGroupRequest;
+    request offset_commit_request => OffsetCommitRequest;
+    request offset_fetch_request => OffsetFetchRequest;
+    request describe_groups_request => DescribeGroupsRequest;
+    request list_groups_request => ListGroupsRequest;
+    request delete_groups_request => DeleteGroupsRequest;
+    request create_topics_request => CreateTopicsRequest;
+    request describe_topics_request => DescribeTopicsRequest;
+    response hello_response => HelloResponse;
+    response join_group_response => JoinGroupResponse;
+    response sync_group_response => SyncGroupResponse;
+    response heartbeat_response => HeartbeatResponse;
+    response leave_group_response => LeaveGroupResponse;
+    response offset_commit_response => OffsetCommitResponse;
+    response offset_fetch_response => OffsetFetchResponse;
+    response describe_groups_response => DescribeGroupsResponse;
+    response list_groups_response => ListGroupsResponse;
+    response delete_groups_response => DeleteGroupsResponse;
+    response create_topics_response => CreateTopicsResponse;
+    response describe_topics_response => DescribeTopicsResponse;
+    response error_response => ErrorResponse;
+}
+
+/// The samples above cover every variant; the `match`es have no wildcard, so a new variant
+/// does not compile until it is given a sample here.
+#[test]
+fn samples_cover_every_variant() {
+    let requests = [
+        samples::hello_request(),
+        samples::join_group_request(),
+        samples::sync_group_request(),
+        samples::heartbeat_request(),
+        samples::leave_group_request(),
+        samples::offset_commit_request(),
+        samples::offset_fetch_request(),
+        samples::describe_groups_request(),
+        samples::list_groups_request(),
+        samples::delete_groups_request(),
+        samples::create_topics_request(),
+        samples::describe_topics_request(),
+    ];
+    let tags: Vec<u32> = requests
+        .iter()
+        .map(|f| match &f.request {
+            Request::Hello(_)
+            | Request::JoinGroup(_)
+            | Request::SyncGroup(_)
+            | Request::Heartbeat(_)
+            | Request::LeaveGroup(_)
+            | Request::OffsetCommit(_)
+            | Request::OffsetFetch(_)
+            | Request::DescribeGroups(_)
+            | Request::ListGroups(_)
+            | Request::DeleteGroups(_)
+            | Request::CreateTopics(_)
+            | Request::DescribeTopics(_) => f.request.tag(),
+        })
+        .collect();
+    assert_eq!(tags, (0..12).collect::<Vec<_>>());
+
+    let responses = [
+        samples::hello_response(),
+        samples::join_group_response(),
+        samples::sync_group_response(),
+        samples::heartbeat_response(),
+        samples::leave_group_response(),
+        samples::offset_commit_response(),
+        samples::offset_fetch_response(),
+        samples::describe_groups_response(),
+        samples::list_groups_response(),
+        samples::delete_groups_response(),
+        samples::create_topics_response(),
+        samples::describe_topics_response(),
+        samples::error_response(),
+    ];
+    let tags: Vec<u32> = responses
+        .iter()
+        .map(|f| match &f.response {
+            Response::Hello(_)
+            | Response::JoinGroup(_)
+            | Response::SyncGroup(_)
+            | Response::Heartbeat(_)
+            | Response::LeaveGroup(_)
+            | Response::OffsetCommit(_)
+            | Response::OffsetFetch(_)
+            | Response::DescribeGroups(_)
+            | Response::ListGroups(_)
+            | Response::DeleteGroups(_)
+            | Response::CreateTopics(_)
+            | Response::DescribeTopics(_)
+            | Response::Error(_) => f.response.tag(),
+        })
+        .collect();
+    assert_eq!(tags, (0..13).collect::<Vec<_>>());
+}
+
+/// The tag that `tag()` reports is the u32 LE that the encoding puts after the correlation id.
+#[test]
+fn tag_is_the_encoded_variant_index() {
+    for f in [samples::hello_request(), samples::describe_topics_request()] {
+        let payload = Msg::Req(f.clone()).payload();
+        assert_eq!(&payload[4..8], &f.request.tag().to_le_bytes());
+    }
+    for f in [samples::hello_response(), samples::error_response()] {
+        let payload = Msg::Resp(f.clone()).payload();
+        assert_eq!(&payload[4..8], &f.response.tag().to_le_bytes());
+    }
+}
+
+#[test]
+fn names_match_variants() {
+    assert_eq!(samples::join_group_request().request.name(), "JoinGroup");
+    assert_eq!(
+        samples::describe_topics_request().request.name(),
+        "DescribeTopics"
+    );
+    assert_eq!(
+        samples::offset_fetch_response().response.name(),
+        "OffsetFetch"
+    );
+    assert_eq!(samples::error_response().response.name(), "Error");
+}

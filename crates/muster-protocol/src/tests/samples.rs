@@ -1,0 +1,452 @@
+//! One hand-built, non-trivial value per message type (Some and None, empty and non-empty
+//! sequences, non-ASCII strings, extreme integers), plus the all-defaults value of each.
+
+use crate::*;
+
+pub fn tp(topic: &str, partitions: &[i32]) -> TopicPartitions {
+    TopicPartitions {
+        topic: topic.into(),
+        partitions: partitions.to_vec(),
+    }
+}
+
+pub fn req(correlation_id: u32, request: impl Into<Request>) -> RequestFrame {
+    RequestFrame::new(correlation_id, request)
+}
+
+pub fn resp(correlation_id: u32, response: impl Into<Response>) -> ResponseFrame {
+    ResponseFrame::new(correlation_id, response)
+}
+
+pub fn hello_request() -> RequestFrame {
+    req(
+        1,
+        HelloRequest {
+            protocol_version: PROTOCOL_VERSION,
+            client_id: "consumer-Ωμέγα".into(),
+            auth_token: Some("s3cr3t-🔑".into()),
+        },
+    )
+}
+
+pub fn join_group_request() -> RequestFrame {
+    req(
+        u32::MAX,
+        JoinGroupRequest {
+            group_id: "orders-ü".into(),
+            member_id: String::new(),
+            group_instance_id: Some("pod-0".into()),
+            session_timeout_ms: 10_000,
+            rebalance_timeout_ms: 300_000,
+            topics: vec!["orders".into(), "returns".into()],
+            assignors: vec![
+                AssignorMetadata {
+                    name: "cooperative-sticky".into(),
+                    user_data: vec![0, 1, 2, 255],
+                },
+                AssignorMetadata {
+                    name: "range".into(),
+                    user_data: vec![],
+                },
+            ],
+            owned_partitions: vec![tp("orders", &[0, 2, i32::MAX]), tp("returns", &[])],
+            reason: None,
+        },
+    )
+}
+
+pub fn sync_group_request() -> RequestFrame {
+    req(
+        3,
+        SyncGroupRequest {
+            group_id: "orders".into(),
+            generation_id: 7,
+            member_id: "c-1".into(),
+            group_instance_id: None,
+            assignor: Some("range".into()),
+            assignments: vec![
+                MemberAssignment {
+                    member_id: "c-1".into(),
+                    partitions: vec![tp("orders", &[0, 1])],
+                    user_data: vec![9],
+                },
+                MemberAssignment {
+                    member_id: "c-2 ✓".into(),
+                    partitions: vec![],
+                    user_data: vec![],
+                },
+            ],
+        },
+    )
+}
+
+pub fn heartbeat_request() -> RequestFrame {
+    req(
+        4,
+        HeartbeatRequest {
+            group_id: "orders".into(),
+            generation_id: -1,
+            member_id: "c-1".into(),
+            group_instance_id: Some("実例".into()),
+        },
+    )
+}
+
+pub fn leave_group_request() -> RequestFrame {
+    req(
+        5,
+        LeaveGroupRequest {
+            group_id: "orders".into(),
+            members: vec![
+                LeavingMember {
+                    member_id: "c-1".into(),
+                    group_instance_id: None,
+                    reason: Some("shutting down".into()),
+                },
+                LeavingMember {
+                    member_id: String::new(),
+                    group_instance_id: Some("pod-3".into()),
+                    reason: None,
+                },
+            ],
+        },
+    )
+}
+
+pub fn offset_commit_request() -> RequestFrame {
+    req(
+        6,
+        OffsetCommitRequest {
+            group_id: "orders".into(),
+            generation_id: 12,
+            member_id: "c-1".into(),
+            group_instance_id: None,
+            topics: vec![
+                OffsetCommitTopic {
+                    topic: "orders".into(),
+                    partitions: vec![
+                        OffsetCommitPartition {
+                            partition: 0,
+                            offset: i64::MAX,
+                            metadata: Some("host=α".into()),
+                        },
+                        OffsetCommitPartition {
+                            partition: 1,
+                            offset: 0,
+                            metadata: None,
+                        },
+                    ],
+                },
+                OffsetCommitTopic {
+                    topic: "empty".into(),
+                    partitions: vec![],
+                },
+            ],
+        },
+    )
+}
+
+pub fn offset_fetch_request() -> RequestFrame {
+    req(
+        7,
+        OffsetFetchRequest {
+            group_id: "orders".into(),
+            topics: Some(vec![tp("orders", &[0, 1, 2]), tp("x", &[])]),
+        },
+    )
+}
+
+pub fn describe_groups_request() -> RequestFrame {
+    req(
+        8,
+        DescribeGroupsRequest {
+            group_ids: vec!["orders".into(), "gröup".into(), String::new()],
+        },
+    )
+}
+
+pub fn list_groups_request() -> RequestFrame {
+    req(
+        9,
+        ListGroupsRequest {
+            states: vec!["Stable".into(), "Empty".into()],
+        },
+    )
+}
+
+pub fn delete_groups_request() -> RequestFrame {
+    req(
+        10,
+        DeleteGroupsRequest {
+            group_ids: vec!["old".into()],
+        },
+    )
+}
+
+pub fn create_topics_request() -> RequestFrame {
+    req(
+        11,
+        CreateTopicsRequest {
+            topics: vec![
+                TopicInfo {
+                    topic: "orders".into(),
+                    partitions: 12,
+                },
+                TopicInfo {
+                    topic: "bad".into(),
+                    partitions: i32::MIN,
+                },
+            ],
+        },
+    )
+}
+
+pub fn describe_topics_request() -> RequestFrame {
+    req(
+        12,
+        DescribeTopicsRequest {
+            topics: Some(vec!["orders".into(), String::new()]),
+        },
+    )
+}
+
+pub fn hello_response() -> ResponseFrame {
+    resp(
+        1,
+        HelloResponse {
+            error_code: ErrorCode::UnsupportedVersion.code(),
+            min_version: MIN_PROTOCOL_VERSION,
+            max_version: MAX_PROTOCOL_VERSION,
+            server_id: "musterd-✓".into(),
+        },
+    )
+}
+
+pub fn join_group_response() -> ResponseFrame {
+    resp(
+        u32::MAX,
+        JoinGroupResponse {
+            error_code: 0,
+            generation_id: i32::MAX,
+            assignor: Some("range".into()),
+            leader_id: "c-1".into(),
+            member_id: "c-1".into(),
+            skip_assignment: true,
+            members: vec![
+                JoinedMember {
+                    member_id: "c-1".into(),
+                    group_instance_id: Some("pod-0".into()),
+                    topics: vec!["orders".into()],
+                    user_data: vec![1, 2, 3],
+                    owned_partitions: vec![tp("orders", &[0])],
+                },
+                JoinedMember {
+                    member_id: "c-2".into(),
+                    group_instance_id: None,
+                    topics: vec![],
+                    user_data: vec![],
+                    owned_partitions: vec![],
+                },
+            ],
+            topics: vec![TopicInfo {
+                topic: "orders".into(),
+                partitions: 3,
+            }],
+        },
+    )
+}
+
+pub fn sync_group_response() -> ResponseFrame {
+    resp(
+        3,
+        SyncGroupResponse {
+            error_code: 0,
+            assignor: Some("range".into()),
+            partitions: vec![tp("orders", &[0, 1]), tp("ünïcode", &[-1])],
+            user_data: vec![0xde, 0xad],
+        },
+    )
+}
+
+pub fn heartbeat_response() -> ResponseFrame {
+    resp(
+        4,
+        HeartbeatResponse {
+            error_code: ErrorCode::RebalanceInProgress.code(),
+        },
+    )
+}
+
+pub fn leave_group_response() -> ResponseFrame {
+    resp(
+        5,
+        LeaveGroupResponse {
+            error_code: 0,
+            members: vec![
+                LeaveResult {
+                    member_id: "c-1".into(),
+                    group_instance_id: None,
+                    error_code: 0,
+                },
+                LeaveResult {
+                    member_id: String::new(),
+                    group_instance_id: Some("pod-3".into()),
+                    error_code: ErrorCode::UnknownMemberId.code(),
+                },
+            ],
+        },
+    )
+}
+
+pub fn offset_commit_response() -> ResponseFrame {
+    resp(
+        6,
+        OffsetCommitResponse {
+            error_code: 0,
+            topics: vec![PartitionResults {
+                topic: "orders".into(),
+                partitions: vec![
+                    PartitionResult {
+                        partition: 0,
+                        error_code: 0,
+                    },
+                    PartitionResult {
+                        partition: 1,
+                        error_code: ErrorCode::OffsetMetadataTooLarge.code(),
+                    },
+                ],
+            }],
+        },
+    )
+}
+
+pub fn offset_fetch_response() -> ResponseFrame {
+    resp(
+        7,
+        OffsetFetchResponse {
+            error_code: 0,
+            topics: vec![FetchedTopic {
+                topic: "orders".into(),
+                partitions: vec![
+                    FetchedPartition {
+                        partition: 0,
+                        offset: 42,
+                        metadata: Some("m€ta".into()),
+                        error_code: 0,
+                    },
+                    FetchedPartition {
+                        partition: 1,
+                        offset: -1,
+                        metadata: None,
+                        error_code: 0,
+                    },
+                ],
+            }],
+        },
+    )
+}
+
+pub fn describe_groups_response() -> ResponseFrame {
+    resp(
+        8,
+        DescribeGroupsResponse {
+            groups: vec![
+                DescribedGroup {
+                    error_code: 0,
+                    group_id: "orders".into(),
+                    state: "CompletingRebalance".into(),
+                    generation_id: 4,
+                    assignor: Some("range".into()),
+                    leader_id: "c-1".into(),
+                    members: vec![DescribedMember {
+                        member_id: "c-1".into(),
+                        group_instance_id: Some("pod-0".into()),
+                        client_id: "cli".into(),
+                        client_host: "/127.0.0.1:5000".into(),
+                        topics: vec!["orders".into()],
+                        assignment: vec![tp("orders", &[0, 1, 2])],
+                        session_timeout_ms: 45_000,
+                        last_seen_ms_ago: u64::MAX,
+                        holding_rebalance: true,
+                    }],
+                },
+                DescribedGroup {
+                    error_code: 0,
+                    group_id: "nope".into(),
+                    state: "Dead".into(),
+                    generation_id: 0,
+                    assignor: None,
+                    leader_id: String::new(),
+                    members: vec![],
+                },
+            ],
+        },
+    )
+}
+
+pub fn list_groups_response() -> ResponseFrame {
+    resp(
+        9,
+        ListGroupsResponse {
+            error_code: 0,
+            groups: vec![ListedGroup {
+                group_id: "orders".into(),
+                state: "Stable".into(),
+                members: 3,
+            }],
+        },
+    )
+}
+
+pub fn delete_groups_response() -> ResponseFrame {
+    resp(
+        10,
+        DeleteGroupsResponse {
+            results: vec![
+                GroupResult {
+                    group_id: "old".into(),
+                    error_code: 0,
+                },
+                GroupResult {
+                    group_id: "busy".into(),
+                    error_code: ErrorCode::NonEmptyGroup.code(),
+                },
+            ],
+        },
+    )
+}
+
+pub fn create_topics_response() -> ResponseFrame {
+    resp(
+        11,
+        CreateTopicsResponse {
+            results: vec![TopicResult {
+                topic: "bad name".into(),
+                error_code: ErrorCode::InvalidTopic.code(),
+            }],
+        },
+    )
+}
+
+pub fn describe_topics_response() -> ResponseFrame {
+    resp(
+        12,
+        DescribeTopicsResponse {
+            error_code: 0,
+            topics: vec![TopicInfo {
+                topic: "orders".into(),
+                partitions: 3,
+            }],
+        },
+    )
+}
+
+pub fn error_response() -> ResponseFrame {
+    resp(
+        0,
+        Response::error(
+            ErrorCode::MessageTooLarge,
+            "frame of 4294967295 bytes — too large",
+        ),
+    )
+}

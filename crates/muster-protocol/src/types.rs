@@ -1,0 +1,511 @@
+//! The message types of protocol v1, field for field and variant for variant as in
+//! `docs/protocol.md` §3. Field order and variant order are the wire format: never reorder,
+//! only append variants at the end of an enum.
+//!
+//! Every `error_code` is kept as a raw `i16` so that a peer newer than us (with codes we do not
+//! know) still decodes; [`crate::ErrorCode`] names the values we use.
+
+use wincode::{SchemaRead, SchemaWrite};
+
+use crate::ErrorCode;
+
+/// Client → server payload.
+#[derive(Debug, Clone, PartialEq, Eq, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct RequestFrame {
+    pub correlation_id: u32,
+    pub request: Request,
+}
+
+/// Server → client payload.
+#[derive(Debug, Clone, PartialEq, Eq, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct ResponseFrame {
+    pub correlation_id: u32,
+    pub response: Response,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct TopicPartitions {
+    pub topic: String,
+    pub partitions: Vec<i32>,
+}
+
+/// One assignor the member supports, with the member's user data for it (by preference).
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct AssignorMetadata {
+    pub name: String,
+    pub user_data: Vec<u8>,
+}
+
+/// A topic of the server's catalog.
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct TopicInfo {
+    pub topic: String,
+    pub partitions: i32,
+}
+
+/// Every request, in wire order (variant index = tag).
+#[derive(Debug, Clone, PartialEq, Eq, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub enum Request {
+    Hello(HelloRequest),
+    JoinGroup(JoinGroupRequest),
+    SyncGroup(SyncGroupRequest),
+    Heartbeat(HeartbeatRequest),
+    LeaveGroup(LeaveGroupRequest),
+    OffsetCommit(OffsetCommitRequest),
+    OffsetFetch(OffsetFetchRequest),
+    DescribeGroups(DescribeGroupsRequest),
+    ListGroups(ListGroupsRequest),
+    DeleteGroups(DeleteGroupsRequest),
+    CreateTopics(CreateTopicsRequest),
+    DescribeTopics(DescribeTopicsRequest),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct HelloRequest {
+    pub protocol_version: u16,
+    pub client_id: String,
+    pub auth_token: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct JoinGroupRequest {
+    pub group_id: String,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub session_timeout_ms: u32,
+    pub rebalance_timeout_ms: u32,
+    pub topics: Vec<String>,
+    pub assignors: Vec<AssignorMetadata>,
+    pub owned_partitions: Vec<TopicPartitions>,
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct SyncGroupRequest {
+    pub group_id: String,
+    pub generation_id: i32,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub assignor: Option<String>,
+    /// Leader only; other members send an empty list.
+    pub assignments: Vec<MemberAssignment>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct HeartbeatRequest {
+    pub group_id: String,
+    pub generation_id: i32,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct LeaveGroupRequest {
+    pub group_id: String,
+    pub members: Vec<LeavingMember>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct OffsetCommitRequest {
+    pub group_id: String,
+    pub generation_id: i32,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub topics: Vec<OffsetCommitTopic>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct OffsetFetchRequest {
+    pub group_id: String,
+    /// `None` = every committed partition of the group.
+    pub topics: Option<Vec<TopicPartitions>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct DescribeGroupsRequest {
+    pub group_ids: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct ListGroupsRequest {
+    /// Empty = every state.
+    pub states: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct DeleteGroupsRequest {
+    pub group_ids: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct CreateTopicsRequest {
+    /// Create each topic, or raise its partition count.
+    pub topics: Vec<TopicInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct DescribeTopicsRequest {
+    /// `None` = every topic.
+    pub topics: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct MemberAssignment {
+    pub member_id: String,
+    pub partitions: Vec<TopicPartitions>,
+    pub user_data: Vec<u8>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct LeavingMember {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct OffsetCommitTopic {
+    pub topic: String,
+    pub partitions: Vec<OffsetCommitPartition>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct OffsetCommitPartition {
+    pub partition: i32,
+    pub offset: i64,
+    pub metadata: Option<String>,
+}
+
+/// Every response, in wire order (variant index = tag).
+#[derive(Debug, Clone, PartialEq, Eq, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub enum Response {
+    Hello(HelloResponse),
+    JoinGroup(JoinGroupResponse),
+    SyncGroup(SyncGroupResponse),
+    Heartbeat(HeartbeatResponse),
+    LeaveGroup(LeaveGroupResponse),
+    OffsetCommit(OffsetCommitResponse),
+    OffsetFetch(OffsetFetchResponse),
+    DescribeGroups(DescribeGroupsResponse),
+    ListGroups(ListGroupsResponse),
+    DeleteGroups(DeleteGroupsResponse),
+    CreateTopics(CreateTopicsResponse),
+    DescribeTopics(DescribeTopicsResponse),
+    Error(ErrorResponse),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct HelloResponse {
+    pub error_code: i16,
+    pub min_version: u16,
+    pub max_version: u16,
+    pub server_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct JoinGroupResponse {
+    pub error_code: i16,
+    pub generation_id: i32,
+    pub assignor: Option<String>,
+    pub leader_id: String,
+    pub member_id: String,
+    pub skip_assignment: bool,
+    /// Leader only, else empty.
+    pub members: Vec<JoinedMember>,
+    /// Leader only: the subscribed topics that exist in the catalog.
+    pub topics: Vec<TopicInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct SyncGroupResponse {
+    pub error_code: i16,
+    pub assignor: Option<String>,
+    pub partitions: Vec<TopicPartitions>,
+    pub user_data: Vec<u8>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct HeartbeatResponse {
+    pub error_code: i16,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct LeaveGroupResponse {
+    pub error_code: i16,
+    pub members: Vec<LeaveResult>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct OffsetCommitResponse {
+    pub error_code: i16,
+    pub topics: Vec<PartitionResults>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct OffsetFetchResponse {
+    pub error_code: i16,
+    pub topics: Vec<FetchedTopic>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct DescribeGroupsResponse {
+    pub groups: Vec<DescribedGroup>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct ListGroupsResponse {
+    pub error_code: i16,
+    pub groups: Vec<ListedGroup>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct DeleteGroupsResponse {
+    pub results: Vec<GroupResult>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct CreateTopicsResponse {
+    pub results: Vec<TopicResult>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct DescribeTopicsResponse {
+    pub error_code: i16,
+    pub topics: Vec<TopicInfo>,
+}
+
+/// A request-level failure, for any request.
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct ErrorResponse {
+    pub error_code: i16,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct JoinedMember {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub topics: Vec<String>,
+    /// The member's user data for the chosen assignor.
+    pub user_data: Vec<u8>,
+    pub owned_partitions: Vec<TopicPartitions>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct LeaveResult {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub error_code: i16,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct PartitionResults {
+    pub topic: String,
+    pub partitions: Vec<PartitionResult>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct PartitionResult {
+    pub partition: i32,
+    pub error_code: i16,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct FetchedTopic {
+    pub topic: String,
+    pub partitions: Vec<FetchedPartition>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct FetchedPartition {
+    pub partition: i32,
+    /// -1: nothing committed.
+    pub offset: i64,
+    pub metadata: Option<String>,
+    pub error_code: i16,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct DescribedGroup {
+    pub error_code: i16,
+    pub group_id: String,
+    pub state: String,
+    pub generation_id: i32,
+    pub assignor: Option<String>,
+    pub leader_id: String,
+    pub members: Vec<DescribedMember>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct DescribedMember {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub topics: Vec<String>,
+    pub assignment: Vec<TopicPartitions>,
+    pub session_timeout_ms: u32,
+    pub last_seen_ms_ago: u64,
+    pub holding_rebalance: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct ListedGroup {
+    pub group_id: String,
+    pub state: String,
+    pub members: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct GroupResult {
+    pub group_id: String,
+    pub error_code: i16,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct TopicResult {
+    pub topic: String,
+    pub error_code: i16,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers. None of these change the wire format.
+// ---------------------------------------------------------------------------------------------
+
+impl RequestFrame {
+    pub fn new(correlation_id: u32, request: impl Into<Request>) -> Self {
+        RequestFrame {
+            correlation_id,
+            request: request.into(),
+        }
+    }
+}
+
+impl ResponseFrame {
+    pub fn new(correlation_id: u32, response: impl Into<Response>) -> Self {
+        ResponseFrame {
+            correlation_id,
+            response: response.into(),
+        }
+    }
+}
+
+/// Implements `name()`/`tag()` for a wire enum and `From<Inner>` for each of its variants, from
+/// one list so that the names and tags cannot drift from the variants.
+macro_rules! wire_enum_helpers {
+    ($enum:ident { $($tag:literal => $variant:ident($inner:ident)),* $(,)? }) => {
+        impl $enum {
+            /// The variant's name as in `docs/protocol.md` (e.g. `"JoinGroup"`), for logs and
+            /// metrics.
+            pub const fn name(&self) -> &'static str {
+                match self {
+                    $($enum::$variant(_) => stringify!($variant),)*
+                }
+            }
+
+            /// The variant's wire tag (its index in protocol §3).
+            pub const fn tag(&self) -> u32 {
+                match self {
+                    $($enum::$variant(_) => $tag,)*
+                }
+            }
+        }
+
+        $(
+            impl From<$inner> for $enum {
+                #[inline]
+                fn from(inner: $inner) -> Self {
+                    $enum::$variant(inner)
+                }
+            }
+        )*
+    };
+}
+
+wire_enum_helpers!(Request {
+    0 => Hello(HelloRequest),
+    1 => JoinGroup(JoinGroupRequest),
+    2 => SyncGroup(SyncGroupRequest),
+    3 => Heartbeat(HeartbeatRequest),
+    4 => LeaveGroup(LeaveGroupRequest),
+    5 => OffsetCommit(OffsetCommitRequest),
+    6 => OffsetFetch(OffsetFetchRequest),
+    7 => DescribeGroups(DescribeGroupsRequest),
+    8 => ListGroups(ListGroupsRequest),
+    9 => DeleteGroups(DeleteGroupsRequest),
+    10 => CreateTopics(CreateTopicsRequest),
+    11 => DescribeTopics(DescribeTopicsRequest),
+});
+
+wire_enum_helpers!(Response {
+    0 => Hello(HelloResponse),
+    1 => JoinGroup(JoinGroupResponse),
+    2 => SyncGroup(SyncGroupResponse),
+    3 => Heartbeat(HeartbeatResponse),
+    4 => LeaveGroup(LeaveGroupResponse),
+    5 => OffsetCommit(OffsetCommitResponse),
+    6 => OffsetFetch(OffsetFetchResponse),
+    7 => DescribeGroups(DescribeGroupsResponse),
+    8 => ListGroups(ListGroupsResponse),
+    9 => DeleteGroups(DeleteGroupsResponse),
+    10 => CreateTopics(CreateTopicsResponse),
+    11 => DescribeTopics(DescribeTopicsResponse),
+    12 => Error(ErrorResponse),
+});
+
+impl Response {
+    /// A request-level failure (`Response::Error`), valid as the answer to any request.
+    pub fn error(code: ErrorCode, message: impl Into<String>) -> Self {
+        Response::Error(ErrorResponse {
+            error_code: code.code(),
+            message: message.into(),
+        })
+    }
+}

@@ -1,0 +1,214 @@
+//! `musterd`, the Muster coordinator server: the network front end ([`listener`]), one
+//! session actor per connection ([`session`]), and the wiring that starts and stops it all
+//! around the coordinator's supervisor.
+//!
+//! [`start`] runs inside an actix system and is what the binary calls; [`spawn`] runs a whole
+//! server on its own thread, which is what tests use (bind `127.0.0.1:0`, read the address).
+
+pub mod auth;
+pub mod config;
+pub mod listener;
+pub mod session;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use muster_coordinator::actors::{Shutdown, SingleNode, Supervisor, SupervisorOptions};
+use muster_coordinator::clock::Clock;
+use muster_coordinator::storage::{Store, StoreError};
+use muster_coordinator::GroupConfig;
+use tracing::info;
+
+use crate::auth::{AllowAll, Authenticator};
+use crate::listener::{Listener, StopAccepting};
+use crate::session::SessionSettings;
+
+/// How a server is set up.
+pub struct ServerOptions {
+    pub listen: String,
+    pub group: GroupConfig,
+    pub max_frame_bytes: u32,
+    pub max_in_flight: usize,
+    /// Worker arbiters for sessions and groups (0 = one per core).
+    pub workers: usize,
+    pub store: Arc<dyn Store>,
+    pub authenticator: Arc<dyn Authenticator>,
+    /// How long shutdown waits for answers to reach clients.
+    pub shutdown_grace: Duration,
+}
+
+impl ServerOptions {
+    /// Defaults for everything but the store.
+    pub fn new(listen: impl Into<String>, store: Arc<dyn Store>) -> Self {
+        Self {
+            listen: listen.into(),
+            group: GroupConfig::default(),
+            max_frame_bytes: muster_protocol::DEFAULT_MAX_FRAME_BYTES,
+            max_in_flight: 1024,
+            workers: 0,
+            store,
+            authenticator: Arc::new(AllowAll),
+            shutdown_grace: Duration::from_millis(200),
+        }
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot load stored state: {0}")]
+    Load(#[from] StoreError),
+    #[error("the server thread failed to start")]
+    Thread,
+}
+
+/// A started server.
+pub struct Running {
+    local_addr: SocketAddr,
+    listener: Addr<Listener>,
+    supervisor: Addr<Supervisor>,
+    workers: Vec<Arbiter>,
+    shutdown_grace: Duration,
+}
+
+/// Loads state, binds, and starts the supervisor, workers and listener. Call inside an actix
+/// system.
+pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
+    let initial = options.store.load()?;
+    let socket = tokio::net::TcpListener::bind(&options.listen)
+        .await
+        .map_err(|source| ServerError::Bind {
+            addr: options.listen.clone(),
+            source,
+        })?;
+    let local_addr = socket.local_addr().map_err(|source| ServerError::Bind {
+        addr: options.listen.clone(),
+        source,
+    })?;
+    let workers_wanted = match options.workers {
+        0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
+        n => n,
+    };
+    let workers: Vec<Arbiter> = (0..workers_wanted).map(|_| Arbiter::new()).collect();
+    let handles: Vec<ArbiterHandle> = workers.iter().map(Arbiter::handle).collect();
+    let groups = initial.groups.len();
+    let supervisor = Supervisor::new(SupervisorOptions {
+        config: options.group,
+        store: Arc::clone(&options.store),
+        arbiters: handles.clone(),
+        placement: Box::new(SingleNode),
+        initial,
+        clock: Clock::new(),
+    })
+    .start();
+    let settings = Arc::new(SessionSettings {
+        max_frame_bytes: options.max_frame_bytes,
+        max_in_flight: options.max_in_flight,
+        server_id: uuid::Uuid::new_v4().to_string(),
+        authenticator: options.authenticator,
+        supervisor: supervisor.clone(),
+    });
+    let listener = Listener::new(socket, handles, settings).start();
+    info!(%local_addr, workers = workers_wanted, groups, "musterd listening");
+    Ok(Running {
+        local_addr,
+        listener,
+        supervisor,
+        workers,
+        shutdown_grace: options.shutdown_grace,
+    })
+}
+
+impl Running {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Stops accepting, answers held requests COORDINATOR_NOT_AVAILABLE so clients retry,
+    /// flushes storage, and stops the workers.
+    pub async fn shutdown(self) {
+        info!("shutting down");
+        let _ = self.listener.send(StopAccepting).await;
+        let _ = tokio::time::timeout(self.shutdown_grace, self.supervisor.send(Shutdown)).await;
+        // Let the connection writers put the last answers on the wire.
+        tokio::time::sleep(Duration::from_millis(20).min(self.shutdown_grace)).await;
+        for worker in &self.workers {
+            worker.stop();
+        }
+        for worker in self.workers {
+            let _ = worker.join();
+        }
+        info!("stopped");
+    }
+}
+
+/// A server running on its own thread (for tests and embedding).
+pub struct ServerThread {
+    local_addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Starts a server on a new thread with its own actix system.
+pub fn spawn(options: ServerOptions) -> Result<ServerThread, ServerError> {
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("musterd".into())
+        .spawn(move || {
+            let system = actix_rt::System::new();
+            system.block_on(async move {
+                match start(options).await {
+                    Ok(running) => {
+                        let _ = ready_tx.send(Ok(running.local_addr()));
+                        let _ = stop_rx.await;
+                        running.shutdown().await;
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                    }
+                }
+            });
+        })
+        .map_err(|_| ServerError::Thread)?;
+    let local_addr = ready_rx.recv().map_err(|_| ServerError::Thread)??;
+    Ok(ServerThread {
+        local_addr,
+        stop: Some(stop_tx),
+        thread: Some(thread),
+    })
+}
+
+impl ServerThread {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Shuts the server down gracefully and waits for its thread.
+    pub fn stop(mut self) {
+        self.stop_now();
+    }
+
+    fn stop_now(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for ServerThread {
+    fn drop(&mut self) {
+        self.stop_now();
+    }
+}

@@ -1,0 +1,102 @@
+//! The network front end: an actor that accepts TCP connections and starts one
+//! [`Session`] per connection, spreading them round-robin over the worker arbiters.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use actix::prelude::*;
+use futures_util::stream;
+use tokio::net::{TcpListener, TcpStream};
+use tracing::{debug, warn};
+
+use crate::session::{Session, SessionSettings};
+
+pub struct Listener {
+    listener: Option<TcpListener>,
+    arbiters: Vec<ArbiterHandle>,
+    next_arbiter: usize,
+    next_connection: u64,
+    settings: Arc<SessionSettings>,
+}
+
+impl Listener {
+    pub fn new(listener: TcpListener, arbiters: Vec<ArbiterHandle>, settings: Arc<SessionSettings>) -> Self {
+        Self {
+            listener: Some(listener),
+            arbiters,
+            next_arbiter: 0,
+            next_connection: 1,
+            settings,
+        }
+    }
+}
+
+impl Actor for Listener {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        if let Some(listener) = self.listener.take() {
+            let accepts = stream::unfold(listener, |listener| async move {
+                let accepted = listener.accept().await;
+                Some((accepted, listener))
+            });
+            ctx.add_stream(accepts);
+        }
+    }
+}
+
+/// Stop accepting connections (graceful shutdown).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct StopAccepting;
+
+impl Handler<StopAccepting> for Listener {
+    type Result = ();
+
+    fn handle(&mut self, _: StopAccepting, ctx: &mut Self::Context) {
+        ctx.stop();
+    }
+}
+
+impl StreamHandler<io::Result<(TcpStream, SocketAddr)>> for Listener {
+    fn handle(&mut self, item: io::Result<(TcpStream, SocketAddr)>, _: &mut Self::Context) {
+        let (stream, peer) = match item {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                // Out of file descriptors and the like: keep listening.
+                warn!(error = %e, "accept failed");
+                return;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let id = self.next_connection;
+        self.next_connection += 1;
+        let settings = Arc::clone(&self.settings);
+        if self.arbiters.is_empty() {
+            Session::create(move |_| Session::new(id, stream, peer, settings));
+            return;
+        }
+        // A tokio socket is bound to its runtime: move it to the worker as a std socket.
+        let std_stream = match stream.into_std() {
+            Ok(s) => s,
+            Err(e) => {
+                warn!(error = %e, "could not hand the connection to a worker");
+                return;
+            }
+        };
+        let arbiter = &self.arbiters[self.next_arbiter % self.arbiters.len()];
+        self.next_arbiter = self.next_arbiter.wrapping_add(1);
+        let started = arbiter.spawn_fn(move || match TcpStream::from_std(std_stream) {
+            Ok(stream) => {
+                Session::create(move |_| Session::new(id, stream, peer, settings));
+            }
+            Err(e) => warn!(error = %e, "could not adopt the connection on its worker"),
+        });
+        if !started {
+            debug!(connection = id, "worker arbiter is gone; connection dropped");
+        }
+    }
+
+    fn finished(&mut self, _: &mut Self::Context) {}
+}

@@ -1,0 +1,364 @@
+//! One client connection: a session actor that reads frames, enforces the connection rules of
+//! protocol §1 (Hello first, frame limits, undecodable payloads), and dispatches each request
+//! to its group actor (address cached per group after the first request) or the supervisor;
+//! and a writer task that sends the responses, in whatever order they complete.
+//!
+//! Backpressure: each request takes a slot from the connection's in-flight semaphore, released
+//! when its response has been written. With every slot taken the session stops reading, so a
+//! client that floods requests or never reads its responses holds a bounded amount of memory.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use actix::prelude::*;
+use bytes::BytesMut;
+use muster_coordinator::actors::{AdminCall, GroupActor, GroupCall, Outgoing, ReplyTo, Route, Supervisor};
+use muster_coordinator::engine::{group_of, ClientInfo};
+use muster_protocol::{
+    correlation_hint, decode_request, encode_response, ErrorCode, HelloRequest, HelloResponse,
+    Request, RequestFrame, Response, ResponseFrame, MAX_PROTOCOL_VERSION, MIN_PROTOCOL_VERSION,
+};
+use tokio::io::{AsyncWriteExt, WriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
+use tracing::{debug, info, warn};
+
+use crate::auth::Authenticator;
+
+/// Settings every session shares.
+pub struct SessionSettings {
+    pub max_frame_bytes: u32,
+    pub max_in_flight: usize,
+    pub server_id: String,
+    pub authenticator: Arc<dyn Authenticator>,
+    pub supervisor: Addr<Supervisor>,
+}
+
+/// Most group addresses one connection caches (a consumer talks to one or two groups; an admin
+/// tool may touch many, and then the cache simply starts over).
+const GROUP_CACHE_LIMIT: usize = 256;
+
+/// Bytes the writer gathers from ready responses before one write.
+const WRITE_BATCH_BYTES: usize = 64 * 1024;
+
+pub struct Session {
+    id: u64,
+    peer: SocketAddr,
+    settings: Arc<SessionSettings>,
+    client: ClientInfo,
+    greeted: bool,
+    tx: mpsc::UnboundedSender<Outgoing>,
+    permits: Arc<Semaphore>,
+    groups: HashMap<String, Addr<GroupActor>>,
+    reader: Option<FramedRead<tokio::io::ReadHalf<TcpStream>, LengthDelimitedCodec>>,
+    writer: Option<(WriteHalf<TcpStream>, mpsc::UnboundedReceiver<Outgoing>)>,
+    close_tx: Option<oneshot::Sender<()>>,
+    closing: bool,
+}
+
+impl Session {
+    pub fn new(id: u64, stream: TcpStream, peer: SocketAddr, settings: Arc<SessionSettings>) -> Self {
+        let (read, write) = tokio::io::split(stream);
+        let codec = LengthDelimitedCodec::builder()
+            .big_endian()
+            .length_field_length(4)
+            .max_frame_length(settings.max_frame_bytes as usize)
+            .new_codec();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let permits = Arc::new(Semaphore::new(settings.max_in_flight));
+        Self {
+            id,
+            peer,
+            client: ClientInfo {
+                client_id: Arc::from(""),
+                client_host: Arc::from(peer.ip().to_string()),
+            },
+            settings,
+            greeted: false,
+            tx,
+            permits,
+            groups: HashMap::new(),
+            reader: Some(FramedRead::new(read, codec)),
+            writer: Some((write, rx)),
+            close_tx: None,
+            closing: false,
+        }
+    }
+
+    fn reply_to(&self, correlation_id: u32, permit: OwnedSemaphorePermit) -> ReplyTo {
+        ReplyTo::new(self.tx.clone(), correlation_id, Some(permit))
+    }
+
+    /// Sends a last response and closes the connection once it is written.
+    fn close_with(&mut self, correlation_id: u32, response: Response, ctx: &mut Context<Self>) {
+        let _ = self.tx.send(Outgoing {
+            correlation_id,
+            response,
+            permit: None,
+        });
+        self.closing = true;
+        if let Some(close) = self.close_tx.take() {
+            let _ = close.send(());
+        }
+        ctx.stop();
+    }
+
+    fn on_frame(&mut self, frame: BytesMut, permit: OwnedSemaphorePermit, ctx: &mut Context<Self>) {
+        if self.closing {
+            return;
+        }
+        if frame.is_empty() {
+            warn!(connection = self.id, peer = %self.peer, "zero-length frame; closing");
+            return self.close_with(0, too_large("frame length 0"), ctx);
+        }
+        let RequestFrame {
+            correlation_id,
+            request,
+        } = match decode_request(&frame) {
+            Ok(decoded) => decoded,
+            Err(e) => {
+                debug!(connection = self.id, error = %e, "undecodable request");
+                let reply = self.reply_to(correlation_hint(&frame), permit);
+                reply.send(Response::error(ErrorCode::InvalidRequest, e.to_string()));
+                return;
+            }
+        };
+        let reply = self.reply_to(correlation_id, permit);
+        match request {
+            Request::Hello(hello) => self.hello(hello, reply, ctx),
+            _ if !self.greeted => {
+                drop(reply);
+                self.close_with(
+                    correlation_id,
+                    Response::error(ErrorCode::IllegalState, "the first request must be Hello"),
+                    ctx,
+                );
+            }
+            Request::JoinGroup(_)
+            | Request::SyncGroup(_)
+            | Request::Heartbeat(_)
+            | Request::LeaveGroup(_)
+            | Request::OffsetCommit(_)
+            | Request::OffsetFetch(_) => self.to_group(request, reply, ctx),
+            Request::DescribeGroups(_)
+            | Request::ListGroups(_)
+            | Request::DeleteGroups(_)
+            | Request::CreateTopics(_)
+            | Request::DescribeTopics(_) => {
+                self.settings.supervisor.do_send(AdminCall { request, reply });
+            }
+        }
+    }
+
+    fn hello(&mut self, hello: HelloRequest, reply: ReplyTo, ctx: &mut Context<Self>) {
+        let answer = |error: ErrorCode, settings: &SessionSettings| {
+            Response::Hello(HelloResponse {
+                error_code: error.code(),
+                min_version: MIN_PROTOCOL_VERSION,
+                max_version: MAX_PROTOCOL_VERSION,
+                server_id: settings.server_id.clone(),
+            })
+        };
+        if !(MIN_PROTOCOL_VERSION..=MAX_PROTOCOL_VERSION).contains(&hello.protocol_version) {
+            // The connection stays open for a second Hello with a version we speak.
+            return reply.send(answer(ErrorCode::UnsupportedVersion, &self.settings));
+        }
+        if let Err(e) = self.settings.authenticator.authenticate(hello.auth_token.as_deref()) {
+            warn!(connection = self.id, peer = %self.peer, reason = %e, "authentication failed");
+            let correlation_id = reply.correlation_id();
+            drop(reply);
+            let response = answer(ErrorCode::AuthenticationFailed, &self.settings);
+            return self.close_with(correlation_id, response, ctx);
+        }
+        self.greeted = true;
+        self.client.client_id = Arc::from(hello.client_id.as_str());
+        debug!(connection = self.id, client_id = hello.client_id, "hello");
+        reply.send(answer(ErrorCode::None, &self.settings));
+    }
+
+    fn to_group(&mut self, request: Request, reply: ReplyTo, ctx: &mut Context<Self>) {
+        let Some(group_id) = group_of(&request) else {
+            return reply.send(Response::error(ErrorCode::InvalidRequest, "not a group request"));
+        };
+        let cached = self.groups.get(group_id).cloned();
+        let mut call = GroupCall {
+            request,
+            reply,
+            client: self.client.clone(),
+        };
+        if let Some(addr) = cached {
+            match addr.try_send(call) {
+                Ok(()) => return,
+                // A busy group: queue anyway; this connection's in-flight cap bounds it.
+                Err(SendError::Full(back)) => return addr.do_send(back),
+                Err(SendError::Closed(back)) => call = back,
+            }
+        }
+        let group_id = group_of(&call.request).unwrap_or_default().to_owned();
+        self.groups.remove(&group_id);
+        let route = Route {
+            group_id: group_id.clone(),
+            call,
+        };
+        let fut = self
+            .settings
+            .supervisor
+            .send(route)
+            .into_actor(self)
+            .map(move |routed, act, _| {
+                if let Ok(Some(addr)) = routed {
+                    if act.groups.len() >= GROUP_CACHE_LIMIT {
+                        act.groups.clear();
+                    }
+                    act.groups.insert(group_id, addr);
+                }
+            });
+        ctx.spawn(fut);
+    }
+}
+
+fn too_large(message: &str) -> Response {
+    Response::error(ErrorCode::MessageTooLarge, message)
+}
+
+impl Actor for Session {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        debug!(connection = self.id, peer = %self.peer, "connection opened");
+        if let Some(reader) = self.reader.take() {
+            ctx.add_stream(reader);
+        }
+        if let Some((write, rx)) = self.writer.take() {
+            let (close_tx, close_rx) = oneshot::channel();
+            self.close_tx = Some(close_tx);
+            let session = ctx.address();
+            actix::spawn(async move {
+                if let Err(e) = write_responses(write, rx, close_rx).await {
+                    debug!(error = %e, "connection write failed");
+                }
+                session.do_send(WriterDone);
+            });
+        }
+    }
+
+    fn stopped(&mut self, _: &mut Self::Context) {
+        if let Some(close) = self.close_tx.take() {
+            let _ = close.send(());
+        }
+        debug!(connection = self.id, peer = %self.peer, "connection closed");
+    }
+}
+
+impl StreamHandler<Result<BytesMut, io::Error>> for Session {
+    fn handle(&mut self, item: Result<BytesMut, io::Error>, ctx: &mut Self::Context) {
+        let frame = match item {
+            Ok(frame) => frame,
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                // LengthDelimitedCodec refuses a declared length over the limit before
+                // allocating anything for it.
+                warn!(connection = self.id, peer = %self.peer, error = %e, "oversize frame; closing");
+                return self.close_with(0, too_large(&e.to_string()), ctx);
+            }
+            Err(e) => {
+                debug!(connection = self.id, error = %e, "read failed");
+                return ctx.stop();
+            }
+        };
+        match Arc::clone(&self.permits).try_acquire_owned() {
+            Ok(permit) => self.on_frame(frame, permit, ctx),
+            Err(_) => {
+                // Every slot is taken: stop reading (ctx.wait) until a response is written.
+                let permits = Arc::clone(&self.permits);
+                ctx.wait(
+                    async move { permits.acquire_owned().await }
+                        .into_actor(self)
+                        .map(move |permit, act, ctx| match permit {
+                            Ok(permit) => act.on_frame(frame, permit, ctx),
+                            Err(_) => ctx.stop(),
+                        }),
+                );
+            }
+        }
+    }
+
+    fn finished(&mut self, ctx: &mut Self::Context) {
+        // The client closed its side; responses still in flight have nowhere to go.
+        ctx.stop();
+    }
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct WriterDone;
+
+impl Handler<WriterDone> for Session {
+    type Result = ();
+
+    fn handle(&mut self, _: WriterDone, ctx: &mut Self::Context) {
+        ctx.stop();
+    }
+}
+
+/// Writes responses as they come, batching whatever is ready into one write. On `close`
+/// it writes what is already queued and shuts the socket.
+async fn write_responses(
+    mut write: WriteHalf<TcpStream>,
+    mut rx: mpsc::UnboundedReceiver<Outgoing>,
+    mut close: oneshot::Receiver<()>,
+) -> io::Result<()> {
+    let mut buf: Vec<u8> = Vec::with_capacity(8 * 1024);
+    let mut permits: Vec<OwnedSemaphorePermit> = Vec::new();
+    loop {
+        let first = tokio::select! {
+            biased;
+            msg = rx.recv() => msg,
+            _ = &mut close => {
+                while let Ok(out) = rx.try_recv() {
+                    encode(&mut buf, out, &mut permits);
+                }
+                write.write_all(&buf).await?;
+                write.shutdown().await?;
+                return Ok(());
+            }
+        };
+        let Some(first) = first else {
+            return Ok(());
+        };
+        encode(&mut buf, first, &mut permits);
+        while buf.len() < WRITE_BATCH_BYTES {
+            match rx.try_recv() {
+                Ok(out) => encode(&mut buf, out, &mut permits),
+                Err(_) => break,
+            }
+        }
+        write.write_all(&buf).await?;
+        buf.clear();
+        // The responses are on the wire: their in-flight slots are free again.
+        permits.clear();
+    }
+}
+
+fn encode(buf: &mut Vec<u8>, out: Outgoing, permits: &mut Vec<OwnedSemaphorePermit>) {
+    let frame = ResponseFrame {
+        correlation_id: out.correlation_id,
+        response: out.response,
+    };
+    let start = buf.len();
+    if let Err(e) = encode_response(&frame, buf) {
+        // Only a response over 4 GiB could fail; answer with an error instead of nothing.
+        buf.truncate(start);
+        info!(error = %e, "response could not be encoded");
+        let fallback = ResponseFrame {
+            correlation_id: frame.correlation_id,
+            response: Response::error(ErrorCode::UnknownServerError, "response too large"),
+        };
+        let _ = encode_response(&fallback, buf);
+    }
+    if let Some(p) = out.permit {
+        permits.push(p);
+    }
+}
