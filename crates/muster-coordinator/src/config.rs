@@ -15,6 +15,12 @@ pub struct GroupConfig {
     pub new_member_join_timeout_ms: u32,
     /// Longest offset-commit metadata accepted, in bytes.
     pub max_offset_metadata_bytes: usize,
+    /// Offsets of a group that has been Empty this long expire (Kafka's
+    /// `offsets.retention.minutes`, 7 days); a commit made while Empty restarts its own clock.
+    pub offsets_retention_ms: u64,
+    /// An Empty group with no offsets and no pending members is removed once it has been
+    /// Empty this long (Kafka removes such groups at its next retention check).
+    pub empty_group_removal_ms: u64,
 }
 
 impl Default for GroupConfig {
@@ -26,6 +32,8 @@ impl Default for GroupConfig {
             max_group_size: 0,
             new_member_join_timeout_ms: 300_000,
             max_offset_metadata_bytes: 4_096,
+            offsets_retention_ms: 10_080 * 60_000,
+            empty_group_removal_ms: 600_000,
         }
     }
 }

@@ -43,6 +43,12 @@ pub struct Settings {
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_in_flight: u32,
 
+    /// Offsets of a group that has been Empty this long expire (Kafka's
+    /// offsets.retention.minutes); an Empty group with no offsets left is then removed.
+    #[arg(long, env = "MUSTER_OFFSETS_RETENTION_MINUTES", default_value_t = 10_080,
+          value_parser = clap::value_parser!(u64).range(1..=(1 << 40)))]
+    pub offsets_retention_minutes: u64,
+
     /// Worker threads for connections and groups (0 = one per core).
     #[arg(long, env = "MUSTER_WORKERS", default_value_t = 0)]
     pub workers: usize,
@@ -62,6 +68,7 @@ impl Settings {
             max_session_timeout_ms: self.max_session_timeout_ms,
             initial_rebalance_delay_ms: self.initial_rebalance_delay_ms,
             max_group_size: self.max_group_size,
+            offsets_retention_ms: self.offsets_retention_minutes.saturating_mul(60_000),
             ..GroupConfig::default()
         })
     }

@@ -10,7 +10,7 @@ use tracing::{debug, error, info, warn};
 use uuid::Uuid;
 
 use super::messages::{
-    AbortHeld, ArmTimer, Delete, Describe, GroupCall, StatusChanged, Tick, TopicsChanged,
+    AbortHeld, ArmTimer, Delete, Describe, Forget, GroupCall, StatusChanged, Tick, TopicsChanged,
 };
 use super::reply::ReplyTo;
 use super::supervisor::Supervisor;
@@ -140,6 +140,20 @@ impl GroupActor {
         for event in self.out.events.drain(..) {
             log_event(self.group.group_id(), &event);
         }
+        if !self.out.expired_offsets.is_empty() {
+            // Nobody waits on this write; a failure only means the offsets come back after a
+            // restart and expire again.
+            let partitions = std::mem::take(&mut self.out.expired_offsets);
+            let durable = self.env.store.apply(vec![Mutation::DeleteOffsets {
+                group_id: self.group.group_id().to_owned(),
+                partitions,
+            }]);
+            ctx.spawn(durable.into_actor(self).map(|result, act, _| {
+                if let Err(e) = result {
+                    error!(group_id = act.group.group_id(), error = %e, "expired offsets not deleted");
+                }
+            }));
+        }
         if self.out.persist {
             let replies = std::mem::take(&mut self.out.replies);
             self.persist(replies, ctx);
@@ -200,6 +214,11 @@ impl GroupActor {
             }
             if let Some(next) = act.persist_next.take() {
                 act.persist(next, ctx);
+            } else if act.group.state() == GroupState::Dead {
+                // Removed by retention and now deleted from storage: the supervisor forgets us
+                // and requests still addressed here are answered by the drop guard.
+                act.env.supervisor.do_send(Forget { key: act.key });
+                ctx.stop();
             }
         });
         ctx.spawn(fut);
@@ -329,6 +348,10 @@ fn log_event(group_id: &str, event: &Event) {
         Event::NewMemberTimedOut { member_id } => {
             info!(group_id, member_id, "new member's join held too long; refused")
         }
+        Event::OffsetsExpired { partitions } => {
+            info!(group_id, partitions, "offsets expired (retention)")
+        }
+        Event::GroupRemoved => info!(group_id, "empty group removed (retention)"),
         Event::EvictedAtBarrier { member_ids } => {
             warn!(group_id, members = ?member_ids, "members did not rejoin before the rebalance timeout")
         }

@@ -64,6 +64,13 @@ pub(crate) struct StatusChanged {
     pub members: u32,
 }
 
+/// Group → supervisor: I removed myself (retention); forget my entry.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub(crate) struct Forget {
+    pub key: u64,
+}
+
 #[derive(Debug, Message)]
 #[rtype(result = "DescribedGroup")]
 pub(crate) struct Describe;

@@ -19,8 +19,8 @@ use tracing::{debug, error, info};
 
 use super::group::{GroupActor, GroupEnv};
 use super::messages::{
-    AbortHeld, AdminCall, ArmTimer, Delete, Describe, Route, Shutdown, StatusChanged, Tick,
-    TopicsChanged,
+    AbortHeld, AdminCall, ArmTimer, Delete, Describe, Forget, Route, Shutdown, StatusChanged,
+    Tick, TopicsChanged,
 };
 use super::timers::DeadlineQueue;
 use crate::catalog::TopicCatalog;
@@ -478,6 +478,16 @@ impl Handler<ArmTimer> for Supervisor {
     fn handle(&mut self, msg: ArmTimer, ctx: &mut Self::Context) {
         if self.keys.contains_key(&msg.key) && self.timers.arm(msg.key, msg.at) {
             self.reschedule(ctx);
+        }
+    }
+}
+
+impl Handler<Forget> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Forget, _: &mut Self::Context) {
+        if let Some(group_id) = self.keys.get(&msg.key).cloned() {
+            self.forget(&group_id, msg.key);
         }
     }
 }

@@ -148,7 +148,11 @@ pub fn error_like(response: &Response, code: ErrorCode) -> Response {
         Response::OffsetCommit(r) => {
             let mut failed = r.clone();
             failed.error_code = code.code();
-            for p in failed.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+            for p in failed
+                .topics
+                .iter_mut()
+                .flat_map(|t| t.partitions.iter_mut())
+            {
                 p.error_code = code.code();
             }
             Response::OffsetCommit(failed)

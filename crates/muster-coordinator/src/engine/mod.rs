@@ -26,9 +26,9 @@ use std::sync::Arc;
 use muster_protocol::{
     AssignorMetadata, DescribedGroup, DescribedMember, ErrorCode, FetchedPartition, FetchedTopic,
     HeartbeatRequest, JoinGroupRequest, JoinGroupResponse, JoinedMember, LeaveGroupRequest,
-    LeaveGroupResponse, LeaveResult, OffsetCommitRequest, OffsetCommitResponse,
-    OffsetFetchRequest, OffsetFetchResponse, PartitionResult, PartitionResults, Response,
-    SyncGroupRequest, SyncGroupResponse, TopicInfo, TopicPartitions,
+    LeaveGroupResponse, LeaveResult, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
+    OffsetFetchResponse, PartitionResult, PartitionResults, Response, SyncGroupRequest,
+    SyncGroupResponse, TopicInfo, TopicPartitions,
 };
 use uuid::Uuid;
 
@@ -138,6 +138,10 @@ pub enum Event {
     },
     /// A brand-new member's held JoinGroup passed the new-member cap and was refused.
     NewMemberTimedOut { member_id: String },
+    /// Offsets of an Empty group reached the retention period and were dropped.
+    OffsetsExpired { partitions: usize },
+    /// An Empty group with no offsets left was removed.
+    GroupRemoved,
     /// Dynamic members that did not rejoin before the barrier's rebalance timeout.
     EvictedAtBarrier { member_ids: Vec<String> },
     /// Members that did not send SyncGroup within the rebalance timeout.
@@ -180,11 +184,14 @@ pub struct Output<R> {
     pub persist: bool,
     /// For the operator.
     pub events: Vec<Event>,
+    /// Offsets that expired (retention) and must be deleted from storage.
+    pub expired_offsets: Vec<(String, i32)>,
 }
 
 impl<R> Default for Output<R> {
     fn default() -> Self {
         Self {
+            expired_offsets: Vec::new(),
             replies: Vec::new(),
             persist: false,
             events: Vec::new(),
@@ -197,6 +204,7 @@ impl<R> Output<R> {
         self.replies.clear();
         self.persist = false;
         self.events.clear();
+        self.expired_offsets.clear();
     }
 
     fn reply(&mut self, to: R, response: Response) {
@@ -313,6 +321,12 @@ pub struct Group<R> {
 impl<R> Group<R> {
     /// A new, Empty group at generation 0.
     pub fn new(group_id: String, config: Arc<GroupConfig>, now: Millis) -> Self {
+        // A new group starts Empty: its retention clock runs from creation.
+        let retention_check = now.saturating_add(
+            config
+                .offsets_retention_ms
+                .min(config.empty_group_removal_ms),
+        );
         Self {
             group_id,
             config,
@@ -332,7 +346,7 @@ impl<R> Group<R> {
             members_at_last_generation: 0,
             state_since: now,
             offsets: HashMap::new(),
-            new_deadline: None,
+            new_deadline: Some(retention_check),
         }
     }
 
@@ -468,10 +482,7 @@ impl<R> Group<R> {
             }
             // Known members do not exist in Empty or Dead groups; `check_member` refused them.
             GroupState::Empty | GroupState::Dead => {
-                out.reply(
-                    reply,
-                    join_error(ErrorCode::UnknownMemberId, &member_id),
-                );
+                out.reply(reply, join_error(ErrorCode::UnknownMemberId, &member_id));
             }
         }
     }
@@ -492,10 +503,7 @@ impl<R> Group<R> {
             .cloned();
         if let Some(old_member_id) = known_instance {
             if !self.supports_assignors(&req.assignors, Some(&old_member_id)) {
-                return out.reply(
-                    reply,
-                    join_error(ErrorCode::InconsistentGroupProtocol, ""),
-                );
+                return out.reply(reply, join_error(ErrorCode::InconsistentGroupProtocol, ""));
             }
             self.static_takeover(cx, old_member_id, req, client, fresh, reply, out);
             return;
@@ -519,10 +527,7 @@ impl<R> Group<R> {
         if let Some(delay) = self.initial_delay.as_mut() {
             delay.new_member_added = true;
         }
-        out.reply(
-            reply,
-            join_error(ErrorCode::MemberIdRequired, &member_id),
-        );
+        out.reply(reply, join_error(ErrorCode::MemberIdRequired, &member_id));
     }
 
     fn check_session_timeout(&self, req: &JoinGroupRequest) -> Option<ErrorCode> {
@@ -642,10 +647,7 @@ impl<R> Group<R> {
         m.update_from(req);
         if let Some(old) = m.awaiting_join.replace(reply) {
             // A second JoinGroup while the first is held: the first is superseded.
-            out.reply(
-                old,
-                join_error(ErrorCode::RebalanceInProgress, member_id),
-            );
+            out.reply(old, join_error(ErrorCode::RebalanceInProgress, member_id));
         } else {
             self.num_awaiting_join += 1;
         }
@@ -837,7 +839,11 @@ impl<R> Group<R> {
                 for m in self.members.values_mut() {
                     if let Some(r) = m.awaiting_sync.take() {
                         out.reply(r, sync_error(ErrorCode::RebalanceInProgress));
-                        let due = m.last_heard + Millis::from(m.session_timeout_ms);
+                        // Heard from while held (protocol §5 "Session expiry"; Kafka's
+                        // `propagateAssignment` reschedules the heartbeat): its session runs
+                        // from this answer, not from when it sent the SyncGroup.
+                        m.last_heard = now;
+                        let due = now + Millis::from(m.session_timeout_ms);
                         released = Some(released.map_or(due, |d| d.min(due)));
                     }
                     m.assignment.clear();
@@ -855,13 +861,21 @@ impl<R> Group<R> {
         self.num_pending_sync = 0;
         self.sync_deadline = None;
         let rebalance_timeout = self.rebalance_timeout_ms();
+        // A zero initial delay is a timer that fires at once: the join completes now.
+        let mut fires_now = false;
         if self.state == GroupState::Empty {
             let delay = Millis::from(self.config.initial_rebalance_delay_ms).min(rebalance_timeout);
-            self.initial_delay = Some(InitialDelay {
-                remaining_ms: rebalance_timeout - delay,
-                new_member_added: false,
-            });
-            self.join_deadline = Some(now + delay);
+            if delay == 0 {
+                self.initial_delay = None;
+                self.join_deadline = None;
+                fires_now = true;
+            } else {
+                self.initial_delay = Some(InitialDelay {
+                    remaining_ms: rebalance_timeout - delay,
+                    new_member_added: false,
+                });
+                self.join_deadline = Some(now + delay);
+            }
         } else {
             self.initial_delay = None;
             self.join_deadline = Some(now + rebalance_timeout);
@@ -879,7 +893,11 @@ impl<R> Group<R> {
             trigger,
             generation: self.generation,
         });
-        self.maybe_complete_join(cx, out);
+        if fires_now {
+            self.complete_join(cx, out);
+        } else {
+            self.maybe_complete_join(cx, out);
+        }
     }
 
     fn rebalance_timeout_ms(&self) -> Millis {
@@ -944,8 +962,7 @@ impl<R> Group<R> {
             .values()
             .filter(|m| m.is_new && m.awaiting_join.is_some())
             .count();
-        let removed =
-            (self.members_at_last_generation + added).saturating_sub(self.members.len());
+        let removed = (self.members_at_last_generation + added).saturating_sub(self.members.len());
         self.members_at_last_generation = self.members.len();
 
         if self.members.is_empty() {
@@ -1078,6 +1095,63 @@ impl<R> Group<R> {
         if self.state != state {
             self.state = state;
             self.state_since = now;
+            if state == GroupState::Empty {
+                // Retention clocks start now; wake early and let the tick work out the rest.
+                let soonest = self
+                    .config
+                    .offsets_retention_ms
+                    .min(self.config.empty_group_removal_ms);
+                self.note_deadline(now.saturating_add(soonest));
+            }
+        }
+    }
+
+    /// When retention next has work (Empty groups only): the oldest offset's expiry, or the
+    /// removal of a group with nothing left.
+    fn retention_deadline(&self) -> Option<Millis> {
+        if self.state != GroupState::Empty || !self.pending.is_empty() {
+            return None;
+        }
+        let oldest = self
+            .offsets
+            .values()
+            .flat_map(|parts| parts.values())
+            .map(|o| o.commit_timestamp_ms)
+            .min();
+        Some(match oldest {
+            Some(ts) => ts
+                .max(self.state_since)
+                .saturating_add(self.config.offsets_retention_ms),
+            None => self
+                .state_since
+                .saturating_add(self.config.empty_group_removal_ms),
+        })
+    }
+
+    /// Offset retention and removal of abandoned groups (protocol §5 via Kafka's offset
+    /// expiration): an offset expires once the group has been Empty, and the offset unchanged,
+    /// for the retention period; a group left Empty with no offsets is removed (state Dead,
+    /// `persist` set so the caller deletes it durably).
+    fn run_retention(&mut self, now: Millis, out: &mut Output<R>) {
+        if self.state != GroupState::Empty || !self.pending.is_empty() {
+            return;
+        }
+        let retention = self.config.offsets_retention_ms;
+        if self.state_since.saturating_add(retention) <= now {
+            let expired = self.expire_offsets(now.saturating_sub(retention));
+            if !expired.is_empty() {
+                out.events.push(Event::OffsetsExpired {
+                    partitions: expired.len(),
+                });
+                out.expired_offsets.extend(expired);
+            }
+        }
+        if self.offsets.is_empty()
+            && self.state_since.saturating_add(self.config.empty_group_removal_ms) <= now
+        {
+            self.set_state(GroupState::Dead, now);
+            out.persist = true;
+            out.events.push(Event::GroupRemoved);
         }
     }
 
@@ -1246,8 +1320,7 @@ impl<R> Group<R> {
                 forgot_pending = true;
                 ErrorCode::None
             } else {
-                match self.check_member(&leaving.member_id, leaving.group_instance_id.as_deref())
-                {
+                match self.check_member(&leaving.member_id, leaving.group_instance_id.as_deref()) {
                     Ok(()) => {
                         removed_any |= self.remove_member(&leaving.member_id, out);
                         ErrorCode::None
@@ -1265,6 +1338,9 @@ impl<R> Group<R> {
             self.after_removal(cx, RebalanceTrigger::Leave, out);
         } else if forgot_pending {
             self.maybe_complete_join(cx, out);
+            if let Some(due) = self.retention_deadline() {
+                self.note_deadline(due);
+            }
         }
         LeaveGroupResponse {
             error_code: NONE,
@@ -1283,6 +1359,7 @@ impl<R> Group<R> {
             .chain(pending)
             .chain(self.join_deadline)
             .chain(self.sync_deadline)
+            .chain(self.retention_deadline())
             .min()
     }
 
@@ -1343,12 +1420,6 @@ impl<R> Group<R> {
             self.maybe_complete_join(cx, out);
         }
 
-        if self.state == GroupState::PreparingRebalance
-            && self.join_deadline.is_some_and(|d| d <= now)
-        {
-            self.on_join_deadline(cx, out);
-        }
-
         if self.sync_deadline.is_some_and(|d| d <= now) {
             self.sync_deadline = None;
             if matches!(
@@ -1373,6 +1444,15 @@ impl<R> Group<R> {
                 }
             }
         }
+
+        // Last: a rebalance started above (with no members left, its timeout is 0) closes in
+        // this same tick rather than leaving a deadline that is already due.
+        if self.state == GroupState::PreparingRebalance
+            && self.join_deadline.is_some_and(|d| d <= now)
+        {
+            self.on_join_deadline(cx, out);
+        }
+        self.run_retention(now, out);
         // The caller's timer for this group was consumed by this tick: hand it the full next
         // deadline to arm.
         self.new_deadline = self.next_deadline();
@@ -1381,8 +1461,8 @@ impl<R> Group<R> {
     fn on_join_deadline(&mut self, cx: Ctx<'_>, out: &mut Output<R>) {
         if let Some(delay) = self.initial_delay {
             if delay.new_member_added && delay.remaining_ms > 0 {
-                let step = Millis::from(self.config.initial_rebalance_delay_ms)
-                    .min(delay.remaining_ms);
+                let step =
+                    Millis::from(self.config.initial_rebalance_delay_ms).min(delay.remaining_ms);
                 self.initial_delay = Some(InitialDelay {
                     remaining_ms: delay.remaining_ms - step,
                     new_member_added: false,
@@ -1466,9 +1546,8 @@ impl<R> Group<R> {
         if self.state == GroupState::Dead {
             return Err(ErrorCode::CoordinatorNotAvailable);
         }
-        let simple = req.generation_id < 0
-            && req.member_id.is_empty()
-            && req.group_instance_id.is_none();
+        let simple =
+            req.generation_id < 0 && req.member_id.is_empty() && req.group_instance_id.is_none();
         if simple {
             // A commit from outside any generation is only for groups nobody is in.
             return if self.state == GroupState::Empty {
