@@ -83,7 +83,7 @@ pub struct Running {
 /// system.
 pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
     let initial = options.store.load()?;
-    let socket = tokio::net::TcpListener::bind(&options.listen)
+    let socket = bind(&options.listen)
         .await
         .map_err(|source| ServerError::Bind {
             addr: options.listen.clone(),
@@ -125,6 +125,32 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
         workers,
         shutdown_grace: options.shutdown_grace,
     })
+}
+
+/// Connections the kernel queues for the listener before it accepts them. std and tokio use
+/// 128, which a burst of reconnecting consumers overflows: the surplus then waits a second for
+/// the SYN to be retransmitted.
+const LISTEN_BACKLOG: u32 = 1024;
+
+/// Binds the first address `listen` resolves to that can be bound, with [`LISTEN_BACKLOG`].
+async fn bind(listen: &str) -> std::io::Result<tokio::net::TcpListener> {
+    let mut last = std::io::Error::new(std::io::ErrorKind::InvalidInput, "no address to listen on");
+    for addr in tokio::net::lookup_host(listen).await? {
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        // As std and tokio do on Unix, so that a restarted server can bind its port at once.
+        if cfg!(unix) {
+            socket.set_reuseaddr(true)?;
+        }
+        match socket.bind(addr) {
+            Ok(()) => return socket.listen(LISTEN_BACKLOG),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
 }
 
 impl Running {

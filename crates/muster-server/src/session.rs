@@ -92,13 +92,16 @@ impl Session {
         ReplyTo::new(self.tx.clone(), correlation_id, Some(permit))
     }
 
-    /// Sends a last response and closes the connection once it is written.
-    fn close_with(&mut self, correlation_id: u32, response: Response, ctx: &mut Context<Self>) {
-        let _ = self.tx.send(Outgoing {
-            correlation_id,
-            response,
-            permit: None,
-        });
+    /// An answer path that holds no in-flight slot (for answers to frames never dispatched).
+    fn reply_unslotted(&self, correlation_id: u32) -> ReplyTo {
+        ReplyTo::new(self.tx.clone(), correlation_id, None)
+    }
+
+    /// Sends a last response and closes the connection once it is written. The response goes
+    /// through `reply` itself: dropping a `ReplyTo` unanswered would send
+    /// COORDINATOR_NOT_AVAILABLE first.
+    fn close_with(&mut self, reply: ReplyTo, response: Response, ctx: &mut Context<Self>) {
+        reply.send(response);
         self.closing = true;
         if let Some(close) = self.close_tx.take() {
             let _ = close.send(());
@@ -112,7 +115,8 @@ impl Session {
         }
         if frame.is_empty() {
             warn!(connection = self.id, peer = %self.peer, "zero-length frame; closing");
-            return self.close_with(0, too_large("frame length 0"), ctx);
+            let reply = self.reply_unslotted(0);
+            return self.close_with(reply, too_large("frame length 0"), ctx);
         }
         let RequestFrame {
             correlation_id,
@@ -130,9 +134,8 @@ impl Session {
         match request {
             Request::Hello(hello) => self.hello(hello, reply, ctx),
             _ if !self.greeted => {
-                drop(reply);
                 self.close_with(
-                    correlation_id,
+                    reply,
                     Response::error(ErrorCode::IllegalState, "the first request must be Hello"),
                     ctx,
                 );
@@ -142,7 +145,7 @@ impl Session {
             | Request::Heartbeat(_)
             | Request::LeaveGroup(_)
             | Request::OffsetCommit(_)
-            | Request::OffsetFetch(_) => self.to_group(request, reply, ctx),
+            | Request::OffsetFetch(_) => self.dispatch_to_group(request, reply, ctx),
             Request::DescribeGroups(_)
             | Request::ListGroups(_)
             | Request::DeleteGroups(_)
@@ -168,10 +171,8 @@ impl Session {
         }
         if let Err(e) = self.settings.authenticator.authenticate(hello.auth_token.as_deref()) {
             warn!(connection = self.id, peer = %self.peer, reason = %e, "authentication failed");
-            let correlation_id = reply.correlation_id();
-            drop(reply);
             let response = answer(ErrorCode::AuthenticationFailed, &self.settings);
-            return self.close_with(correlation_id, response, ctx);
+            return self.close_with(reply, response, ctx);
         }
         self.greeted = true;
         self.client.client_id = Arc::from(hello.client_id.as_str());
@@ -179,7 +180,7 @@ impl Session {
         reply.send(answer(ErrorCode::None, &self.settings));
     }
 
-    fn to_group(&mut self, request: Request, reply: ReplyTo, ctx: &mut Context<Self>) {
+    fn dispatch_to_group(&mut self, request: Request, reply: ReplyTo, ctx: &mut Context<Self>) {
         let Some(group_id) = group_of(&request) else {
             return reply.send(Response::error(ErrorCode::InvalidRequest, "not a group request"));
         };
@@ -203,20 +204,16 @@ impl Session {
             group_id: group_id.clone(),
             call,
         };
-        let fut = self
-            .settings
-            .supervisor
-            .send(route)
-            .into_actor(self)
-            .map(move |routed, act, _| {
-                if let Ok(Some(addr)) = routed {
-                    if act.groups.len() >= GROUP_CACHE_LIMIT {
-                        act.groups.clear();
-                    }
-                    act.groups.insert(group_id, addr);
-                }
-            });
-        ctx.spawn(fut);
+        // The request must not be tied to this session's lifetime: actix skips a message whose
+        // sender dropped the answer future, so a request routed just before the client closed
+        // (a LeaveGroup on shutdown, say) would be lost with the session's futures.
+        let routed = self.settings.supervisor.send(route);
+        let session = ctx.address();
+        actix::spawn(async move {
+            if let Ok(Some(addr)) = routed.await {
+                session.do_send(CacheGroup { group_id, addr });
+            }
+        });
     }
 }
 
@@ -261,7 +258,8 @@ impl StreamHandler<Result<BytesMut, io::Error>> for Session {
                 // LengthDelimitedCodec refuses a declared length over the limit before
                 // allocating anything for it.
                 warn!(connection = self.id, peer = %self.peer, error = %e, "oversize frame; closing");
-                return self.close_with(0, too_large(&e.to_string()), ctx);
+                let reply = self.reply_unslotted(0);
+                return self.close_with(reply, too_large(&e.to_string()), ctx);
             }
             Err(e) => {
                 debug!(connection = self.id, error = %e, "read failed");
@@ -294,6 +292,26 @@ impl StreamHandler<Result<BytesMut, io::Error>> for Session {
 #[derive(Message)]
 #[rtype(result = "()")]
 struct WriterDone;
+
+/// The supervisor routed a request of this session to `addr`: later requests for the group
+/// go there directly.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct CacheGroup {
+    group_id: String,
+    addr: Addr<GroupActor>,
+}
+
+impl Handler<CacheGroup> for Session {
+    type Result = ();
+
+    fn handle(&mut self, msg: CacheGroup, _: &mut Self::Context) {
+        if self.groups.len() >= GROUP_CACHE_LIMIT {
+            self.groups.clear();
+        }
+        self.groups.insert(msg.group_id, msg.addr);
+    }
+}
 
 impl Handler<WriterDone> for Session {
     type Result = ();
