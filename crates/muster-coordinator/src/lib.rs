@@ -12,6 +12,7 @@ pub mod catalog;
 pub mod clock;
 pub mod config;
 pub mod engine;
+pub mod metrics;
 pub mod storage;
 
 pub use config::GroupConfig;

@@ -508,4 +508,38 @@ impl Response {
             message: message.into(),
         })
     }
+
+    /// The response's top-level error code; responses that only carry per-item codes
+    /// (DescribeGroups, DeleteGroups, CreateTopics) answer 0.
+    pub const fn error_code(&self) -> i16 {
+        match self {
+            Response::Hello(r) => r.error_code,
+            Response::JoinGroup(r) => r.error_code,
+            Response::SyncGroup(r) => r.error_code,
+            Response::Heartbeat(r) => r.error_code,
+            Response::LeaveGroup(r) => r.error_code,
+            Response::OffsetCommit(r) => r.error_code,
+            Response::OffsetFetch(r) => r.error_code,
+            Response::ListGroups(r) => r.error_code,
+            Response::DescribeTopics(r) => r.error_code,
+            Response::Error(r) => r.error_code,
+            Response::DescribeGroups(_) | Response::DeleteGroups(_) | Response::CreateTopics(_) => 0,
+        }
+    }
 }
+
+/// The names of the request variants, indexed by wire tag (for metrics labels).
+pub const REQUEST_NAMES: [&str; 12] = [
+    "Hello",
+    "JoinGroup",
+    "SyncGroup",
+    "Heartbeat",
+    "LeaveGroup",
+    "OffsetCommit",
+    "OffsetFetch",
+    "DescribeGroups",
+    "ListGroups",
+    "DeleteGroups",
+    "CreateTopics",
+    "DescribeTopics",
+];

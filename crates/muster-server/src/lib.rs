@@ -5,22 +5,26 @@
 //! [`start`] runs inside an actix system and is what the binary calls; [`spawn`] runs a whole
 //! server on its own thread, which is what tests use (bind `127.0.0.1:0`, read the address).
 
+pub mod admin;
 pub mod auth;
 pub mod config;
 pub mod listener;
 pub mod session;
+pub mod telemetry;
 
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use muster_coordinator::actors::{Shutdown, SingleNode, Supervisor, SupervisorOptions};
 use muster_coordinator::clock::Clock;
 use muster_coordinator::storage::{Store, StoreError};
 use muster_coordinator::GroupConfig;
-use tracing::info;
+use tracing::{info, warn};
 
+use crate::admin::{AdminServer, Readiness};
 use crate::auth::{AllowAll, Authenticator};
 use crate::listener::{Listener, StopAccepting};
 use crate::session::SessionSettings;
@@ -28,15 +32,23 @@ use crate::session::SessionSettings;
 /// How a server is set up.
 pub struct ServerOptions {
     pub listen: String,
+    /// Where to serve /metrics, /healthz and /readyz; `None` = nowhere.
+    pub admin_listen: Option<String>,
     pub group: GroupConfig,
     pub max_frame_bytes: u32,
     pub max_in_flight: usize,
+    pub max_connections: usize,
+    /// Close connections idle (nothing in flight, nothing received) this long.
+    pub idle_timeout: Option<Duration>,
     /// Worker arbiters for sessions and groups (0 = one per core).
     pub workers: usize,
     pub store: Arc<dyn Store>,
     pub authenticator: Arc<dyn Authenticator>,
-    /// How long shutdown waits for answers to reach clients.
-    pub shutdown_grace: Duration,
+    /// How long shutdown may take: held requests answered, storage flushed, answers written.
+    pub shutdown_timeout: Duration,
+    /// Set true once state is loaded and clients are accepted (shared with the caller so a
+    /// readiness probe can be served before the server starts).
+    pub readiness: Readiness,
 }
 
 impl ServerOptions {
@@ -44,13 +56,17 @@ impl ServerOptions {
     pub fn new(listen: impl Into<String>, store: Arc<dyn Store>) -> Self {
         Self {
             listen: listen.into(),
+            admin_listen: None,
             group: GroupConfig::default(),
             max_frame_bytes: muster_protocol::DEFAULT_MAX_FRAME_BYTES,
             max_in_flight: 1024,
+            max_connections: 10_000,
+            idle_timeout: None,
             workers: 0,
             store,
             authenticator: Arc::new(AllowAll),
-            shutdown_grace: Duration::from_millis(200),
+            shutdown_timeout: Duration::from_secs(5),
+            readiness: Readiness::default(),
         }
     }
 }
@@ -58,13 +74,13 @@ impl ServerOptions {
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}")]
     Bind {
         addr: String,
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot load stored state: {0}")]
+    #[error("cannot load stored state")]
     Load(#[from] StoreError),
     #[error("the server thread failed to start")]
     Thread,
@@ -73,16 +89,32 @@ pub enum ServerError {
 /// A started server.
 pub struct Running {
     local_addr: SocketAddr,
+    admin: Option<AdminServer>,
     listener: Addr<Listener>,
     supervisor: Addr<Supervisor>,
+    sessions: Arc<SessionSettings>,
     workers: Vec<Arbiter>,
-    shutdown_grace: Duration,
+    shutdown_timeout: Duration,
+    readiness: Readiness,
 }
 
-/// Loads state, binds, and starts the supervisor, workers and listener. Call inside an actix
-/// system.
+/// Starts the admin listener (if any), loads state, binds, and starts the supervisor,
+/// workers and listener. Call inside an actix system.
 pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
+    let readiness = options.readiness.clone();
+    readiness.set(false);
+    let admin = match &options.admin_listen {
+        Some(addr) => Some(AdminServer::start(addr, readiness.clone()).await.map_err(
+            |source| ServerError::Bind {
+                addr: addr.clone(),
+                source,
+            },
+        )?),
+        None => None,
+    };
+    let loading = Instant::now();
     let initial = options.store.load()?;
+    let load_ms = loading.elapsed().as_millis() as u64;
     let socket = bind(&options.listen)
         .await
         .map_err(|source| ServerError::Bind {
@@ -109,21 +141,34 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
         clock: Clock::new(),
     })
     .start();
-    let settings = Arc::new(SessionSettings {
-        max_frame_bytes: options.max_frame_bytes,
-        max_in_flight: options.max_in_flight,
-        server_id: uuid::Uuid::new_v4().to_string(),
-        authenticator: options.authenticator,
-        supervisor: supervisor.clone(),
-    });
-    let listener = Listener::new(socket, handles, settings).start();
-    info!(%local_addr, workers = workers_wanted, groups, "musterd listening");
+    let sessions = Arc::new(SessionSettings::new(
+        options.max_frame_bytes,
+        options.max_in_flight,
+        options.max_connections,
+        options.idle_timeout,
+        uuid::Uuid::new_v4().to_string(),
+        options.authenticator,
+        supervisor.clone(),
+    ));
+    let listener = Listener::new(socket, handles, Arc::clone(&sessions)).start();
+    readiness.set(true);
+    info!(
+        %local_addr,
+        admin_addr = ?admin.as_ref().map(AdminServer::local_addr),
+        workers = workers_wanted,
+        groups,
+        load_ms,
+        "musterd listening"
+    );
     Ok(Running {
         local_addr,
+        admin,
         listener,
         supervisor,
+        sessions,
         workers,
-        shutdown_grace: options.shutdown_grace,
+        shutdown_timeout: options.shutdown_timeout,
+        readiness,
     })
 }
 
@@ -158,14 +203,32 @@ impl Running {
         self.local_addr
     }
 
-    /// Stops accepting, answers held requests COORDINATOR_NOT_AVAILABLE so clients retry,
-    /// flushes storage, and stops the workers.
+    /// The admin listener's address, if it runs.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().map(AdminServer::local_addr)
+    }
+
+    /// Graceful shutdown within the configured deadline: stop accepting, answer held
+    /// JoinGroup/SyncGroup COORDINATOR_NOT_AVAILABLE so clients retry, flush and close
+    /// storage, write every queued answer and close the connections, stop the workers.
     pub async fn shutdown(self) {
+        let deadline = tokio::time::Instant::now() + self.shutdown_timeout;
         info!("shutting down");
+        self.readiness.set(false);
         let _ = self.listener.send(StopAccepting).await;
-        let _ = tokio::time::timeout(self.shutdown_grace, self.supervisor.send(Shutdown)).await;
-        // Let the connection writers put the last answers on the wire.
-        tokio::time::sleep(Duration::from_millis(20).min(self.shutdown_grace)).await;
+        if tokio::time::timeout_at(deadline, self.supervisor.send(Shutdown))
+            .await
+            .is_err()
+        {
+            warn!("held requests and storage not settled within the shutdown timeout");
+        }
+        // Sessions write what is queued, close their sockets, and count themselves out.
+        self.sessions.begin_shutdown();
+        while self.sessions.open_connections.load(Ordering::Acquire) > 0
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         for worker in &self.workers {
             worker.stop();
         }

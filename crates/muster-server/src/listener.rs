@@ -7,10 +7,14 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use futures_util::stream;
+use metrics::counter;
+use muster_protocol::{encode_response, ErrorCode, Response, ResponseFrame};
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tracing::{debug, warn};
 
-use crate::session::{Session, SessionSettings};
+use crate::session::{ConnectionSlot, Session, SessionSettings};
 
 pub struct Listener {
     listener: Option<TcpListener>,
@@ -70,11 +74,17 @@ impl StreamHandler<io::Result<(TcpStream, SocketAddr)>> for Listener {
             }
         };
         let _ = stream.set_nodelay(true);
+        counter!("muster_connections_total").increment(1);
+        let Some(slot) = ConnectionSlot::acquire(&self.settings) else {
+            counter!("muster_connections_rejected_total", "reason" => "max_connections").increment(1);
+            warn!(%peer, max = self.settings.max_connections, "connection refused: too many connections");
+            actix::spawn(refuse(stream));
+            return;
+        };
         let id = self.next_connection;
         self.next_connection += 1;
-        let settings = Arc::clone(&self.settings);
         if self.arbiters.is_empty() {
-            Session::create(move |_| Session::new(id, stream, peer, settings));
+            Session::create(move |_| Session::new(id, stream, peer, slot));
             return;
         }
         // A tokio socket is bound to its runtime: move it to the worker as a std socket.
@@ -89,7 +99,7 @@ impl StreamHandler<io::Result<(TcpStream, SocketAddr)>> for Listener {
         self.next_arbiter = self.next_arbiter.wrapping_add(1);
         let started = arbiter.spawn_fn(move || match TcpStream::from_std(std_stream) {
             Ok(stream) => {
-                Session::create(move |_| Session::new(id, stream, peer, settings));
+                Session::create(move |_| Session::new(id, stream, peer, slot));
             }
             Err(e) => warn!(error = %e, "could not adopt the connection on its worker"),
         });
@@ -99,4 +109,17 @@ impl StreamHandler<io::Result<(TcpStream, SocketAddr)>> for Listener {
     }
 
     fn finished(&mut self, _: &mut Self::Context) {}
+}
+
+/// Answers TOO_MANY_CONNECTIONS (correlation id 0) and closes, without starting a session.
+async fn refuse(mut stream: TcpStream) {
+    let frame = ResponseFrame {
+        correlation_id: 0,
+        response: Response::error(ErrorCode::TooManyConnections, "too many connections"),
+    };
+    let mut buf = Vec::new();
+    if encode_response(&frame, &mut buf).is_ok() {
+        let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&buf)).await;
+    }
+    let _ = stream.shutdown().await;
 }

@@ -1,55 +1,87 @@
-//! `musterd`: parse settings, set up logging, run the server until SIGINT or SIGTERM.
+//! `musterd`: load settings (flags > env > file > defaults), set up logs, open the data dir,
+//! serve the admin listener and clients until SIGINT or SIGTERM, then shut down gracefully.
+//! A second signal exits at once.
 
+use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
-use anyhow::{anyhow, Context as _};
-use clap::Parser;
-use muster_coordinator::storage::MemoryStore;
-use muster_server::config::Settings;
+use muster_coordinator::storage::RedbStore;
+use muster_server::config::{ConfigError, Settings};
+use muster_server::telemetry::init_logging;
 use muster_server::{start, ServerOptions};
-use tracing_subscriber::EnvFilter;
+use tracing::{error, info};
 
-fn main() -> anyhow::Result<()> {
-    let settings = Settings::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
-        .with_writer(std::io::stderr)
-        .init();
-    let group = settings.group_config().map_err(|e| anyhow!(e))?;
-    let store = Arc::new(MemoryStore::new());
-    let mut options = ServerOptions::new(settings.listen.clone(), store);
-    options.group = group;
+fn main() -> ExitCode {
+    let settings = match Settings::load(std::env::args_os()) {
+        Ok(settings) => settings,
+        Err(ConfigError::Cli(e)) => e.exit(),
+        Err(e) => {
+            eprintln!("musterd: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = init_logging(settings.log_format, &settings.log_level) {
+        eprintln!("musterd: {e}");
+        return ExitCode::from(2);
+    }
+    match run(settings) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            error!("musterd cannot run: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(settings: Settings) -> anyhow::Result<()> {
+    // Bad storage is loud: a locked, unreadable or corrupt data dir stops startup here with a
+    // message naming the path; it is never reset to empty.
+    let store = RedbStore::open(&settings.data_dir)?;
+    let mut options = ServerOptions::new(settings.listen.clone(), Arc::new(store));
+    options.admin_listen = settings.admin_address().map(str::to_owned);
+    options.group = settings.group_config();
     options.max_frame_bytes = settings.max_frame_bytes;
     options.max_in_flight = settings.max_in_flight as usize;
+    options.max_connections = settings.max_connections as usize;
+    options.idle_timeout = settings.idle_timeout();
     options.workers = settings.workers;
+    options.shutdown_timeout = Duration::from_millis(settings.shutdown_timeout_ms);
 
     let system = actix_rt::System::new();
     system.block_on(async move {
-        let running = start(options).await.context("musterd could not start")?;
+        let running = start(options).await?;
         wait_for_signal().await;
+        // A second signal means "now": exit without waiting for the graceful path.
+        tokio::spawn(async {
+            wait_for_signal().await;
+            eprintln!("musterd: second signal, exiting at once");
+            std::process::exit(130);
+        });
         running.shutdown().await;
+        info!("bye");
         Ok(())
     })
 }
 
 async fn wait_for_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(term) => term,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                return;
+        use tokio::signal::unix::{signal, SignalKind};
+        match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => info!(signal = "SIGTERM", "shutdown requested"),
+                    _ = int.recv() => info!(signal = "SIGINT", "shutdown requested"),
+                }
             }
-        };
-        tokio::select! {
-            _ = ctrl_c => {},
-            _ = term.recv() => {},
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = ctrl_c.await;
+        let _ = tokio::signal::ctrl_c().await;
     }
 }

@@ -10,11 +10,16 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use bytes::BytesMut;
-use muster_coordinator::actors::{AdminCall, GroupActor, GroupCall, Outgoing, ReplyTo, Route, Supervisor};
+use metrics::gauge;
+use muster_coordinator::actors::{
+    AdminCall, GroupActor, GroupCall, Outgoing, ReplyTo, Route, Supervisor, NO_REQUEST,
+};
 use muster_coordinator::engine::{group_of, ClientInfo};
 use muster_protocol::{
     correlation_hint, decode_request, encode_response, ErrorCode, HelloRequest, HelloResponse,
@@ -22,19 +27,82 @@ use muster_protocol::{
 };
 use tokio::io::{AsyncWriteExt, WriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 use tracing::{debug, info, warn};
 
 use crate::auth::Authenticator;
+use crate::telemetry::RequestMetrics;
 
-/// Settings every session shares.
+/// Settings and state every session shares.
 pub struct SessionSettings {
     pub max_frame_bytes: u32,
     pub max_in_flight: usize,
+    pub max_connections: usize,
+    pub idle_timeout: Option<Duration>,
     pub server_id: String,
     pub authenticator: Arc<dyn Authenticator>,
     pub supervisor: Addr<Supervisor>,
+    /// Connections open now (the listener counts them in, sessions count themselves out).
+    pub open_connections: AtomicUsize,
+    shutdown: watch::Sender<bool>,
+}
+
+impl SessionSettings {
+    pub fn new(
+        max_frame_bytes: u32,
+        max_in_flight: usize,
+        max_connections: usize,
+        idle_timeout: Option<Duration>,
+        server_id: String,
+        authenticator: Arc<dyn Authenticator>,
+        supervisor: Addr<Supervisor>,
+    ) -> Self {
+        Self {
+            max_frame_bytes,
+            max_in_flight,
+            max_connections,
+            idle_timeout,
+            server_id,
+            authenticator,
+            supervisor,
+            open_connections: AtomicUsize::new(0),
+            shutdown: watch::channel(false).0,
+        }
+    }
+
+    /// Tells every session to write what it has queued and close.
+    pub fn begin_shutdown(&self) {
+        self.shutdown.send_replace(true);
+    }
+}
+
+/// One counted connection: counted in by the listener, out when dropped (whatever way the
+/// session ends, even if it never started).
+pub struct ConnectionSlot(Arc<SessionSettings>);
+
+impl ConnectionSlot {
+    /// Counts a connection in, unless the server is at `max_connections`.
+    pub fn acquire(settings: &Arc<SessionSettings>) -> Option<ConnectionSlot> {
+        let admitted = settings
+            .open_connections
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |open| {
+                (open < settings.max_connections).then_some(open + 1)
+            })
+            .is_ok();
+        if !admitted {
+            return None;
+        }
+        gauge!("muster_connections_open").increment(1.0);
+        Some(ConnectionSlot(Arc::clone(settings)))
+    }
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        self.0.open_connections.fetch_sub(1, Ordering::AcqRel);
+        gauge!("muster_connections_open").decrement(1.0);
+    }
 }
 
 /// Most group addresses one connection caches (a consumer talks to one or two groups; an admin
@@ -48,6 +116,8 @@ pub struct Session {
     id: u64,
     peer: SocketAddr,
     settings: Arc<SessionSettings>,
+    _slot: ConnectionSlot,
+    last_frame: Instant,
     client: ClientInfo,
     greeted: bool,
     tx: mpsc::UnboundedSender<Outgoing>,
@@ -60,7 +130,8 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn new(id: u64, stream: TcpStream, peer: SocketAddr, settings: Arc<SessionSettings>) -> Self {
+    pub fn new(id: u64, stream: TcpStream, peer: SocketAddr, slot: ConnectionSlot) -> Self {
+        let settings = Arc::clone(&slot.0);
         let (read, write) = tokio::io::split(stream);
         let codec = LengthDelimitedCodec::builder()
             .big_endian()
@@ -72,6 +143,8 @@ impl Session {
         Self {
             id,
             peer,
+            _slot: slot,
+            last_frame: Instant::now(),
             client: ClientInfo {
                 client_id: Arc::from(""),
                 client_host: Arc::from(peer.ip().to_string()),
@@ -88,13 +161,13 @@ impl Session {
         }
     }
 
-    fn reply_to(&self, correlation_id: u32, permit: OwnedSemaphorePermit) -> ReplyTo {
-        ReplyTo::new(self.tx.clone(), correlation_id, Some(permit))
+    fn reply_to(&self, correlation_id: u32, permit: OwnedSemaphorePermit, tag: u32) -> ReplyTo {
+        ReplyTo::new(self.tx.clone(), correlation_id, Some(permit), tag)
     }
 
     /// An answer path that holds no in-flight slot (for answers to frames never dispatched).
     fn reply_unslotted(&self, correlation_id: u32) -> ReplyTo {
-        ReplyTo::new(self.tx.clone(), correlation_id, None)
+        ReplyTo::new(self.tx.clone(), correlation_id, None, NO_REQUEST)
     }
 
     /// Sends a last response and closes the connection once it is written. The response goes
@@ -125,12 +198,12 @@ impl Session {
             Ok(decoded) => decoded,
             Err(e) => {
                 debug!(connection = self.id, error = %e, "undecodable request");
-                let reply = self.reply_to(correlation_hint(&frame), permit);
+                let reply = self.reply_to(correlation_hint(&frame), permit, NO_REQUEST);
                 reply.send(Response::error(ErrorCode::InvalidRequest, e.to_string()));
                 return;
             }
         };
-        let reply = self.reply_to(correlation_id, permit);
+        let reply = self.reply_to(correlation_id, permit, request.tag());
         match request {
             Request::Hello(hello) => self.hello(hello, reply, ctx),
             _ if !self.greeted => {
@@ -229,12 +302,24 @@ impl Actor for Session {
         if let Some(reader) = self.reader.take() {
             ctx.add_stream(reader);
         }
+        if let Some(idle) = self.settings.idle_timeout {
+            let every = (idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(30));
+            ctx.run_interval(every, move |act, ctx| {
+                let in_flight = act.settings.max_in_flight - act.permits.available_permits();
+                if in_flight == 0 && act.last_frame.elapsed() >= idle {
+                    debug!(connection = act.id, peer = %act.peer, "idle connection closed");
+                    act.closing = true;
+                    ctx.stop();
+                }
+            });
+        }
         if let Some((write, rx)) = self.writer.take() {
             let (close_tx, close_rx) = oneshot::channel();
             self.close_tx = Some(close_tx);
             let session = ctx.address();
+            let shutdown = self.settings.shutdown.subscribe();
             actix::spawn(async move {
-                if let Err(e) = write_responses(write, rx, close_rx).await {
+                if let Err(e) = write_responses(write, rx, close_rx, shutdown).await {
                     debug!(error = %e, "connection write failed");
                 }
                 session.do_send(WriterDone);
@@ -252,6 +337,7 @@ impl Actor for Session {
 
 impl StreamHandler<Result<BytesMut, io::Error>> for Session {
     fn handle(&mut self, item: Result<BytesMut, io::Error>, ctx: &mut Self::Context) {
+        self.last_frame = Instant::now();
         let frame = match item {
             Ok(frame) => frame,
             Err(e) if e.kind() == io::ErrorKind::InvalidData => {
@@ -327,29 +413,31 @@ async fn write_responses(
     mut write: WriteHalf<TcpStream>,
     mut rx: mpsc::UnboundedReceiver<Outgoing>,
     mut close: oneshot::Receiver<()>,
+    mut shutdown: watch::Receiver<bool>,
 ) -> io::Result<()> {
+    let metrics = RequestMetrics::new();
     let mut buf: Vec<u8> = Vec::with_capacity(8 * 1024);
     let mut permits: Vec<OwnedSemaphorePermit> = Vec::new();
     loop {
         let first = tokio::select! {
             biased;
             msg = rx.recv() => msg,
-            _ = &mut close => {
-                while let Ok(out) = rx.try_recv() {
-                    encode(&mut buf, out, &mut permits);
-                }
-                write.write_all(&buf).await?;
-                write.shutdown().await?;
-                return Ok(());
-            }
+            _ = &mut close => None,
+            _ = shutdown.wait_for(|down| *down) => None,
         };
         let Some(first) = first else {
+            // Closing (or shutting down): write what is already queued, then close the socket.
+            while let Ok(out) = rx.try_recv() {
+                encode(&mut buf, out, &mut permits, &metrics);
+            }
+            write.write_all(&buf).await?;
+            write.shutdown().await?;
             return Ok(());
         };
-        encode(&mut buf, first, &mut permits);
+        encode(&mut buf, first, &mut permits, &metrics);
         while buf.len() < WRITE_BATCH_BYTES {
             match rx.try_recv() {
-                Ok(out) => encode(&mut buf, out, &mut permits),
+                Ok(out) => encode(&mut buf, out, &mut permits, &metrics),
                 Err(_) => break,
             }
         }
@@ -360,7 +448,13 @@ async fn write_responses(
     }
 }
 
-fn encode(buf: &mut Vec<u8>, out: Outgoing, permits: &mut Vec<OwnedSemaphorePermit>) {
+fn encode(
+    buf: &mut Vec<u8>,
+    out: Outgoing,
+    permits: &mut Vec<OwnedSemaphorePermit>,
+    metrics: &RequestMetrics,
+) {
+    metrics.record(out.request_tag, &out.response, out.started);
     let frame = ResponseFrame {
         correlation_id: out.correlation_id,
         response: out.response,

@@ -114,12 +114,15 @@ impl GroupActor {
         reply: ReplyTo,
         ctx: &mut Context<Self>,
     ) {
+        let submitted = std::time::Instant::now();
         let durable = self.env.store.apply(vec![Mutation::PutOffsets {
             group_id: self.group.group_id().to_owned(),
             offsets: writes.clone(),
         }]);
         let fut = durable.into_actor(self).map(move |result, act, _ctx| match result {
             Ok(()) => {
+                crate::metrics::storage_write(submitted.elapsed().as_secs_f64());
+                crate::metrics::offsets_committed(writes.len());
                 act.group.apply_offsets(writes);
                 reply.send(Response::OffsetCommit(response));
             }
@@ -330,7 +333,9 @@ fn log_event(group_id: &str, event: &Event) {
             trigger,
             added,
             removed,
-        } => info!(
+        } => {
+            crate::metrics::rebalance_completed(*trigger, *barrier_ms);
+            info!(
             group_id,
             generation,
             members,
@@ -340,11 +345,15 @@ fn log_event(group_id: &str, event: &Event) {
             added,
             removed,
             "rebalance completed"
-        ),
+        )
+        }
         Event::MemberExpired {
             member_id,
             last_heard_ms_ago,
-        } => info!(group_id, member_id, last_heard_ms_ago, "session expired"),
+        } => {
+            crate::metrics::session_expired();
+            info!(group_id, member_id, last_heard_ms_ago, "session expired")
+        }
         Event::NewMemberTimedOut { member_id } => {
             info!(group_id, member_id, "new member's join held too long; refused")
         }

@@ -11,6 +11,6 @@ mod timers;
 
 pub use group::GroupActor;
 pub use messages::{AdminCall, GroupCall, Route, Shutdown};
-pub use reply::{Outgoing, ReplyTo};
+pub use reply::{Outgoing, ReplyTo, NO_REQUEST};
 pub use supervisor::{Placement, SingleNode, Supervisor, SupervisorOptions};
 pub use timers::DeadlineQueue;

@@ -3,6 +3,8 @@
 //! still queued) answers COORDINATOR_NOT_AVAILABLE by itself, so a client is never left
 //! waiting on a request the server lost.
 
+use std::time::Instant;
+
 use muster_protocol::{ErrorCode, Response};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::OwnedSemaphorePermit;
@@ -15,7 +17,15 @@ pub struct Outgoing {
     pub correlation_id: u32,
     pub response: Response,
     pub permit: Option<OwnedSemaphorePermit>,
+    /// The request's wire tag ([`muster_protocol::Request::tag`]), or [`NO_REQUEST`] for
+    /// answers to frames that never decoded.
+    pub request_tag: u32,
+    /// When the request arrived (for latency metrics).
+    pub started: Instant,
 }
+
+/// [`Outgoing::request_tag`] of an answer to a frame that never decoded into a request.
+pub const NO_REQUEST: u32 = u32::MAX;
 
 /// Where to send the answer to one request.
 #[derive(Debug)]
@@ -23,18 +33,24 @@ pub struct ReplyTo {
     tx: Option<UnboundedSender<Outgoing>>,
     correlation_id: u32,
     permit: Option<OwnedSemaphorePermit>,
+    request_tag: u32,
+    started: Instant,
 }
 
 impl ReplyTo {
+    /// `request_tag` is the request's wire tag, or [`NO_REQUEST`].
     pub fn new(
         tx: UnboundedSender<Outgoing>,
         correlation_id: u32,
         permit: Option<OwnedSemaphorePermit>,
+        request_tag: u32,
     ) -> Self {
         Self {
             tx: Some(tx),
             correlation_id,
             permit,
+            request_tag,
+            started: Instant::now(),
         }
     }
 
@@ -53,6 +69,8 @@ impl ReplyTo {
                 correlation_id: self.correlation_id,
                 response,
                 permit: self.permit.take(),
+                request_tag: self.request_tag,
+                started: self.started,
             });
         }
     }

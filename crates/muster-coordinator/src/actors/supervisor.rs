@@ -83,6 +83,9 @@ pub struct Supervisor {
     wake: Option<(Millis, SpawnHandle)>,
     initial: Option<StoredState>,
     due: Vec<u64>,
+    /// Groups per state and members in all groups, for the gauges.
+    per_state: HashMap<GroupState, usize>,
+    members_total: u64,
 }
 
 impl Supervisor {
@@ -104,7 +107,26 @@ impl Supervisor {
             wake: None,
             initial: Some(options.initial),
             due: Vec::new(),
+            per_state: HashMap::new(),
+            members_total: 0,
         }
+    }
+
+    /// Moves one group between the gauges' buckets (`None`: not counted).
+    fn count(&mut self, from: Option<(GroupState, u32)>, to: Option<(GroupState, u32)>) {
+        if let Some((state, members)) = from {
+            let n = self.per_state.entry(state).or_default();
+            *n = n.saturating_sub(1);
+            crate::metrics::groups_in_state(state, *n);
+            self.members_total = self.members_total.saturating_sub(u64::from(members));
+        }
+        if let Some((state, members)) = to {
+            let n = self.per_state.entry(state).or_default();
+            *n += 1;
+            crate::metrics::groups_in_state(state, *n);
+            self.members_total += u64::from(members);
+        }
+        crate::metrics::members(self.members_total);
     }
 
     fn env(&self, ctx: &mut Context<Self>) -> Arc<GroupEnv> {
@@ -136,6 +158,7 @@ impl Supervisor {
             GroupActor::start_in_arbiter(arbiter, make)
         };
         self.keys.insert(key, group_id.clone());
+        self.count(None, Some((state, members)));
         self.groups.insert(
             group_id,
             Entry {
@@ -215,7 +238,9 @@ impl Supervisor {
 
     fn forget(&mut self, group_id: &str, key: u64) {
         if self.groups.get(group_id).is_some_and(|e| e.key == key) {
-            self.groups.remove(group_id);
+            if let Some(entry) = self.groups.remove(group_id) {
+                self.count(Some((entry.state, entry.members)), None);
+            }
             self.keys.remove(&key);
             self.timers.disarm(key);
         }
@@ -496,10 +521,13 @@ impl Handler<StatusChanged> for Supervisor {
     type Result = ();
 
     fn handle(&mut self, msg: StatusChanged, _: &mut Self::Context) {
-        if let Some(entry) = self.keys.get(&msg.key).and_then(|g| self.groups.get_mut(g)) {
-            entry.state = msg.state;
-            entry.members = msg.members;
-        }
+        let Some(entry) = self.keys.get(&msg.key).and_then(|g| self.groups.get_mut(g)) else {
+            return;
+        };
+        let before = (entry.state, entry.members);
+        entry.state = msg.state;
+        entry.members = msg.members;
+        self.count(Some(before), Some((msg.state, msg.members)));
     }
 }
 

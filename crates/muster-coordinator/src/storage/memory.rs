@@ -7,8 +7,7 @@ use std::sync::Mutex;
 use muster_protocol::TopicInfo;
 
 use super::{
-    CommittedOffset, Durable, GroupRecord, Mutation, OffsetWrite, Store, StoreError,
-    StoredState,
+    CommittedOffset, Durable, GroupRecord, Mutation, OffsetWrite, Store, StoreError, StoredState,
 };
 
 #[derive(Debug, Default)]

@@ -1,16 +1,22 @@
 //! Storage: what the coordinator makes durable (group metadata, committed offsets, the topic
 //! catalog) and the [`Store`] trait any backend implements. The in-memory backend
-//! ([`MemoryStore`]) serves tests; a durable backend sits behind the same trait.
+//! ([`MemoryStore`]) serves tests; the durable one ([`RedbStore`]) keeps everything in one
+//! redb file under the data directory and group-commits writes.
 //!
 //! Writes are batches of [`Mutation`]s applied atomically and in submission order; the
 //! returned [`Durable`] resolves once the batch is on stable storage. Callers answer clients
 //! only after that (protocol §5: a NONE OffsetCommit answer means the offset survives a crash).
 
 mod memory;
+mod redb_store;
+#[cfg(test)]
+mod tests;
 
 pub use memory::MemoryStore;
+pub use redb_store::{RedbStore, WriterStats};
 
 use std::future::Future;
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -103,6 +109,38 @@ pub enum StoreError {
     Corrupt(String),
     #[error("the store has shut down")]
     Closed,
+    /// Another process (or another handle in this one) holds the store's file lock.
+    #[error("another musterd is using {}; stop it or choose another --data-dir", path.display())]
+    Locked { path: PathBuf },
+    /// The store's directory or file cannot be created, opened, read or written.
+    #[error(
+        "cannot open the store at {}: {reason}; check that musterd may read and write it, \
+         or choose another --data-dir",
+        path.display()
+    )]
+    Unreadable { path: PathBuf, reason: String },
+    /// The file is not a Muster store, or its contents fail their checks. Never reset silently.
+    #[error(
+        "data in {} is corrupt beyond recovery ({reason}): restore it from a backup or move it \
+         aside to start empty",
+        path.display()
+    )]
+    CorruptFile { path: PathBuf, reason: String },
+    /// The file was written in a store format this build does not read.
+    #[error(
+        "{} holds store format version {found}, but this musterd reads only version \
+         {supported}: run a musterd release that reads version {found}, or restore a backup",
+        path.display()
+    )]
+    UnsupportedFormat {
+        path: PathBuf,
+        found: u64,
+        supported: u64,
+    },
+    /// A batch could not be written as given (e.g. a record too large to encode); nothing of
+    /// it was applied.
+    #[error("the store refused a write: {0}")]
+    Rejected(String),
 }
 
 /// A durable home for coordinator state. Implementations must apply batches atomically and in
@@ -156,7 +194,9 @@ impl Future for Durable {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match &mut self.get_mut().0 {
-            DurableInner::Ready(result) => Poll::Ready(result.take().unwrap_or(Err(StoreError::Closed))),
+            DurableInner::Ready(result) => {
+                Poll::Ready(result.take().unwrap_or(Err(StoreError::Closed)))
+            }
             DurableInner::Waiting(rx) => Pin::new(rx)
                 .poll(cx)
                 .map(|r| r.unwrap_or(Err(StoreError::Closed))),

@@ -1,0 +1,64 @@
+//! Coordinator metrics, recorded through the `metrics` facade (the server installs the
+//! Prometheus recorder; without one these calls cost nearly nothing). Labels are bounded:
+//! states and triggers only, never a group or member id.
+
+use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Unit};
+
+use crate::engine::{GroupState, RebalanceTrigger};
+
+/// Registers descriptions (for `# HELP` lines).
+pub fn describe() {
+    describe_gauge!("muster_groups", "Groups by state");
+    describe_gauge!("muster_members", "Members of all groups");
+    describe_counter!("muster_rebalances_total", "Completed rebalances, by trigger");
+    describe_histogram!(
+        "muster_rebalance_duration_seconds",
+        Unit::Seconds,
+        "Time a join barrier was open"
+    );
+    describe_counter!("muster_session_expiries_total", "Members removed by session expiry");
+    describe_counter!(
+        "muster_offset_commits_total",
+        "Partition offsets committed (acknowledged durable)"
+    );
+    describe_histogram!(
+        "muster_storage_write_seconds",
+        Unit::Seconds,
+        "Time from submitting a write to it being durable (includes group-commit batching)"
+    );
+    describe_histogram!(
+        "muster_storage_sync_seconds",
+        Unit::Seconds,
+        "Time one storage transaction took to commit and sync"
+    );
+}
+
+pub(crate) fn groups_in_state(state: GroupState, count: usize) {
+    gauge!("muster_groups", "state" => state.as_str()).set(count as f64);
+}
+
+pub(crate) fn members(count: u64) {
+    gauge!("muster_members").set(count as f64);
+}
+
+pub(crate) fn rebalance_completed(trigger: RebalanceTrigger, barrier_ms: u64) {
+    counter!("muster_rebalances_total", "trigger" => trigger.as_str()).increment(1);
+    histogram!("muster_rebalance_duration_seconds").record(barrier_ms as f64 / 1000.0);
+}
+
+pub(crate) fn session_expired() {
+    counter!("muster_session_expiries_total").increment(1);
+}
+
+pub(crate) fn offsets_committed(partitions: usize) {
+    counter!("muster_offset_commits_total").increment(partitions as u64);
+}
+
+pub(crate) fn storage_write(seconds: f64) {
+    histogram!("muster_storage_write_seconds").record(seconds);
+}
+
+/// One storage transaction committed and synced (for store backends).
+pub fn storage_sync(seconds: f64) {
+    histogram!("muster_storage_sync_seconds").record(seconds);
+}

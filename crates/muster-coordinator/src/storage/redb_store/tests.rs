@@ -1,0 +1,307 @@
+//! What only the durable store has: reopening, its file lock, its format version, refusing
+//! files it must not touch, shutdown, and concurrent submitters.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use redb::{Database, TableDefinition};
+
+use super::{RedbStore, META};
+use crate::storage::tests::{block_on, commit, group, offset, put_offsets};
+use crate::storage::{Mutation, OffsetWrite, Store, StoreError, StoredState};
+
+fn open(dir: &Path) -> RedbStore {
+    RedbStore::open(dir).expect("the store opens")
+}
+
+fn open_err(dir: &Path) -> StoreError {
+    match RedbStore::open(dir) {
+        Ok(store) => panic!("expected an error, opened {store:?}"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn open_creates_the_directory_and_file() {
+    let root = tempfile::tempdir().expect("a temp dir");
+    let dir = root.path().join("a").join("b");
+    let store = open(&dir);
+    assert_eq!(store.path(), dir.join(RedbStore::FILE_NAME));
+    assert!(store.path().is_file());
+    assert_eq!(store.load().expect("loads"), StoredState::default());
+}
+
+#[test]
+fn everything_acknowledged_survives_a_reopen() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let mut expected = Vec::new();
+    {
+        let store = open(dir.path());
+        for i in 0..50 {
+            let id = format!("group-{i:02}");
+            let writes: Vec<OffsetWrite> = (0..5).map(|p| offset("t", p, i64::from(i))).collect();
+            commit(
+                &store,
+                vec![
+                    Mutation::PutGroup(group(&id, i)),
+                    put_offsets(&id, writes.clone()),
+                ],
+            );
+            expected.push((group(&id, i), (id, writes)));
+        }
+        // Dropped without close: drop closes.
+    }
+    let state = open(dir.path()).load().expect("loads");
+    let (groups, offsets): (Vec<_>, Vec<_>) = expected.into_iter().unzip();
+    assert_eq!(state.groups, groups);
+    assert_eq!(state.offsets, offsets);
+}
+
+#[test]
+fn a_second_open_of_the_same_dir_is_locked() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let first = open(dir.path());
+    let error = open_err(dir.path());
+    assert_eq!(
+        error,
+        StoreError::Locked {
+            path: dir.path().join(RedbStore::FILE_NAME)
+        }
+    );
+    let message = error.to_string();
+    assert!(
+        message.contains(&dir.path().display().to_string()),
+        "{message}"
+    );
+    assert!(message.contains("--data-dir"), "{message}");
+    // Still locked after close: the file stays open until the store is dropped.
+    first.close().expect("closes");
+    assert!(matches!(
+        RedbStore::open(dir.path()),
+        Err(StoreError::Locked { .. })
+    ));
+    drop(first);
+    drop(open(dir.path()));
+}
+
+#[test]
+fn a_newer_format_version_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let path = {
+        let store = open(dir.path());
+        commit(&store, vec![Mutation::PutGroup(group("g", 1))]);
+        store.path().to_path_buf()
+    };
+    set_format_version(&path, 2);
+    let error = open_err(dir.path());
+    assert_eq!(
+        error,
+        StoreError::UnsupportedFormat {
+            path: path.clone(),
+            found: 2,
+            supported: 1
+        }
+    );
+    let message = error.to_string();
+    assert!(message.contains(&path.display().to_string()), "{message}");
+    assert!(message.contains("version 2"), "{message}");
+    assert!(message.contains("version 1"), "{message}");
+    // Nothing was reset: put the version back and the data is all there.
+    set_format_version(&path, 1);
+    assert_eq!(
+        open(dir.path()).load().expect("loads").groups,
+        vec![group("g", 1)]
+    );
+}
+
+fn set_format_version(path: &Path, version: u64) {
+    let db = Database::open(path).expect("redb opens the file");
+    let txn = db.begin_write().expect("write txn");
+    {
+        let mut meta = txn.open_table(META).expect("meta table");
+        meta.insert("format_version", version).expect("insert");
+    }
+    txn.commit().expect("commit");
+}
+
+#[test]
+fn a_garbage_file_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let path = dir.path().join(RedbStore::FILE_NAME);
+    let garbage: Vec<u8> = (0..64 * 1024u32).map(|i| (i * 7 + 3) as u8).collect();
+    std::fs::write(&path, &garbage).expect("write garbage");
+    let error = open_err(dir.path());
+    assert!(
+        matches!(&error, StoreError::CorruptFile { path: p, .. } if *p == path),
+        "{error:?}"
+    );
+    let message = error.to_string();
+    assert!(message.contains(&path.display().to_string()), "{message}");
+    assert!(message.contains("backup"), "{message}");
+    assert_eq!(std::fs::read(&path).expect("read back"), garbage);
+}
+
+#[test]
+fn someone_elses_redb_file_is_refused() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let path = dir.path().join(RedbStore::FILE_NAME);
+    {
+        let db = Database::create(&path).expect("create");
+        let txn = db.begin_write().expect("write txn");
+        {
+            let other: TableDefinition<&str, &str> = TableDefinition::new("bookmarks");
+            let mut table = txn.open_table(other).expect("table");
+            table.insert("home", "/").expect("insert");
+        }
+        txn.commit().expect("commit");
+    }
+    let error = open_err(dir.path());
+    assert!(
+        matches!(&error, StoreError::CorruptFile { reason, .. } if reason.contains("not a Muster store")),
+        "{error:?}"
+    );
+}
+
+#[test]
+fn an_unusable_directory_is_unreadable() {
+    let root = tempfile::tempdir().expect("a temp dir");
+    // The data dir is a regular file.
+    let file = root.path().join("not-a-dir");
+    std::fs::write(&file, b"x").expect("write");
+    let error = open_err(&file);
+    assert!(
+        matches!(&error, StoreError::Unreadable { path, .. } if *path == file),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains(&file.display().to_string()));
+
+    // The data file is a directory.
+    let dir = root.path().join("data");
+    std::fs::create_dir_all(dir.join(RedbStore::FILE_NAME)).expect("mkdir");
+    let error = open_err(&dir);
+    assert!(matches!(&error, StoreError::Unreadable { .. }), "{error:?}");
+
+    // A directory without permissions (root ignores permission bits, so only checked when
+    // they bite).
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let locked = root.path().join("locked");
+        std::fs::create_dir(&locked).expect("mkdir");
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).expect("chmod");
+        if std::fs::read_dir(&locked).is_err() {
+            let error = open_err(&locked);
+            assert!(matches!(&error, StoreError::Unreadable { .. }), "{error:?}");
+        }
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755))
+            .expect("chmod back");
+    }
+}
+
+#[test]
+fn apply_after_close_is_closed_and_close_is_idempotent() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let store = open(dir.path());
+    commit(&store, vec![Mutation::PutGroup(group("g", 1))]);
+    store.close().expect("closes");
+    store.close().expect("closes again");
+    assert_eq!(
+        block_on(store.apply(vec![Mutation::PutGroup(group("g", 2))])),
+        Err(StoreError::Closed)
+    );
+    // Reading still works until the store is dropped.
+    assert_eq!(store.load().expect("loads").groups, vec![group("g", 1)]);
+}
+
+#[test]
+fn close_commits_everything_submitted_before_it() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let store = open(dir.path());
+    let pending: Vec<_> = (0..200)
+        .map(|i| store.apply(vec![put_offsets("g", vec![offset("t", i, i64::from(i))])]))
+        .collect();
+    store.close().expect("closes");
+    block_on(async {
+        for durable in pending {
+            durable.await.expect("durable");
+        }
+    });
+    drop(store);
+    let state = open(dir.path()).load().expect("loads");
+    let expected: Vec<OffsetWrite> = (0..200).map(|i| offset("t", i, i64::from(i))).collect();
+    assert_eq!(state.offsets, vec![("g".to_string(), expected)]);
+}
+
+#[test]
+fn concurrent_submitters_all_become_durable() {
+    const THREADS: i32 = 8;
+    const ROUNDS: i32 = 100;
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let store = Arc::new(open(dir.path()));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let store = Arc::clone(&store);
+            std::thread::spawn(move || {
+                let id = format!("group-{t}");
+                for round in 0..ROUNDS {
+                    let writes = (0..4).map(|p| offset("t", p, i64::from(round))).collect();
+                    let batch = vec![
+                        Mutation::PutGroup(group(&id, round)),
+                        put_offsets(&id, writes),
+                    ];
+                    block_on(store.apply(batch)).expect("durable");
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().expect("submitter finished");
+    }
+    drop(store);
+    let state = open(dir.path()).load().expect("loads");
+    let last = ROUNDS - 1;
+    let expected_groups: Vec<_> = (0..THREADS)
+        .map(|t| group(&format!("group-{t}"), last))
+        .collect();
+    assert_eq!(state.groups, expected_groups);
+    for (t, (id, writes)) in state.offsets.iter().enumerate() {
+        assert_eq!(id, &format!("group-{t}"));
+        let expected: Vec<_> = (0..4).map(|p| offset("t", p, i64::from(last))).collect();
+        assert_eq!(writes, &expected);
+    }
+    assert_eq!(state.offsets.len(), THREADS as usize);
+}
+
+#[test]
+fn a_damaged_file_is_refused() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let path = {
+        let store = open(dir.path());
+        for i in 0..200 {
+            commit(&store, vec![Mutation::PutGroup(group(&format!("g{i}"), 1))]);
+        }
+        store.path().to_path_buf()
+    };
+    let intact = std::fs::read(&path).expect("read");
+    let mut flipped = intact.clone();
+    for byte in &mut flipped[intact.len() / 3..intact.len() / 3 + 4096] {
+        *byte ^= 0x5a;
+    }
+    let damaged = [
+        ("truncated to half", intact[..intact.len() / 2].to_vec()),
+        ("one byte short", intact[..intact.len() - 1].to_vec()),
+        ("shorter than a header", intact[..100].to_vec()),
+        ("a page overwritten", flipped),
+    ];
+    for (what, bytes) in damaged {
+        std::fs::write(&path, &bytes).expect("write");
+        let error = open_err(dir.path());
+        assert!(
+            matches!(&error, StoreError::CorruptFile { path: p, .. } if *p == path),
+            "{what}: {error:?}"
+        );
+        assert_eq!(std::fs::read(&path).expect("read back"), bytes, "{what}");
+    }
+    std::fs::write(&path, &intact).expect("write");
+    assert_eq!(open(dir.path()).load().expect("loads").groups.len(), 200);
+}

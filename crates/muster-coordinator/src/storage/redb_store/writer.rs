@@ -1,0 +1,236 @@
+//! The write side of [`RedbStore`](super::RedbStore): batches prepared (encoded) on the
+//! caller's thread, and the one writer thread that group-commits them.
+//!
+//! Each round the writer takes everything waiting on its channel, applies it in submission
+//! order in one redb write transaction, commits (one fsync), and only then completes every
+//! batch's [`DurableSender`]. A commit costs a few milliseconds of fsync whatever it holds, so
+//! throughput comes from how much each round carries, and a caller's latency is at most the
+//! round in progress plus its own.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redb::Database;
+use tracing::{trace, warn};
+
+use super::codec::{self, CodecError};
+use super::{runtime_error, GROUPS, OFFSETS, TOPICS};
+use crate::storage::{DurableSender, Mutation, StoreError};
+
+/// One mutation, encoded and ready to write.
+pub(super) enum Op {
+    PutGroup {
+        group_id: String,
+        value: Vec<u8>,
+    },
+    DeleteGroup {
+        group_id: String,
+    },
+    PutOffsets {
+        group_id: String,
+        /// (topic, partition, encoded offset)
+        offsets: Vec<(String, i32, Vec<u8>)>,
+    },
+    DeleteOffsets {
+        group_id: String,
+        partitions: Vec<(String, i32)>,
+    },
+    PutTopic {
+        topic: String,
+        partitions: i32,
+    },
+}
+
+/// What the writer has done since the store opened (see [`RedbStore::stats`]).
+///
+/// [`RedbStore::stats`]: super::RedbStore::stats
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriterStats {
+    /// Transactions committed (one fsync each).
+    pub rounds: u64,
+    /// Batches made durable by those rounds.
+    pub batches: u64,
+    /// Time spent writing and committing those rounds.
+    pub busy: Duration,
+}
+
+/// The writer's running totals, shared with the store.
+#[derive(Debug, Default)]
+pub(super) struct Counters {
+    rounds: AtomicU64,
+    batches: AtomicU64,
+    busy_us: AtomicU64,
+}
+
+impl Counters {
+    pub(super) fn snapshot(&self) -> WriterStats {
+        WriterStats {
+            rounds: self.rounds.load(Ordering::Relaxed),
+            batches: self.batches.load(Ordering::Relaxed),
+            busy: Duration::from_micros(self.busy_us.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+/// What the writer thread is asked to do.
+pub(super) enum Command {
+    Apply {
+        ops: Vec<Op>,
+        done: DurableSender,
+    },
+    /// Write what is already queued, then exit.
+    Stop,
+}
+
+/// Encodes a batch. Runs on the caller's thread, so the writer only writes; a batch that
+/// cannot be encoded fails alone, before it is queued.
+pub(super) fn prepare(batch: Vec<Mutation>) -> Result<Vec<Op>, StoreError> {
+    let rejected = |e: CodecError| StoreError::Rejected(e.to_string());
+    batch
+        .into_iter()
+        .map(|mutation| {
+            Ok(match mutation {
+                Mutation::PutGroup(record) => {
+                    let (group_id, value) = codec::encode_group(record).map_err(rejected)?;
+                    Op::PutGroup { group_id, value }
+                }
+                Mutation::DeleteGroup { group_id } => Op::DeleteGroup { group_id },
+                Mutation::PutOffsets { group_id, offsets } => Op::PutOffsets {
+                    group_id,
+                    offsets: offsets
+                        .into_iter()
+                        .map(|w| {
+                            let value = codec::encode_offset(w.committed).map_err(rejected)?;
+                            Ok((w.topic, w.partition, value))
+                        })
+                        .collect::<Result<_, StoreError>>()?,
+                },
+                Mutation::DeleteOffsets {
+                    group_id,
+                    partitions,
+                } => Op::DeleteOffsets {
+                    group_id,
+                    partitions,
+                },
+                Mutation::PutTopic(topic) => Op::PutTopic {
+                    topic: topic.topic,
+                    partitions: topic.partitions,
+                },
+            })
+        })
+        .collect()
+}
+
+/// The writer thread's body: rounds of drain, write, commit, complete, until told to stop
+/// (or until every sender is gone).
+pub(super) fn run(
+    db: Arc<Database>,
+    path: PathBuf,
+    commands: Receiver<Command>,
+    counters: Arc<Counters>,
+) {
+    let mut round: Vec<(Vec<Op>, DurableSender)> = Vec::new();
+    let mut stop = false;
+    while !stop {
+        // Block for the first command of a round, then take whatever else is already queued.
+        let Ok(first) = commands.recv() else { break };
+        let mut next = Some(first);
+        while let Some(command) = next {
+            match command {
+                Command::Apply { ops, done } => round.push((ops, done)),
+                Command::Stop => stop = true,
+            }
+            next = commands.try_recv().ok();
+        }
+        if round.is_empty() {
+            continue;
+        }
+        let started = Instant::now();
+        let result = commit(&db, round.iter().map(|(ops, _)| ops.as_slice()));
+        let elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let batches = round.len();
+        match &result {
+            Ok(()) => {
+                counters.rounds.fetch_add(1, Ordering::Relaxed);
+                counters
+                    .batches
+                    .fetch_add(batches as u64, Ordering::Relaxed);
+                counters.busy_us.fetch_add(elapsed_us, Ordering::Relaxed);
+                trace!(batches, elapsed_us, "store round committed");
+            }
+            Err(error) => warn!(
+                batches,
+                path = %path.display(),
+                %error,
+                "store round failed; its batches are answered with the error"
+            ),
+        }
+        for (_, done) in round.drain(..) {
+            done.complete(result.clone());
+        }
+    }
+    trace!(path = %path.display(), "store writer stopped");
+}
+
+/// Applies the batches, in order, in one write transaction and commits it (fsync).
+fn commit<'a>(db: &Database, batches: impl Iterator<Item = &'a [Op]>) -> Result<(), StoreError> {
+    let txn = db.begin_write().map_err(runtime_error)?;
+    {
+        let mut groups = txn.open_table(GROUPS).map_err(runtime_error)?;
+        let mut offsets = txn.open_table(OFFSETS).map_err(runtime_error)?;
+        let mut topics = txn.open_table(TOPICS).map_err(runtime_error)?;
+        for op in batches.flatten() {
+            match op {
+                Op::PutGroup { group_id, value } => {
+                    groups
+                        .insert(group_id.as_str(), value.as_slice())
+                        .map_err(runtime_error)?;
+                }
+                Op::DeleteGroup { group_id } => {
+                    groups.remove(group_id.as_str()).map_err(runtime_error)?;
+                    // Every key of this group, and no other: the smallest group id after
+                    // `group_id` is `group_id` + NUL ("g2" sorts after "g\0").
+                    let after = format!("{group_id}\0");
+                    offsets
+                        .retain_in(
+                            (group_id.as_str(), "", i32::MIN)..(after.as_str(), "", i32::MIN),
+                            |_, _| false,
+                        )
+                        .map_err(runtime_error)?;
+                }
+                Op::PutOffsets {
+                    group_id,
+                    offsets: writes,
+                } => {
+                    for (topic, partition, value) in writes {
+                        offsets
+                            .insert(
+                                (group_id.as_str(), topic.as_str(), *partition),
+                                value.as_slice(),
+                            )
+                            .map_err(runtime_error)?;
+                    }
+                }
+                Op::DeleteOffsets {
+                    group_id,
+                    partitions,
+                } => {
+                    for (topic, partition) in partitions {
+                        offsets
+                            .remove((group_id.as_str(), topic.as_str(), *partition))
+                            .map_err(runtime_error)?;
+                    }
+                }
+                Op::PutTopic { topic, partitions } => {
+                    topics
+                        .insert(topic.as_str(), *partitions)
+                        .map_err(runtime_error)?;
+                }
+            }
+        }
+    }
+    txn.commit().map_err(runtime_error)
+}

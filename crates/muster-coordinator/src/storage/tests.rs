@@ -1,0 +1,334 @@
+//! Storage semantics, one test body per behaviour, run against every backend
+//! ([`MemoryStore`] and [`RedbStore`]); the redb run also reopens the file and checks that a
+//! reopen loads exactly what the store loaded before.
+
+use std::future::Future;
+
+use muster_protocol::{AssignorMetadata, TopicInfo, TopicPartitions};
+
+use super::{
+    CommittedOffset, GroupRecord, MemberRecord, Mutation, OffsetWrite, Store, StoreError,
+    StoredState,
+};
+use crate::engine::GroupState;
+
+/// Runs a future to completion on a throwaway current-thread runtime.
+pub(super) fn block_on<F: Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a current-thread runtime builds")
+        .block_on(future)
+}
+
+/// Applies a batch and waits until it is durable.
+pub(super) fn commit(store: &impl Store, batch: Vec<Mutation>) {
+    block_on(store.apply(batch)).expect("the batch becomes durable");
+}
+
+pub(super) fn member(id: &str) -> MemberRecord {
+    MemberRecord {
+        member_id: id.into(),
+        group_instance_id: Some(format!("{id}-static")),
+        client_id: "client".into(),
+        client_host: "/127.0.0.1".into(),
+        session_timeout_ms: 10_000,
+        rebalance_timeout_ms: 30_000,
+        topics: vec!["orders".into(), "payments".into()],
+        assignors: vec![AssignorMetadata {
+            name: "range".into(),
+            user_data: vec![1, 2, 3],
+        }],
+        owned_partitions: vec![TopicPartitions {
+            topic: "orders".into(),
+            partitions: vec![0, 1],
+        }],
+        assignment: vec![TopicPartitions {
+            topic: "orders".into(),
+            partitions: vec![0, 1, 2],
+        }],
+        assignment_user_data: vec![0xff],
+    }
+}
+
+pub(super) fn group(id: &str, generation: i32) -> GroupRecord {
+    GroupRecord {
+        group_id: id.into(),
+        state: GroupState::Stable,
+        generation,
+        assignor: Some("range".into()),
+        leader: Some(format!("{id}-m1")),
+        members: vec![member(&format!("{id}-m1")), member(&format!("{id}-m2"))],
+        state_since_ms: 1_000 + generation as u64,
+    }
+}
+
+pub(super) fn offset(topic: &str, partition: i32, offset: i64) -> OffsetWrite {
+    OffsetWrite {
+        topic: topic.into(),
+        partition,
+        committed: CommittedOffset {
+            offset,
+            metadata: (offset % 2 == 0).then(|| format!("meta-{offset}")),
+            commit_timestamp_ms: 5_000u64.wrapping_add(offset as u64),
+        },
+    }
+}
+
+pub(super) fn put_offsets(group_id: &str, offsets: Vec<OffsetWrite>) -> Mutation {
+    Mutation::PutOffsets {
+        group_id: group_id.into(),
+        offsets,
+    }
+}
+
+fn topic(name: &str, partitions: i32) -> TopicInfo {
+    TopicInfo {
+        topic: name.into(),
+        partitions,
+    }
+}
+
+fn load(store: &impl Store) -> StoredState {
+    store.load().expect("the store loads")
+}
+
+fn offsets_of(state: &StoredState, group_id: &str) -> Option<Vec<OffsetWrite>> {
+    state
+        .offsets
+        .iter()
+        .find(|(g, _)| g == group_id)
+        .map(|(_, writes)| writes.clone())
+}
+
+fn empty_store_loads_empty(store: &impl Store) {
+    assert_eq!(load(store), StoredState::default());
+}
+
+fn put_replaces_a_group(store: &impl Store) {
+    commit(store, vec![Mutation::PutGroup(group("g", 1))]);
+    let mut second = group("g", 2);
+    second.state = GroupState::Empty;
+    second.members.clear();
+    second.leader = None;
+    commit(store, vec![Mutation::PutGroup(second.clone())]);
+    assert_eq!(load(store).groups, vec![second]);
+}
+
+fn put_offsets_upserts(store: &impl Store) {
+    commit(
+        store,
+        vec![put_offsets("g", vec![offset("t", 0, 1), offset("t", 1, 2)])],
+    );
+    commit(
+        store,
+        vec![put_offsets("g", vec![offset("t", 1, 5), offset("u", 0, 3)])],
+    );
+    assert_eq!(
+        offsets_of(&load(store), "g"),
+        Some(vec![
+            offset("t", 0, 1),
+            offset("t", 1, 5),
+            offset("u", 0, 3)
+        ])
+    );
+}
+
+fn delete_offsets_removes_the_listed_ones(store: &impl Store) {
+    commit(
+        store,
+        vec![put_offsets(
+            "g",
+            vec![offset("t", 0, 1), offset("t", 1, 2), offset("u", 0, 3)],
+        )],
+    );
+    commit(
+        store,
+        vec![Mutation::DeleteOffsets {
+            group_id: "g".into(),
+            partitions: vec![("t".into(), 0), ("never-committed".into(), 9)],
+        }],
+    );
+    assert_eq!(
+        offsets_of(&load(store), "g"),
+        Some(vec![offset("t", 1, 2), offset("u", 0, 3)])
+    );
+    commit(
+        store,
+        vec![Mutation::DeleteOffsets {
+            group_id: "g".into(),
+            partitions: vec![("t".into(), 1), ("u".into(), 0)],
+        }],
+    );
+    assert_eq!(load(store), StoredState::default());
+}
+
+fn delete_group_removes_its_offsets_and_no_others(store: &impl Store) {
+    // Neighbours in key order on both sides, and ids that share "g" as a prefix.
+    for id in ["f", "g", "g\0", "g ", "g2", "h"] {
+        commit(
+            store,
+            vec![
+                Mutation::PutGroup(group(id, 1)),
+                put_offsets(id, vec![offset("t", 0, 1), offset("t", 1, 2)]),
+            ],
+        );
+    }
+    commit(
+        store,
+        vec![Mutation::DeleteGroup {
+            group_id: "g".into(),
+        }],
+    );
+    let state = load(store);
+    let ids: Vec<&str> = state.groups.iter().map(|g| g.group_id.as_str()).collect();
+    assert_eq!(ids, ["f", "g\0", "g ", "g2", "h"]);
+    let with_offsets: Vec<&str> = state.offsets.iter().map(|(g, _)| g.as_str()).collect();
+    assert_eq!(with_offsets, ["f", "g\0", "g ", "g2", "h"]);
+    for (_, writes) in &state.offsets {
+        assert_eq!(writes, &vec![offset("t", 0, 1), offset("t", 1, 2)]);
+    }
+}
+
+fn delete_group_removes_offsets_of_a_group_without_metadata(store: &impl Store) {
+    // Simple commits: offsets, no group record.
+    commit(store, vec![put_offsets("simple", vec![offset("t", 0, 1)])]);
+    commit(
+        store,
+        vec![Mutation::DeleteGroup {
+            group_id: "simple".into(),
+        }],
+    );
+    assert_eq!(load(store), StoredState::default());
+}
+
+fn topics_are_created_and_raised(store: &impl Store) {
+    commit(
+        store,
+        vec![
+            Mutation::PutTopic(topic("orders", 3)),
+            Mutation::PutTopic(topic("audit", 1)),
+        ],
+    );
+    commit(store, vec![Mutation::PutTopic(topic("orders", 6))]);
+    assert_eq!(
+        load(store).topics,
+        vec![topic("audit", 1), topic("orders", 6)]
+    );
+}
+
+fn batches_apply_in_submission_order(store: &impl Store) {
+    // Submitted back to back, awaited afterwards: the later batch wins on every key.
+    let first = store.apply(vec![
+        Mutation::PutGroup(group("g", 1)),
+        put_offsets("g", vec![offset("t", 0, 1)]),
+        Mutation::PutTopic(topic("t", 1)),
+    ]);
+    let second = store.apply(vec![
+        Mutation::PutGroup(group("g", 2)),
+        put_offsets("g", vec![offset("t", 0, 2)]),
+        Mutation::PutTopic(topic("t", 4)),
+    ]);
+    // Inside one batch too: delete, then recreate.
+    let third = store.apply(vec![
+        Mutation::DeleteGroup {
+            group_id: "g".into(),
+        },
+        put_offsets("g", vec![offset("t", 1, 7)]),
+        Mutation::PutGroup(group("g", 3)),
+    ]);
+    block_on(async {
+        first.await.expect("first is durable");
+        second.await.expect("second is durable");
+        third.await.expect("third is durable");
+    });
+    let state = load(store);
+    assert_eq!(state.groups, vec![group("g", 3)]);
+    assert_eq!(offsets_of(&state, "g"), Some(vec![offset("t", 1, 7)]));
+    assert_eq!(state.topics, vec![topic("t", 4)]);
+}
+
+fn load_round_trips_everything(store: &impl Store) {
+    let mut quiet = group("quiet", 4);
+    quiet.state = GroupState::Empty;
+    quiet.assignor = None;
+    quiet.leader = None;
+    quiet.members.clear();
+    let mut other = member("bare");
+    other.group_instance_id = None;
+    other.assignors.clear();
+    other.owned_partitions.clear();
+    other.assignment.clear();
+    other.assignment_user_data.clear();
+    let mut busy = group("busy", 9);
+    busy.state = GroupState::CompletingRebalance;
+    busy.members.push(other);
+    commit(
+        store,
+        vec![
+            Mutation::PutGroup(busy.clone()),
+            Mutation::PutGroup(quiet.clone()),
+            put_offsets("busy", vec![offset("b", 2, 20), offset("a", 1, -1)]),
+            put_offsets("only-offsets", vec![offset("a", 0, i64::MAX)]),
+            Mutation::PutTopic(topic("a", 2)),
+            Mutation::PutTopic(topic("b", 3)),
+        ],
+    );
+    let expected = StoredState {
+        groups: vec![busy, quiet],
+        offsets: vec![
+            ("busy".into(), vec![offset("a", 1, -1), offset("b", 2, 20)]),
+            ("only-offsets".into(), vec![offset("a", 0, i64::MAX)]),
+        ],
+        topics: vec![topic("a", 2), topic("b", 3)],
+    };
+    assert_eq!(load(store), expected);
+}
+
+fn an_empty_batch_is_durable_at_once(store: &impl Store) {
+    assert_eq!(block_on(store.apply(Vec::new())), Ok::<(), StoreError>(()));
+    assert_eq!(load(store), StoredState::default());
+}
+
+/// Generates one `#[test]` per case and backend.
+macro_rules! semantics {
+    ($($case:ident),* $(,)?) => {
+        mod memory_store {
+            $(
+                #[test]
+                fn $case() {
+                    super::$case(&crate::storage::MemoryStore::new());
+                }
+            )*
+        }
+
+        mod redb_store {
+            use crate::storage::{RedbStore, Store};
+
+            $(
+                #[test]
+                fn $case() {
+                    let dir = tempfile::tempdir().expect("a temp dir");
+                    let store = RedbStore::open(dir.path()).expect("the store opens");
+                    super::$case(&store);
+                    let before = store.load().expect("the store loads");
+                    drop(store);
+                    let reopened = RedbStore::open(dir.path()).expect("the store reopens");
+                    assert_eq!(reopened.load().expect("the store loads"), before);
+                }
+            )*
+        }
+    };
+}
+
+semantics!(
+    empty_store_loads_empty,
+    put_replaces_a_group,
+    put_offsets_upserts,
+    delete_offsets_removes_the_listed_ones,
+    delete_group_removes_its_offsets_and_no_others,
+    delete_group_removes_offsets_of_a_group_without_metadata,
+    topics_are_created_and_raised,
+    batches_apply_in_submission_order,
+    load_round_trips_everything,
+    an_empty_batch_is_durable_at_once,
+);
