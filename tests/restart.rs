@@ -51,14 +51,26 @@ async fn stable_group_survives_restart_without_rebalance() -> anyhow::Result<()>
     let (a_join, b_join) = (as_join(wait(a_join).await?), as_join(wait(b_join).await?));
     let generation = a_join.generation_id;
     assert_eq!(generation, b_join.generation_id);
-    let leader = if a_join.leader_id == a_id { &mut a } else { &mut b };
+    let leader = if a_join.leader_id == a_id {
+        &mut a
+    } else {
+        &mut b
+    };
     let plan = vec![assignment(&a_id, vec![0, 1]), assignment(&b_id, vec![2])];
     let leader_id = a_join.leader_id.clone();
-    let synced = as_sync(leader.call(sync_request("g", generation, &leader_id, plan)).await?);
+    let synced = as_sync(
+        leader
+            .call(sync_request("g", generation, &leader_id, plan))
+            .await?,
+    );
     assert_eq!(synced.error_code, 0);
     let follower_id = if leader_id == a_id { &b_id } else { &a_id };
     let follower = if leader_id == a_id { &mut b } else { &mut a };
-    let synced = as_sync(follower.call(sync_request("g", generation, follower_id, vec![])).await?);
+    let synced = as_sync(
+        follower
+            .call(sync_request("g", generation, follower_id, vec![]))
+            .await?,
+    );
     assert_eq!(synced.error_code, 0);
     let commit = a
         .call(Request::OffsetCommit(OffsetCommitRequest {
@@ -76,7 +88,10 @@ async fn stable_group_survives_restart_without_rebalance() -> anyhow::Result<()>
             }],
         }))
         .await?;
-    assert!(matches!(commit, Response::OffsetCommit(ref r) if r.error_code == 0), "{commit:?}");
+    assert!(
+        matches!(commit, Response::OffsetCommit(ref r) if r.error_code == 0),
+        "{commit:?}"
+    );
 
     drop((a, b));
     server.stop();
@@ -86,8 +101,14 @@ async fn stable_group_survives_restart_without_rebalance() -> anyhow::Result<()>
     let addr = server.local_addr();
     let mut a = Conn::connect(addr, "a").await?;
     let mut b = Conn::connect(addr, "b").await?;
-    assert_eq!(as_heartbeat(a.call(heartbeat("g", generation, &a_id)).await?), 0);
-    assert_eq!(as_heartbeat(b.call(heartbeat("g", generation, &b_id)).await?), 0);
+    assert_eq!(
+        as_heartbeat(a.call(heartbeat("g", generation, &a_id)).await?),
+        0
+    );
+    assert_eq!(
+        as_heartbeat(b.call(heartbeat("g", generation, &b_id)).await?),
+        0
+    );
     let a_sync = as_sync(a.call(sync_request("g", generation, &a_id, vec![])).await?);
     assert_eq!(a_sync.error_code, 0);
     assert_eq!(a_sync.partitions[0].partitions, vec![0, 1]);
@@ -119,7 +140,10 @@ async fn stable_group_survives_restart_without_rebalance() -> anyhow::Result<()>
         panic!("unexpected {fetched:?}");
     };
     assert_eq!(fetched.topics[0].partitions[0].offset, 42);
-    assert_eq!(fetched.topics[0].partitions[0].metadata.as_deref(), Some("m"));
+    assert_eq!(
+        fetched.topics[0].partitions[0].metadata.as_deref(),
+        Some("m")
+    );
     drop((a, b));
     server.stop();
     let _ = std::fs::remove_dir_all(&dir);

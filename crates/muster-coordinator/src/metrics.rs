@@ -2,7 +2,9 @@
 //! Prometheus recorder; without one these calls cost nearly nothing). Labels are bounded:
 //! states and triggers only, never a group or member id.
 
-use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Unit};
+use metrics::{
+    counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Unit,
+};
 
 use crate::engine::{GroupState, RebalanceTrigger};
 
@@ -10,13 +12,19 @@ use crate::engine::{GroupState, RebalanceTrigger};
 pub fn describe() {
     describe_gauge!("muster_groups", "Groups by state");
     describe_gauge!("muster_members", "Members of all groups");
-    describe_counter!("muster_rebalances_total", "Completed rebalances, by trigger");
+    describe_counter!(
+        "muster_rebalances_total",
+        "Completed rebalances, by trigger"
+    );
     describe_histogram!(
         "muster_rebalance_duration_seconds",
         Unit::Seconds,
         "Time a join barrier was open"
     );
-    describe_counter!("muster_session_expiries_total", "Members removed by session expiry");
+    describe_counter!(
+        "muster_session_expiries_total",
+        "Members removed by session expiry"
+    );
     describe_counter!(
         "muster_offset_commits_total",
         "Partition offsets committed (acknowledged durable)"

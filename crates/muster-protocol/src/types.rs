@@ -523,7 +523,9 @@ impl Response {
             Response::ListGroups(r) => r.error_code,
             Response::DescribeTopics(r) => r.error_code,
             Response::Error(r) => r.error_code,
-            Response::DescribeGroups(_) | Response::DeleteGroups(_) | Response::CreateTopics(_) => 0,
+            Response::DescribeGroups(_) | Response::DeleteGroups(_) | Response::CreateTopics(_) => {
+                0
+            }
         }
     }
 }

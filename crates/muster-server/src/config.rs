@@ -43,11 +43,19 @@ pub struct Settings {
     pub min_session_timeout_ms: u32,
 
     /// Largest session timeout a member may ask for [min-session-timeout-ms..=86400000].
-    #[arg(long, env = "MUSTER_MAX_SESSION_TIMEOUT_MS", default_value_t = 1_800_000)]
+    #[arg(
+        long,
+        env = "MUSTER_MAX_SESSION_TIMEOUT_MS",
+        default_value_t = 1_800_000
+    )]
     pub max_session_timeout_ms: u32,
 
     /// How long the first rebalance of an empty group waits for more members [0..=3600000].
-    #[arg(long, env = "MUSTER_INITIAL_REBALANCE_DELAY_MS", default_value_t = 3_000)]
+    #[arg(
+        long,
+        env = "MUSTER_INITIAL_REBALANCE_DELAY_MS",
+        default_value_t = 3_000
+    )]
     pub initial_rebalance_delay_ms: u32,
 
     /// Most members per group (0 = unlimited).
@@ -75,7 +83,11 @@ pub struct Settings {
 
     /// Offsets of a group that has been Empty this long expire; an Empty group with no offsets
     /// left is then removed [1..=1099511627776].
-    #[arg(long, env = "MUSTER_OFFSETS_RETENTION_MINUTES", default_value_t = 10_080)]
+    #[arg(
+        long,
+        env = "MUSTER_OFFSETS_RETENTION_MINUTES",
+        default_value_t = 10_080
+    )]
     pub offsets_retention_minutes: u64,
 
     /// Worker threads for connections and groups (0 = one per core) [0..=1024].
@@ -158,7 +170,9 @@ impl Settings {
         let text = std::fs::read_to_string(path).map_err(|e| file_error(e.to_string()))?;
         let file: FileSettings = toml::from_str(&text).map_err(|e| file_error(e.to_string()))?;
         let defaulted = |id: &str| {
-            matches.value_source(id).is_none_or(|s| s == ValueSource::DefaultValue)
+            matches
+                .value_source(id)
+                .is_none_or(|s| s == ValueSource::DefaultValue)
         };
         macro_rules! layer {
             ($($field:ident),* $(,)?) => {$(
@@ -207,17 +221,40 @@ impl Settings {
             }
             Ok(())
         }
-        within("min-session-timeout-ms", self.min_session_timeout_ms, 1, self.max_session_timeout_ms.max(1))?;
-        within("max-session-timeout-ms", self.max_session_timeout_ms, self.min_session_timeout_ms, 86_400_000)?;
-        within("initial-rebalance-delay-ms", self.initial_rebalance_delay_ms, 0, 3_600_000)?;
+        within(
+            "min-session-timeout-ms",
+            self.min_session_timeout_ms,
+            1,
+            self.max_session_timeout_ms.max(1),
+        )?;
+        within(
+            "max-session-timeout-ms",
+            self.max_session_timeout_ms,
+            self.min_session_timeout_ms,
+            86_400_000,
+        )?;
+        within(
+            "initial-rebalance-delay-ms",
+            self.initial_rebalance_delay_ms,
+            0,
+            3_600_000,
+        )?;
         within("max-frame-bytes", self.max_frame_bytes, 64, 1 << 30)?;
         within("max-in-flight", self.max_in_flight, 1, 1_000_000)?;
         within("max-connections", self.max_connections, 1, 1_000_000)?;
         within("idle-timeout-ms", self.idle_timeout_ms, 0, 86_400_000)?;
-        within("offsets-retention-minutes", self.offsets_retention_minutes, 1, 1 << 40)?;
+        within(
+            "offsets-retention-minutes",
+            self.offsets_retention_minutes,
+            1,
+            1 << 40,
+        )?;
         within("workers", self.workers, 0, 1024)?;
         within("shutdown-timeout-ms", self.shutdown_timeout_ms, 0, 600_000)?;
-        for (setting, addr) in [("listen", &self.listen), ("admin-listen", &self.admin_listen)] {
+        for (setting, addr) in [
+            ("listen", &self.listen),
+            ("admin-listen", &self.admin_listen),
+        ] {
             if setting == "admin-listen" && addr == "off" {
                 continue;
             }
@@ -321,7 +358,10 @@ mod tests {
         assert_eq!(s.max_in_flight, 44, "env beats file");
         assert_eq!(s.max_connections, 66, "flag beats env");
         assert_eq!(s.log_format, LogFormat::Json);
-        assert_eq!(s.min_session_timeout_ms, 6_000, "default when nobody sets it");
+        assert_eq!(
+            s.min_session_timeout_ms, 6_000,
+            "default when nobody sets it"
+        );
     }
 
     #[test]
@@ -333,9 +373,17 @@ mod tests {
         );
         let f = file("idle_timeout_ms = 999999999999\n");
         let e = load(&["--config", &f.arg()]).expect_err("too large");
-        assert!(e.to_string().contains("idle-timeout-ms = 999999999999"), "{e}");
-        let e = load(&["--min-session-timeout-ms", "9000", "--max-session-timeout-ms", "8000"])
-            .expect_err("min above max");
+        assert!(
+            e.to_string().contains("idle-timeout-ms = 999999999999"),
+            "{e}"
+        );
+        let e = load(&[
+            "--min-session-timeout-ms",
+            "9000",
+            "--max-session-timeout-ms",
+            "8000",
+        ])
+        .expect_err("min above max");
         assert!(e.to_string().contains("session-timeout-ms"), "{e}");
         let e = load(&["--listen", "nowhere"]).expect_err("not an address");
         assert!(e.to_string().contains("listen = nowhere"), "{e}");
@@ -358,8 +406,15 @@ mod tests {
         assert_eq!(s.group_config().offsets_retention_ms, 10_080 * 60_000);
         let help = Settings::command().render_long_help().to_string();
         for flag in [
-            "--listen", "--admin-listen", "--data-dir", "--max-connections", "--idle-timeout-ms",
-            "--shutdown-timeout-ms", "--log-format", "--offsets-retention-minutes", "[default:",
+            "--listen",
+            "--admin-listen",
+            "--data-dir",
+            "--max-connections",
+            "--idle-timeout-ms",
+            "--shutdown-timeout-ms",
+            "--log-format",
+            "--offsets-retention-minutes",
+            "[default:",
         ] {
             assert!(help.contains(flag), "help lacks {flag}");
         }

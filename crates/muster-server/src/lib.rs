@@ -113,7 +113,12 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
         None => None,
     };
     let loading = Instant::now();
-    let initial = options.store.load()?;
+    // Loading can take a while (a million offsets): off the runtime thread, so the admin
+    // listener answers /healthz and /readyz (false) meanwhile.
+    let store = Arc::clone(&options.store);
+    let initial = tokio::task::spawn_blocking(move || store.load())
+        .await
+        .map_err(|_| ServerError::Thread)??;
     let load_ms = loading.elapsed().as_millis() as u64;
     let socket = bind(&options.listen)
         .await
@@ -242,6 +247,7 @@ impl Running {
 /// A server running on its own thread (for tests and embedding).
 pub struct ServerThread {
     local_addr: SocketAddr,
+    admin_addr: Option<SocketAddr>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -257,7 +263,7 @@ pub fn spawn(options: ServerOptions) -> Result<ServerThread, ServerError> {
             system.block_on(async move {
                 match start(options).await {
                     Ok(running) => {
-                        let _ = ready_tx.send(Ok(running.local_addr()));
+                        let _ = ready_tx.send(Ok((running.local_addr(), running.admin_addr())));
                         let _ = stop_rx.await;
                         running.shutdown().await;
                     }
@@ -268,9 +274,10 @@ pub fn spawn(options: ServerOptions) -> Result<ServerThread, ServerError> {
             });
         })
         .map_err(|_| ServerError::Thread)?;
-    let local_addr = ready_rx.recv().map_err(|_| ServerError::Thread)??;
+    let (local_addr, admin_addr) = ready_rx.recv().map_err(|_| ServerError::Thread)??;
     Ok(ServerThread {
         local_addr,
+        admin_addr,
         stop: Some(stop_tx),
         thread: Some(thread),
     })
@@ -279,6 +286,11 @@ pub fn spawn(options: ServerOptions) -> Result<ServerThread, ServerError> {
 impl ServerThread {
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The admin listener's address, if it runs.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
     }
 
     /// Shuts the server down gracefully and waits for its thread.

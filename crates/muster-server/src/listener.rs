@@ -25,7 +25,11 @@ pub struct Listener {
 }
 
 impl Listener {
-    pub fn new(listener: TcpListener, arbiters: Vec<ArbiterHandle>, settings: Arc<SessionSettings>) -> Self {
+    pub fn new(
+        listener: TcpListener,
+        arbiters: Vec<ArbiterHandle>,
+        settings: Arc<SessionSettings>,
+    ) -> Self {
         Self {
             listener: Some(listener),
             arbiters,
@@ -76,7 +80,8 @@ impl StreamHandler<io::Result<(TcpStream, SocketAddr)>> for Listener {
         let _ = stream.set_nodelay(true);
         counter!("muster_connections_total").increment(1);
         let Some(slot) = ConnectionSlot::acquire(&self.settings) else {
-            counter!("muster_connections_rejected_total", "reason" => "max_connections").increment(1);
+            counter!("muster_connections_rejected_total", "reason" => "max_connections")
+                .increment(1);
             warn!(%peer, max = self.settings.max_connections, "connection refused: too many connections");
             actix::spawn(refuse(stream));
             return;
@@ -104,7 +109,10 @@ impl StreamHandler<io::Result<(TcpStream, SocketAddr)>> for Listener {
             Err(e) => warn!(error = %e, "could not adopt the connection on its worker"),
         });
         if !started {
-            debug!(connection = id, "worker arbiter is gone; connection dropped");
+            debug!(
+                connection = id,
+                "worker arbiter is gone; connection dropped"
+            );
         }
     }
 

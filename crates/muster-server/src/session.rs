@@ -118,6 +118,9 @@ pub struct Session {
     settings: Arc<SessionSettings>,
     _slot: ConnectionSlot,
     last_frame: Instant,
+    /// Carries `connection`, `peer` and (after Hello) `client_id` into every event logged
+    /// while this session handles something.
+    span: tracing::Span,
     client: ClientInfo,
     greeted: bool,
     tx: mpsc::UnboundedSender<Outgoing>,
@@ -145,6 +148,12 @@ impl Session {
             peer,
             _slot: slot,
             last_frame: Instant::now(),
+            span: tracing::info_span!(
+                "connection",
+                connection = id,
+                peer = %peer,
+                client_id = tracing::field::Empty
+            ),
             client: ClientInfo {
                 client_id: Arc::from(""),
                 client_host: Arc::from(peer.ip().to_string()),
@@ -224,7 +233,9 @@ impl Session {
             | Request::DeleteGroups(_)
             | Request::CreateTopics(_)
             | Request::DescribeTopics(_) => {
-                self.settings.supervisor.do_send(AdminCall { request, reply });
+                self.settings
+                    .supervisor
+                    .do_send(AdminCall { request, reply });
             }
         }
     }
@@ -242,12 +253,17 @@ impl Session {
             // The connection stays open for a second Hello with a version we speak.
             return reply.send(answer(ErrorCode::UnsupportedVersion, &self.settings));
         }
-        if let Err(e) = self.settings.authenticator.authenticate(hello.auth_token.as_deref()) {
+        if let Err(e) = self
+            .settings
+            .authenticator
+            .authenticate(hello.auth_token.as_deref())
+        {
             warn!(connection = self.id, peer = %self.peer, reason = %e, "authentication failed");
             let response = answer(ErrorCode::AuthenticationFailed, &self.settings);
             return self.close_with(reply, response, ctx);
         }
         self.greeted = true;
+        self.span.record("client_id", hello.client_id.as_str());
         self.client.client_id = Arc::from(hello.client_id.as_str());
         debug!(connection = self.id, client_id = hello.client_id, "hello");
         reply.send(answer(ErrorCode::None, &self.settings));
@@ -255,7 +271,10 @@ impl Session {
 
     fn dispatch_to_group(&mut self, request: Request, reply: ReplyTo, ctx: &mut Context<Self>) {
         let Some(group_id) = group_of(&request) else {
-            return reply.send(Response::error(ErrorCode::InvalidRequest, "not a group request"));
+            return reply.send(Response::error(
+                ErrorCode::InvalidRequest,
+                "not a group request",
+            ));
         };
         let cached = self.groups.get(group_id).cloned();
         let mut call = GroupCall {
@@ -338,6 +357,8 @@ impl Actor for Session {
 impl StreamHandler<Result<BytesMut, io::Error>> for Session {
     fn handle(&mut self, item: Result<BytesMut, io::Error>, ctx: &mut Self::Context) {
         self.last_frame = Instant::now();
+        let span = self.span.clone();
+        let _entered = span.enter();
         let frame = match item {
             Ok(frame) => frame,
             Err(e) if e.kind() == io::ErrorKind::InvalidData => {

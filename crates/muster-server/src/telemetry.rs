@@ -28,9 +28,12 @@ pub enum LogFormat {
 /// over `level`.
 pub fn init_logging(format: LogFormat, level: &str) -> Result<(), String> {
     let filter = match std::env::var("RUST_LOG") {
-        Ok(spec) if !spec.is_empty() => EnvFilter::try_new(&spec)
-            .map_err(|e| format!("invalid RUST_LOG {spec:?}: {e}"))?,
-        _ => EnvFilter::try_new(level).map_err(|e| format!("invalid --log-level {level:?}: {e}"))?,
+        Ok(spec) if !spec.is_empty() => {
+            EnvFilter::try_new(&spec).map_err(|e| format!("invalid RUST_LOG {spec:?}: {e}"))?
+        }
+        _ => {
+            EnvFilter::try_new(level).map_err(|e| format!("invalid --log-level {level:?}: {e}"))?
+        }
     };
     use std::io::IsTerminal;
     let builder = tracing_subscriber::fmt()
@@ -39,15 +42,19 @@ pub fn init_logging(format: LogFormat, level: &str) -> Result<(), String> {
         .with_writer(std::io::stderr);
     let result = match format {
         LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).try_init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .try_init(),
     };
     result.map_err(|e| format!("logging already initialised: {e}"))
 }
 
 /// Request latency buckets, in seconds: from a pipelined heartbeat to a held JoinGroup.
 const LATENCY_BUCKETS: &[f64] = &[
-    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-    0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
 ];
 
 /// The process-wide Prometheus recorder (installed once; later calls share it, so several
@@ -76,7 +83,10 @@ fn describe() {
         "muster_connections_rejected_total",
         "Connections refused (reason: max_connections)"
     );
-    describe_counter!("muster_requests_total", "Requests answered, by type and error");
+    describe_counter!(
+        "muster_requests_total",
+        "Requests answered, by type and error"
+    );
     describe_histogram!(
         "muster_request_duration_seconds",
         Unit::Seconds,

@@ -2,92 +2,21 @@
 //! connections, SIGKILL at a random moment, restart on the same data dir, and every offset that
 //! was acknowledged must be there (none went backwards). Repeated several times.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+mod support;
+
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use muster_protocol::*;
+use support::{start, Conn};
 
 const GROUP: &str = "crash-test";
 const CONNECTIONS: usize = 4;
 const PARTITIONS_PER_CONNECTION: i32 = 8;
 const ROUNDS: usize = 4;
-
-/// Starts `musterd` on an ephemeral port and returns it with the address it reports.
-fn start(data_dir: &std::path::Path) -> Result<(Child, SocketAddr)> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_musterd"))
-        .args(["--listen", "127.0.0.1:0", "--admin-listen", "off", "--data-dir"])
-        .arg(data_dir)
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("spawn musterd")?;
-    let stderr = child.stderr.take().context("stderr")?;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut sent = false;
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if !sent {
-                if let Some(addr) = line
-                    .split_whitespace()
-                    .find_map(|w| w.strip_prefix("local_addr="))
-                {
-                    let _ = tx.send(addr.to_owned());
-                    sent = true;
-                }
-            }
-        }
-    });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(20))
-        .context("musterd did not report its address")?;
-    Ok((child, addr.parse()?))
-}
-
-/// A blocking, one-request-at-a-time connection.
-struct Conn {
-    stream: TcpStream,
-    next: u32,
-}
-
-impl Conn {
-    fn connect(addr: SocketAddr) -> Result<Conn> {
-        let stream = TcpStream::connect(addr)?;
-        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-        let mut conn = Conn { stream, next: 1 };
-        match conn.call(Request::Hello(HelloRequest {
-            protocol_version: 1,
-            client_id: "crash".into(),
-            auth_token: None,
-        }))? {
-            Response::Hello(h) if h.error_code == 0 => Ok(conn),
-            other => bail!("hello refused: {other:?}"),
-        }
-    }
-
-    fn call(&mut self, request: Request) -> Result<Response> {
-        let correlation_id = self.next;
-        self.next += 1;
-        let mut buf = Vec::new();
-        encode_request(&RequestFrame { correlation_id, request }, &mut buf)?;
-        self.stream.write_all(&buf)?;
-        let mut len = [0u8; 4];
-        self.stream.read_exact(&mut len)?;
-        let mut payload = vec![0u8; u32::from_be_bytes(len) as usize];
-        self.stream.read_exact(&mut payload)?;
-        let frame = decode_response(&payload)?;
-        if frame.correlation_id != correlation_id {
-            bail!("answer to {} while waiting for {correlation_id}", frame.correlation_id);
-        }
-        Ok(frame.response)
-    }
-}
 
 fn commit(conn: &mut Conn, topic: &str, partitions: &[(i32, i64)]) -> Result<bool> {
     let response = conn.call(Request::OffsetCommit(OffsetCommitRequest {
@@ -109,7 +38,10 @@ fn commit(conn: &mut Conn, topic: &str, partitions: &[(i32, i64)]) -> Result<boo
     }))?;
     match response {
         Response::OffsetCommit(r) => Ok(r.error_code == 0
-            && r.topics.iter().flat_map(|t| &t.partitions).all(|p| p.error_code == 0)),
+            && r.topics
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .all(|p| p.error_code == 0)),
         other => bail!("unexpected answer {other:?}"),
     }
 }
@@ -130,10 +62,11 @@ fn acknowledged_offsets_survive_sigkill() -> Result<()> {
     let dir = std::env::temp_dir().join(format!("muster-crash-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     // acked[c][p]: highest offset acknowledged for topic t{c}, partition p.
-    let acked: Arc<Mutex<Vec<Vec<i64>>>> = Arc::new(Mutex::new(vec![
-        vec![-1; PARTITIONS_PER_CONNECTION as usize];
-        CONNECTIONS
-    ]));
+    let acked: Arc<Mutex<Vec<Vec<i64>>>> =
+        Arc::new(Mutex::new(vec![
+            vec![-1; PARTITIONS_PER_CONNECTION as usize];
+            CONNECTIONS
+        ]));
     let mut next_offset = 0i64;
     // A cheap deterministic spread of kill moments (no rand dependency needed).
     let kill_after_ms = [60u64, 170, 35, 250, 110];
@@ -154,8 +87,9 @@ fn acknowledged_offsets_survive_sigkill() -> Result<()> {
                     let mut acks = 0;
                     while !stop.load(Ordering::Relaxed) {
                         offset += 1;
-                        let parts: Vec<(i32, i64)> =
-                            (0..PARTITIONS_PER_CONNECTION).map(|p| (p, offset)).collect();
+                        let parts: Vec<(i32, i64)> = (0..PARTITIONS_PER_CONNECTION)
+                            .map(|p| (p, offset))
+                            .collect();
                         match commit(&mut conn, &topic, &parts) {
                             Ok(true) => {
                                 acks += 1;
@@ -173,7 +107,9 @@ fn acknowledged_offsets_survive_sigkill() -> Result<()> {
                 })
             })
             .collect();
-        std::thread::sleep(Duration::from_millis(kill_after_ms[round % kill_after_ms.len()]));
+        std::thread::sleep(Duration::from_millis(
+            kill_after_ms[round % kill_after_ms.len()],
+        ));
         child.kill().context("SIGKILL musterd")?;
         let killed_at = Instant::now();
         let _ = child.wait();
@@ -182,7 +118,10 @@ fn acknowledged_offsets_survive_sigkill() -> Result<()> {
         for w in writers {
             acks += w.join().expect("writer thread")?;
         }
-        assert!(acks > 0, "round {round}: no commit was acknowledged before the kill");
+        assert!(
+            acks > 0,
+            "round {round}: no commit was acknowledged before the kill"
+        );
         assert!(killed_at.elapsed() < Duration::from_secs(10));
         // Offsets in later rounds start above anything this round may have written.
         next_offset += 1_000_000;

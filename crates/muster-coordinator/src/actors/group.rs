@@ -84,7 +84,9 @@ impl GroupActor {
             Request::SyncGroup(r) => self.group.sync(cx, r, reply, &mut self.out),
             Request::LeaveGroup(r) => {
                 let response = self.group.leave(cx, r, &mut self.out);
-                self.out.replies.push((reply, Response::LeaveGroup(response)));
+                self.out
+                    .replies
+                    .push((reply, Response::LeaveGroup(response)));
             }
             Request::OffsetCommit(r) => {
                 let (response, writes) = self.group.commit_offsets(now, r);
@@ -187,7 +189,9 @@ impl GroupActor {
     /// flight, later requests share the next one (which snapshots the latest state).
     fn persist(&mut self, replies: Vec<(ReplyTo, Response)>, ctx: &mut Context<Self>) {
         if self.persist_in_flight {
-            self.persist_next.get_or_insert_with(Vec::new).extend(replies);
+            self.persist_next
+                .get_or_insert_with(Vec::new)
+                .extend(replies);
             return;
         }
         self.persist_in_flight = true;
@@ -324,7 +328,12 @@ fn log_event(group_id: &str, event: &Event) {
         Event::RebalanceStarted {
             trigger,
             generation,
-        } => debug!(group_id, generation, trigger = trigger.as_str(), "rebalance started"),
+        } => debug!(
+            group_id,
+            generation,
+            trigger = trigger.as_str(),
+            "rebalance started"
+        ),
         Event::RebalanceCompleted {
             generation,
             members,
@@ -336,16 +345,16 @@ fn log_event(group_id: &str, event: &Event) {
         } => {
             crate::metrics::rebalance_completed(*trigger, *barrier_ms);
             info!(
-            group_id,
-            generation,
-            members,
-            assignor = assignor.as_deref().unwrap_or("-"),
-            barrier_ms,
-            trigger = trigger.as_str(),
-            added,
-            removed,
-            "rebalance completed"
-        )
+                group_id,
+                generation,
+                members,
+                assignor = assignor.as_deref().unwrap_or("-"),
+                barrier_ms,
+                trigger = trigger.as_str(),
+                added,
+                removed,
+                "rebalance completed"
+            )
         }
         Event::MemberExpired {
             member_id,
@@ -355,8 +364,20 @@ fn log_event(group_id: &str, event: &Event) {
             info!(group_id, member_id, last_heard_ms_ago, "session expired")
         }
         Event::NewMemberTimedOut { member_id } => {
-            info!(group_id, member_id, "new member's join held too long; refused")
+            info!(
+                group_id,
+                member_id, "new member's join held too long; refused"
+            )
         }
+        Event::BarrierSlow {
+            waiting_for,
+            elapsed_ms,
+        } => warn!(
+            group_id,
+            elapsed_ms,
+            waiting_for = ?waiting_for,
+            "rebalance past half its timeout, waiting for members to rejoin"
+        ),
         Event::OffsetsExpired { partitions } => {
             info!(group_id, partitions, "offsets expired (retention)")
         }

@@ -19,16 +19,14 @@ use tracing::{debug, error, info};
 
 use super::group::{GroupActor, GroupEnv};
 use super::messages::{
-    AbortHeld, AdminCall, ArmTimer, Delete, Describe, Forget, Route, Shutdown, StatusChanged,
-    Tick, TopicsChanged,
+    AbortHeld, AdminCall, ArmTimer, Delete, Describe, Forget, Route, Shutdown, StatusChanged, Tick,
+    TopicsChanged,
 };
 use super::timers::DeadlineQueue;
 use crate::catalog::TopicCatalog;
 use crate::clock::Clock;
 use crate::config::GroupConfig;
-use crate::engine::{
-    absent_group, validate_group_id, AbsentGroup, Group, GroupState, Millis,
-};
+use crate::engine::{absent_group, validate_group_id, AbsentGroup, Group, GroupState, Millis};
 use crate::storage::{GroupRecord, Mutation, OffsetWrite, Store, StoredState};
 
 /// Which groups this node coordinates. A single node owns every group; a clustered node
@@ -142,7 +140,11 @@ impl Supervisor {
     }
 
     /// Starts the actor for `group` on the next arbiter.
-    fn spawn_group(&mut self, group: Group<super::ReplyTo>, ctx: &mut Context<Self>) -> Addr<GroupActor> {
+    fn spawn_group(
+        &mut self,
+        group: Group<super::ReplyTo>,
+        ctx: &mut Context<Self>,
+    ) -> Addr<GroupActor> {
         let env = self.env(ctx);
         let key = self.next_key;
         self.next_key += 1;
@@ -195,7 +197,11 @@ impl Supervisor {
             self.spawn_group(group, ctx);
         }
         if !self.groups.is_empty() {
-            info!(groups = self.groups.len(), with_metadata = groups, "groups loaded");
+            info!(
+                groups = self.groups.len(),
+                with_metadata = groups,
+                "groups loaded"
+            );
         }
     }
 
@@ -206,7 +212,11 @@ impl Supervisor {
             }
             return;
         };
-        if self.wake.as_ref().is_some_and(|(scheduled, _)| *scheduled <= at) {
+        if self
+            .wake
+            .as_ref()
+            .is_some_and(|(scheduled, _)| *scheduled <= at)
+        {
             return;
         }
         if let Some((_, handle)) = self.wake.take() {
@@ -274,10 +284,8 @@ impl Supervisor {
     }
 
     fn list_groups(&self, states: &[String]) -> Response {
-        let wanted: Vec<Option<GroupState>> = states
-            .iter()
-            .map(|s| GroupState::parse(s.trim()))
-            .collect();
+        let wanted: Vec<Option<GroupState>> =
+            states.iter().map(|s| GroupState::parse(s.trim())).collect();
         let mut groups: Vec<ListedGroup> = self
             .groups
             .iter()
@@ -296,10 +304,7 @@ impl Supervisor {
         })
     }
 
-    fn delete_groups(
-        &mut self,
-        group_ids: Vec<String>,
-    ) -> ResponseActFuture<Self, Response> {
+    fn delete_groups(&mut self, group_ids: Vec<String>) -> ResponseActFuture<Self, Response> {
         let deletions: Vec<_> = group_ids
             .into_iter()
             .map(|group_id| {
@@ -312,28 +317,35 @@ impl Supervisor {
                     match target {
                         None => (group_id, None, ErrorCode::GroupIdNotFound),
                         Some((key, addr)) => {
-                            let code = addr.send(Delete).await.unwrap_or(ErrorCode::GroupIdNotFound);
+                            let code = addr
+                                .send(Delete)
+                                .await
+                                .unwrap_or(ErrorCode::GroupIdNotFound);
                             (group_id, Some(key), code)
                         }
                     }
                 }
             })
             .collect();
-        Box::pin(join_all(deletions).into_actor(self).map(|outcomes, act, _| {
-            let results = outcomes
-                .into_iter()
-                .map(|(group_id, key, code)| {
-                    if let (Some(key), ErrorCode::None) = (key, code) {
-                        act.forget(&group_id, key);
-                    }
-                    GroupResult {
-                        group_id,
-                        error_code: code.code(),
-                    }
-                })
-                .collect();
-            Response::DeleteGroups(DeleteGroupsResponse { results })
-        }))
+        Box::pin(
+            join_all(deletions)
+                .into_actor(self)
+                .map(|outcomes, act, _| {
+                    let results = outcomes
+                        .into_iter()
+                        .map(|(group_id, key, code)| {
+                            if let (Some(key), ErrorCode::None) = (key, code) {
+                                act.forget(&group_id, key);
+                            }
+                            GroupResult {
+                                group_id,
+                                error_code: code.code(),
+                            }
+                        })
+                        .collect();
+                    Response::DeleteGroups(DeleteGroupsResponse { results })
+                }),
+        )
     }
 
     /// Why a group id cannot be served here, if it cannot.
@@ -347,7 +359,12 @@ impl Supervisor {
         }
     }
 
-    fn create_topics(&mut self, call: AdminCall, topics: Vec<muster_protocol::TopicInfo>, ctx: &mut Context<Self>) {
+    fn create_topics(
+        &mut self,
+        call: AdminCall,
+        topics: Vec<muster_protocol::TopicInfo>,
+        ctx: &mut Context<Self>,
+    ) {
         let plan = self.catalog.plan(&topics);
         let reply = call.reply;
         let response = Response::CreateTopics(CreateTopicsResponse {
@@ -363,24 +380,29 @@ impl Supervisor {
             .apply(changes.iter().cloned().map(Mutation::PutTopic).collect());
         // Catalog changes are rare; serialising them (ctx.wait) keeps two concurrent requests
         // from planning against the same old counts.
-        ctx.wait(durable.into_actor(self).map(move |result, act, _| match result {
-            Ok(()) => {
-                act.catalog.install(&changes);
-                let names: Arc<[String]> = changes.iter().map(|t| t.topic.clone()).collect();
-                info!(topics = ?names, "topic catalog changed");
-                for entry in act.groups.values() {
-                    entry.addr.do_send(TopicsChanged(Arc::clone(&names)));
-                }
-                reply.send(response);
-            }
-            Err(e) => {
-                error!(error = %e, "topic change not durable");
-                reply.send(Response::error(
-                    ErrorCode::CoordinatorNotAvailable,
-                    format!("topic change not durable: {e}"),
-                ));
-            }
-        }));
+        ctx.wait(
+            durable
+                .into_actor(self)
+                .map(move |result, act, _| match result {
+                    Ok(()) => {
+                        act.catalog.install(&changes);
+                        let names: Arc<[String]> =
+                            changes.iter().map(|t| t.topic.clone()).collect();
+                        info!(topics = ?names, "topic catalog changed");
+                        for entry in act.groups.values() {
+                            entry.addr.do_send(TopicsChanged(Arc::clone(&names)));
+                        }
+                        reply.send(response);
+                    }
+                    Err(e) => {
+                        error!(error = %e, "topic change not durable");
+                        reply.send(Response::error(
+                            ErrorCode::CoordinatorNotAvailable,
+                            format!("topic change not durable: {e}"),
+                        ));
+                    }
+                }),
+        );
     }
 
     /// Groups per state (for metrics and tests).
@@ -480,10 +502,11 @@ impl Handler<AdminCall> for Supervisor {
             }
             Request::DescribeTopics(ref r) => {
                 let topics = self.catalog.describe(r.topics.as_deref());
-                call.reply.send(Response::DescribeTopics(DescribeTopicsResponse {
-                    error_code: ErrorCode::None.code(),
-                    topics,
-                }));
+                call.reply
+                    .send(Response::DescribeTopics(DescribeTopicsResponse {
+                        error_code: ErrorCode::None.code(),
+                        topics,
+                    }));
                 Box::pin(actix::fut::ready(()))
             }
             other => {
@@ -535,7 +558,11 @@ impl Handler<Shutdown> for Supervisor {
     type Result = ResponseFuture<()>;
 
     fn handle(&mut self, _: Shutdown, _: &mut Self::Context) -> Self::Result {
-        let aborts: Vec<_> = self.groups.values().map(|e| e.addr.send(AbortHeld)).collect();
+        let aborts: Vec<_> = self
+            .groups
+            .values()
+            .map(|e| e.addr.send(AbortHeld))
+            .collect();
         let store = Arc::clone(&self.store);
         Box::pin(async move {
             join_all(aborts).await;

@@ -138,6 +138,12 @@ pub enum Event {
     },
     /// A brand-new member's held JoinGroup passed the new-member cap and was refused.
     NewMemberTimedOut { member_id: String },
+    /// A barrier is past half its rebalance timeout, still waiting for these members (or
+    /// pending ids) to rejoin.
+    BarrierSlow {
+        waiting_for: Vec<String>,
+        elapsed_ms: Millis,
+    },
     /// Offsets of an Empty group reached the retention period and were dropped.
     OffsetsExpired { partitions: usize },
     /// An Empty group with no offsets left was removed.
@@ -303,9 +309,14 @@ pub struct Group<R> {
     statics: HashMap<String, String>,
     /// member ids handed out with MEMBER_ID_REQUIRED → when they are forgotten.
     pending: HashMap<String, Millis>,
+    /// Assignor name → how many members support it, so that a join's protocol check costs
+    /// O(its assignors), not O(members) (a barrier of N joins was O(N²)).
+    assignor_support: HashMap<String, usize>,
     num_awaiting_join: usize,
     num_pending_sync: usize,
     join_deadline: Option<Millis>,
+    /// Half-way through an ordinary barrier: warn the operator about who holds it up.
+    barrier_warn_at: Option<Millis>,
     initial_delay: Option<InitialDelay>,
     sync_deadline: Option<Millis>,
     rebalance: Option<RebalanceInfo>,
@@ -337,9 +348,11 @@ impl<R> Group<R> {
             members: HashMap::new(),
             statics: HashMap::new(),
             pending: HashMap::new(),
+            assignor_support: HashMap::new(),
             num_awaiting_join: 0,
             num_pending_sync: 0,
             join_deadline: None,
+            barrier_warn_at: None,
             initial_delay: None,
             sync_deadline: None,
             rebalance: None,
@@ -549,16 +562,50 @@ impl<R> Group<R> {
     }
 
     /// Whether `assignors` has one in common with every current member (other than `except`).
+    /// O(assignors), from `assignor_support`.
     fn supports_assignors(&self, assignors: &[AssignorMetadata], except: Option<&str>) -> bool {
-        if assignors.is_empty() {
-            return false;
+        let excepted = except.and_then(|id| self.members.get(id));
+        let others = self.members.len() - usize::from(excepted.is_some());
+        let answer = !assignors.is_empty()
+            && assignors.iter().any(|a| {
+                let supporters = self.assignor_support.get(&a.name).copied().unwrap_or(0);
+                let own = usize::from(excepted.is_some_and(|m| m.supports(&a.name)));
+                supporters.saturating_sub(own) == others
+            });
+        debug_assert_eq!(
+            answer,
+            !assignors.is_empty()
+                && assignors.iter().any(|a| {
+                    self.members
+                        .values()
+                        .filter(|m| Some(m.member_id.as_str()) != except)
+                        .all(|m| m.supports(&a.name))
+                }),
+            "assignor_support out of step with the members"
+        );
+        answer
+    }
+
+    /// Counts (`add`) or uncounts one member's assignors in `support`; a name the member lists
+    /// twice counts once.
+    fn count_support(
+        support: &mut HashMap<String, usize>,
+        assignors: &[AssignorMetadata],
+        add: bool,
+    ) {
+        for (i, a) in assignors.iter().enumerate() {
+            if assignors.iter().take(i).any(|b| b.name == a.name) {
+                continue;
+            }
+            if add {
+                *support.entry(a.name.clone()).or_default() += 1;
+            } else if let Some(n) = support.get_mut(&a.name) {
+                *n -= 1;
+                if *n == 0 {
+                    support.remove(&a.name);
+                }
+            }
         }
-        assignors.iter().any(|a| {
-            self.members
-                .values()
-                .filter(|m| Some(m.member_id.as_str()) != except)
-                .all(|m| m.supports(&a.name))
-        })
     }
 
     /// Checks a non-empty member id (and instance id, if given) against the group.
@@ -619,6 +666,7 @@ impl<R> Group<R> {
             awaiting_sync: None,
             pending_sync: false,
         };
+        Self::count_support(&mut self.assignor_support, &member.assignors, true);
         self.members.insert(member_id, member);
         self.num_awaiting_join += 1;
         self.note_deadline(now + Millis::from(self.config.new_member_join_timeout_ms));
@@ -644,6 +692,10 @@ impl<R> Group<R> {
         let Some(m) = self.members.get_mut(member_id) else {
             return out.reply(reply, join_error(ErrorCode::UnknownMemberId, member_id));
         };
+        if m.assignors != req.assignors {
+            Self::count_support(&mut self.assignor_support, &m.assignors, false);
+            Self::count_support(&mut self.assignor_support, &req.assignors, true);
+        }
         m.update_from(req);
         if let Some(old) = m.awaiting_join.replace(reply) {
             // A second JoinGroup while the first is held: the first is superseded.
@@ -690,6 +742,10 @@ impl<R> Group<R> {
         member.last_heard = cx.now;
         member.update_from(req);
         let assignors_changed = member.assignors != old_assignors;
+        if assignors_changed {
+            Self::count_support(&mut self.assignor_support, &old_assignors, false);
+            Self::count_support(&mut self.assignor_support, &member.assignors, true);
+        }
         self.statics.insert(instance, new_member_id.clone());
         let was_leader = self.leader.as_deref() == Some(old_member_id.as_str());
         if was_leader {
@@ -879,6 +935,9 @@ impl<R> Group<R> {
         } else {
             self.initial_delay = None;
             self.join_deadline = Some(now + rebalance_timeout);
+            let warn_at = now + rebalance_timeout / 2;
+            self.barrier_warn_at = Some(warn_at);
+            self.note_deadline(warn_at);
         }
         self.rebalance = Some(RebalanceInfo {
             started_at: now,
@@ -950,6 +1009,7 @@ impl<R> Group<R> {
         }
 
         self.join_deadline = None;
+        self.barrier_warn_at = None;
         self.initial_delay = None;
         self.generation += 1;
         out.persist = true;
@@ -1056,6 +1116,7 @@ impl<R> Group<R> {
         let Some(mut m) = self.members.remove(member_id) else {
             return false;
         };
+        Self::count_support(&mut self.assignor_support, &m.assignors, false);
         if let Some(r) = m.awaiting_join.take() {
             self.num_awaiting_join -= 1;
             out.reply(r, join_error(ErrorCode::UnknownMemberId, member_id));
@@ -1147,7 +1208,10 @@ impl<R> Group<R> {
             }
         }
         if self.offsets.is_empty()
-            && self.state_since.saturating_add(self.config.empty_group_removal_ms) <= now
+            && self
+                .state_since
+                .saturating_add(self.config.empty_group_removal_ms)
+                <= now
         {
             self.set_state(GroupState::Dead, now);
             out.persist = true;
@@ -1359,6 +1423,7 @@ impl<R> Group<R> {
             .chain(pending)
             .chain(self.join_deadline)
             .chain(self.sync_deadline)
+            .chain(self.barrier_warn_at)
             .chain(self.retention_deadline())
             .min()
     }
@@ -1451,6 +1516,27 @@ impl<R> Group<R> {
             && self.join_deadline.is_some_and(|d| d <= now)
         {
             self.on_join_deadline(cx, out);
+        }
+        if self.barrier_warn_at.is_some_and(|d| d <= now) {
+            self.barrier_warn_at = None;
+            if self.state == GroupState::PreparingRebalance {
+                let mut waiting: Vec<String> = self
+                    .members
+                    .values()
+                    .filter(|m| m.awaiting_join.is_none())
+                    .map(|m| m.member_id.clone())
+                    .chain(self.pending.keys().cloned())
+                    .collect();
+                waiting.sort_unstable();
+                if !waiting.is_empty() {
+                    out.events.push(Event::BarrierSlow {
+                        waiting_for: waiting,
+                        elapsed_ms: self
+                            .rebalance
+                            .map_or(0, |r| now.saturating_sub(r.started_at)),
+                    });
+                }
+            }
         }
         self.run_retention(now, out);
         // The caller's timer for this group was consumed by this tick: hand it the full next
@@ -1718,6 +1804,7 @@ impl<R> Group<R> {
             if let Some(instance) = &m.group_instance_id {
                 group.statics.insert(instance.clone(), m.member_id.clone());
             }
+            Self::count_support(&mut group.assignor_support, &m.assignors, true);
             group.members.insert(
                 m.member_id.clone(),
                 Member {

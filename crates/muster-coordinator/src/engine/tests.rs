@@ -3101,8 +3101,12 @@ fn retention_config() -> GroupConfig {
 impl Harness {
     /// A simple (generation -1) commit of `offset` to t1/`partition`, applied as durable.
     fn simple_commit(&mut self, partition: i32, offset: i64) {
-        let (response, writes) =
-            self.commit("", None, -1, vec![commit_topic("t1", &[(partition, offset, None)])]);
+        let (response, writes) = self.commit(
+            "",
+            None,
+            -1,
+            vec![commit_topic("t1", &[(partition, offset, None)])],
+        );
         assert_eq!(response.error_code, code(ErrorCode::None));
         self.group.apply_offsets(writes);
         self.arm_timer();
@@ -3130,7 +3134,11 @@ impl Harness {
 fn a_new_group_arms_its_retention_timer() {
     let mut h = Harness::with_config(retention_config());
     h.arm_timer();
-    assert_eq!(h.armed, Some(500), "removal of an abandoned empty group is scheduled");
+    assert_eq!(
+        h.armed,
+        Some(500),
+        "removal of an abandoned empty group is scheduled"
+    );
 }
 
 #[test]
@@ -3144,7 +3152,11 @@ fn offsets_of_an_empty_group_expire_after_retention_then_the_group_goes() {
     h.tick_to(1_000);
     assert!(h.committed().is_empty());
     assert_eq!(h.expired, vec![("t1".to_owned(), 0)]);
-    assert_eq!(h.state(), GroupState::Dead, "an empty group with no offsets is removed");
+    assert_eq!(
+        h.state(),
+        GroupState::Dead,
+        "an empty group with no offsets is removed"
+    );
     assert!(h.take_persist(), "removal must be made durable");
     assert!(h.take_events().contains(&Event::GroupRemoved));
 }
@@ -3178,10 +3190,58 @@ fn a_commit_while_empty_restarts_its_own_clock_and_pending_members_keep_the_grou
     // A member id handed out (MEMBER_ID_REQUIRED) keeps the group alive while pending.
     let pending = h.member_id_required();
     h.tick_to(1_800);
-    assert_eq!(h.committed(), vec![("t1".to_owned(), 1, 2)], "pending ids pause retention");
+    assert_eq!(
+        h.committed(),
+        vec![("t1".to_owned(), 1, 2)],
+        "pending ids pause retention"
+    );
     // The pending id expires with its session; then retention resumes.
     h.tick_to(h.now + u64::from(SESSION));
     assert!(!pending.is_empty());
     assert!(h.committed().is_empty());
     assert_eq!(h.state(), GroupState::Dead);
+}
+
+#[test]
+fn a_barrier_past_half_its_timeout_names_who_it_waits_for() {
+    let mut h = Harness::new();
+    let members = h.form_group(2);
+    // A third member joins: the barrier now waits for the two old members to rejoin.
+    let newcomer = h.member_id_required();
+    let _ = h.join(&newcomer, None, &["t1"], &["range"]);
+    assert_eq!(h.state(), GroupState::PreparingRebalance);
+    let _ = h.rejoin(&members[0]);
+    h.take_events();
+    let generation = h.generation();
+    // The laggard stays alive (heartbeats) but does not rejoin.
+    let half = u64::from(REBALANCE) / 2;
+    for _ in 0..2 {
+        h.advance(half / 3);
+        assert_eq!(
+            h.heartbeat(&members[1], generation),
+            ErrorCode::RebalanceInProgress
+        );
+    }
+    h.tick_to(half - 1);
+    assert!(!h
+        .take_events()
+        .iter()
+        .any(|e| matches!(e, Event::BarrierSlow { .. })));
+    assert!(
+        h.armed <= Some(half),
+        "the half-way warning is on the timer"
+    );
+    h.tick_to(half);
+    let slow: Vec<Event> = h
+        .take_events()
+        .into_iter()
+        .filter(|e| matches!(e, Event::BarrierSlow { .. }))
+        .collect();
+    assert_eq!(
+        slow,
+        vec![Event::BarrierSlow {
+            waiting_for: vec![members[1].clone()],
+            elapsed_ms: u64::from(REBALANCE) / 2,
+        }]
+    );
 }

@@ -159,6 +159,7 @@ pub(super) fn run(
                     .batches
                     .fetch_add(batches as u64, Ordering::Relaxed);
                 counters.busy_us.fetch_add(elapsed_us, Ordering::Relaxed);
+                crate::metrics::storage_sync(elapsed_us as f64 / 1e6);
                 trace!(batches, elapsed_us, "store round committed");
             }
             Err(error) => warn!(

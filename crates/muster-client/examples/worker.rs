@@ -1,0 +1,195 @@
+//! A worker that shares a topic's partitions with the other workers of its group.
+//!
+//! It creates the topic if it is missing, joins the group, prints the partitions it gets and
+//! loses, "processes" its partitions (advancing a position per partition), commits the
+//! positions periodically and whenever it gives partitions up, and leaves the group cleanly on
+//! Ctrl-C (or SIGTERM).
+//!
+//! ```text
+//! musterd &                                   # a server on 127.0.0.1:7450
+//! cargo run -p muster-client --example worker -- --name w1 &
+//! cargo run -p muster-client --example worker -- --name w2 &
+//! cargo run -p muster-client --example worker -- --name w3 &
+//! kill -9 %2      # w2 dies without leaving: after its session timeout, w1 and w3 take over
+//! kill %3         # w3 leaves cleanly: w1 takes over at once
+//! ```
+//!
+//! Settings come from arguments or the environment: `MUSTER_SERVER` (default
+//! `127.0.0.1:7450`), `MUSTER_GROUP`, `MUSTER_TOPICS` (comma-separated).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use clap::Parser;
+use muster_client::partition::display_partitions;
+use muster_client::{Admin, Connection, ConnectionConfig, Event, MemberConfig, TopicPartition};
+
+#[derive(Debug, Parser)]
+#[command(about = "A Muster group member that owns partitions and commits offsets")]
+struct Args {
+    /// Server address.
+    #[arg(long, env = "MUSTER_SERVER", default_value = "127.0.0.1:7450")]
+    server: String,
+    /// Group to join.
+    #[arg(long, env = "MUSTER_GROUP", default_value = "workers")]
+    group: String,
+    /// Topics to subscribe to (created when missing).
+    #[arg(
+        long,
+        env = "MUSTER_TOPICS",
+        value_delimiter = ',',
+        default_value = "jobs"
+    )]
+    topics: Vec<String>,
+    /// Partition count of a topic this worker creates.
+    #[arg(long, default_value_t = 6)]
+    partitions: i32,
+    /// Name printed on every line and used as the client id.
+    #[arg(long, default_value = "worker")]
+    name: String,
+    /// Static membership: restarting with the same id within the session timeout gets the
+    /// same partitions back without a rebalance.
+    #[arg(long)]
+    instance_id: Option<String>,
+    /// Assignors by preference: range, roundrobin, sticky, cooperative-sticky.
+    #[arg(long, value_delimiter = ',', default_value = "cooperative-sticky")]
+    assignors: Vec<String>,
+    /// Session timeout (the server accepts 6000 ms and more by default).
+    #[arg(long, default_value_t = 6000)]
+    session_timeout_ms: u64,
+    /// How often positions are committed.
+    #[arg(long, default_value_t = 2000)]
+    commit_interval_ms: u64,
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    let name = args.name.clone();
+
+    let connection =
+        Connection::connect(ConnectionConfig::new(&args.server).client_id(&args.name)).await?;
+    let admin = Admin::new(connection.clone());
+    for topic in &args.topics {
+        let partitions = admin.ensure_topic(topic, args.partitions).await?;
+        println!("[{name}] topic {topic}: {partitions} partitions");
+    }
+
+    let mut config = MemberConfig::new(&args.group, args.topics.iter().cloned())
+        .session_timeout(Duration::from_millis(args.session_timeout_ms))
+        .assignor_names(&args.assignors)?;
+    if let Some(instance) = &args.instance_id {
+        config = config.group_instance_id(instance);
+    }
+    let (member, mut events) = config.start(connection)?;
+    println!("[{name}] joining group {} ...", args.group);
+
+    // Partition → next position to process (a stand-in for real consumption).
+    let mut positions: BTreeMap<TopicPartition, i64> = BTreeMap::new();
+    let mut commit_every = tokio::time::interval(Duration::from_millis(args.commit_interval_ms));
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
+
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            event = events.recv() => match event {
+                Some(Event::Assigned(added)) => {
+                    let committed = member.fetch_offsets(Some(added.partitions())).await.unwrap_or_default();
+                    for tp in added.iter() {
+                        let start = committed.get(tp).map_or(0, |o| o.offset);
+                        positions.insert(tp.clone(), start);
+                    }
+                    println!(
+                        "[{name}] generation {}: assigned {}; now own {}",
+                        added.generation(),
+                        display_partitions(added.iter()),
+                        display_partitions(positions.keys()),
+                    );
+                }
+                Some(Event::Revoked(revoked)) => {
+                    // Commit where we are before letting go; dropping `revoked` lets the
+                    // rebalance go on.
+                    let done: Vec<(TopicPartition, i64)> = revoked
+                        .iter()
+                        .filter_map(|tp| positions.remove(tp).map(|p| (tp.clone(), p)))
+                        .collect();
+                    if let Err(e) = member.commit_offsets(done).await {
+                        eprintln!("[{name}] commit on revocation failed: {e}");
+                    }
+                    println!(
+                        "[{name}] revoked {}; now own {}",
+                        display_partitions(revoked.iter()),
+                        display_partitions(positions.keys()),
+                    );
+                }
+                Some(Event::Lost(lost)) => {
+                    for tp in lost.iter() {
+                        positions.remove(tp);
+                    }
+                    println!("[{name}] lost {} (membership reset)", display_partitions(lost.iter()));
+                }
+                Some(Event::Error(fatal)) => {
+                    eprintln!("[{name}] fatal: {fatal}");
+                    return Err(fatal.into());
+                }
+                Some(_) => {}
+                None => break,
+            },
+            _ = commit_every.tick() => {
+                if positions.is_empty() {
+                    continue;
+                }
+                for position in positions.values_mut() {
+                    *position += 1; // "processed" one more record
+                }
+                let snapshot: Vec<(TopicPartition, i64)> =
+                    positions.iter().map(|(tp, p)| (tp.clone(), *p)).collect();
+                match member.commit_offsets(snapshot).await {
+                    Ok(()) => println!("[{name}] committed {} partitions", positions.len()),
+                    Err(e) => eprintln!("[{name}] commit failed: {e}"),
+                }
+            }
+        }
+    }
+
+    println!("[{name}] shutting down: committing and leaving the group");
+    let last: Vec<(TopicPartition, i64)> =
+        positions.iter().map(|(tp, p)| (tp.clone(), *p)).collect();
+    if let Err(e) = member.commit_offsets(last).await {
+        eprintln!("[{name}] final commit failed: {e}");
+    }
+    member.close().await?;
+    println!("[{name}] left");
+    Ok(())
+}
+
+/// Ctrl-C, or SIGTERM on Unix.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,259 @@
+//! The admin API on a connection: topics (create, describe), groups (list by state,
+//! describe, delete) and offsets (fetch; set for an Empty group).
+//!
+//! Each call is one request. Per-item results (one per topic or group) are returned as they
+//! come for the batch calls, and turned into a single `Result` by the one-item conveniences.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use muster_protocol::{
+    CreateTopicsRequest, DeleteGroupsRequest, DescribeGroupsRequest, DescribeTopicsRequest,
+    DescribedGroup, GroupResult, ListGroupsRequest, ListedGroup, Response, TopicInfo, TopicResult,
+};
+
+use crate::connection::Connection;
+use crate::error::ClientError;
+use crate::offsets::{self, Committer};
+use crate::partition::{OffsetAndMetadata, TopicPartition};
+
+/// A group's state, as the server names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum GroupState {
+    Empty,
+    PreparingRebalance,
+    CompletingRebalance,
+    Stable,
+    Dead,
+}
+
+impl GroupState {
+    pub const ALL: [GroupState; 5] = [
+        GroupState::Empty,
+        GroupState::PreparingRebalance,
+        GroupState::CompletingRebalance,
+        GroupState::Stable,
+        GroupState::Dead,
+    ];
+
+    /// The wire name, e.g. `"PreparingRebalance"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            GroupState::Empty => "Empty",
+            GroupState::PreparingRebalance => "PreparingRebalance",
+            GroupState::CompletingRebalance => "CompletingRebalance",
+            GroupState::Stable => "Stable",
+            GroupState::Dead => "Dead",
+        }
+    }
+}
+
+impl fmt::Display for GroupState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for GroupState {
+    type Err = ClientError;
+
+    fn from_str(s: &str) -> Result<Self, ClientError> {
+        GroupState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == s)
+            .ok_or_else(|| ClientError::Config(format!("unknown group state {s:?}")))
+    }
+}
+
+/// Administrative requests over a [`Connection`].
+#[derive(Debug, Clone)]
+pub struct Admin {
+    connection: Connection,
+}
+
+impl Admin {
+    pub fn new(connection: Connection) -> Self {
+        Admin { connection }
+    }
+
+    pub fn connection(&self) -> &Connection {
+        &self.connection
+    }
+
+    /// Creates topics, or raises their partition counts; one result per topic.
+    pub async fn create_topics(
+        &self,
+        topics: Vec<TopicInfo>,
+    ) -> Result<Vec<TopicResult>, ClientError> {
+        match self.connection.send(CreateTopicsRequest { topics }).await? {
+            Response::CreateTopics(answer) => Ok(answer.results),
+            other => Err(ClientError::Unexpected(other.name())),
+        }
+    }
+
+    /// Creates `topic` with `partitions` partitions, or raises its count to that.
+    pub async fn create_topic(&self, topic: &str, partitions: i32) -> Result<(), ClientError> {
+        let results = self
+            .create_topics(vec![TopicInfo {
+                topic: topic.to_owned(),
+                partitions,
+            }])
+            .await?;
+        let result = results
+            .iter()
+            .find(|r| r.topic == topic)
+            .ok_or(ClientError::Unexpected("CreateTopics without this topic"))?;
+        ClientError::check(result.error_code, || format!("CreateTopics {topic}"))
+    }
+
+    /// Creates `topic` with `partitions` partitions unless it exists (whatever its count).
+    /// Returns the topic's partition count.
+    pub async fn ensure_topic(&self, topic: &str, partitions: i32) -> Result<i32, ClientError> {
+        if let Some(existing) = self.describe_topic(topic).await? {
+            return Ok(existing.partitions);
+        }
+        self.create_topic(topic, partitions).await?;
+        Ok(partitions)
+    }
+
+    /// The catalog entries of `topics` (`None`: every topic). Unknown topics are left out.
+    pub async fn describe_topics(
+        &self,
+        topics: Option<&[&str]>,
+    ) -> Result<Vec<TopicInfo>, ClientError> {
+        let request = DescribeTopicsRequest {
+            topics: topics.map(|t| t.iter().map(|s| (*s).to_owned()).collect()),
+        };
+        match self.connection.send(request).await? {
+            Response::DescribeTopics(answer) => {
+                ClientError::check(answer.error_code, || "DescribeTopics".to_owned())?;
+                Ok(answer.topics)
+            }
+            other => Err(ClientError::Unexpected(other.name())),
+        }
+    }
+
+    /// One topic's catalog entry, if it exists.
+    pub async fn describe_topic(&self, topic: &str) -> Result<Option<TopicInfo>, ClientError> {
+        Ok(self
+            .describe_topics(Some(&[topic]))
+            .await?
+            .into_iter()
+            .find(|t| t.topic == topic))
+    }
+
+    /// The groups in any of `states` (`[]`: all groups).
+    pub async fn list_groups(
+        &self,
+        states: &[GroupState],
+    ) -> Result<Vec<ListedGroup>, ClientError> {
+        let request = ListGroupsRequest {
+            states: states.iter().map(|s| s.as_str().to_owned()).collect(),
+        };
+        match self.connection.send(request).await? {
+            Response::ListGroups(answer) => {
+                ClientError::check(answer.error_code, || "ListGroups".to_owned())?;
+                Ok(answer.groups)
+            }
+            other => Err(ClientError::Unexpected(other.name())),
+        }
+    }
+
+    /// One description per requested group (an unknown group is described as `Dead`).
+    pub async fn describe_groups(
+        &self,
+        group_ids: &[&str],
+    ) -> Result<Vec<DescribedGroup>, ClientError> {
+        let request = DescribeGroupsRequest {
+            group_ids: group_ids.iter().map(|s| (*s).to_owned()).collect(),
+        };
+        match self.connection.send(request).await? {
+            Response::DescribeGroups(answer) => Ok(answer.groups),
+            other => Err(ClientError::Unexpected(other.name())),
+        }
+    }
+
+    /// One group's description; a per-group error code becomes the error.
+    pub async fn describe_group(&self, group_id: &str) -> Result<DescribedGroup, ClientError> {
+        let group = self
+            .describe_groups(&[group_id])
+            .await?
+            .into_iter()
+            .find(|g| g.group_id == group_id)
+            .ok_or(ClientError::Unexpected("DescribeGroups without this group"))?;
+        ClientError::check(group.error_code, || format!("DescribeGroups {group_id}"))?;
+        Ok(group)
+    }
+
+    /// Deletes groups (only Empty ones; their offsets go too); one result per group.
+    pub async fn delete_groups(&self, group_ids: &[&str]) -> Result<Vec<GroupResult>, ClientError> {
+        let request = DeleteGroupsRequest {
+            group_ids: group_ids.iter().map(|s| (*s).to_owned()).collect(),
+        };
+        match self.connection.send(request).await? {
+            Response::DeleteGroups(answer) => Ok(answer.results),
+            other => Err(ClientError::Unexpected(other.name())),
+        }
+    }
+
+    /// Deletes one group: `NON_EMPTY_GROUP` and `GROUP_ID_NOT_FOUND` become errors.
+    pub async fn delete_group(&self, group_id: &str) -> Result<(), ClientError> {
+        let results = self.delete_groups(&[group_id]).await?;
+        let result = results
+            .iter()
+            .find(|r| r.group_id == group_id)
+            .ok_or(ClientError::Unexpected("DeleteGroups without this group"))?;
+        ClientError::check(result.error_code, || format!("DeleteGroups {group_id}"))
+    }
+
+    /// The group's committed offsets for `partitions` (`None`: all). Partitions with nothing
+    /// committed are absent.
+    pub async fn fetch_offsets(
+        &self,
+        group_id: &str,
+        partitions: Option<&[TopicPartition]>,
+    ) -> Result<BTreeMap<TopicPartition, OffsetAndMetadata>, ClientError> {
+        let response = self
+            .connection
+            .send(offsets::fetch_request(group_id, partitions))
+            .await?;
+        offsets::parse_fetch(group_id, response)
+    }
+
+    /// Sets offsets of a group that has no members (OffsetCommit with generation -1 and an
+    /// empty member id). The server refuses it (`UNKNOWN_MEMBER_ID`) unless the group is
+    /// Empty or absent (an absent group is created, Empty).
+    pub async fn set_offsets<O: Into<OffsetAndMetadata>>(
+        &self,
+        group_id: &str,
+        offsets: impl IntoIterator<Item = (TopicPartition, O)>,
+    ) -> Result<(), ClientError> {
+        let committer = Committer {
+            group_id: group_id.to_owned(),
+            generation_id: -1,
+            member_id: String::new(),
+            group_instance_id: None,
+        };
+        let offsets = offsets.into_iter().map(|(tp, o)| (tp, o.into())).collect();
+        let response = self
+            .connection
+            .send(offsets::commit_request(committer, offsets))
+            .await?;
+        offsets::check_commit(group_id, response)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_state_names_round_trip() {
+        for state in GroupState::ALL {
+            assert_eq!(state.as_str().parse::<GroupState>().ok(), Some(state));
+            assert_eq!(state.to_string(), state.as_str());
+        }
+        assert!("stable".parse::<GroupState>().is_err());
+    }
+}

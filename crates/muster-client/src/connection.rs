@@ -1,0 +1,550 @@
+//! One logical connection to a Muster server: TCP connect and `Hello`, correlation ids, many
+//! requests in flight at once, per-request timeouts, and reconnecting with exponential backoff.
+//!
+//! # How it works
+//!
+//! ```text
+//!  callers ──send()──▶ waiters: correlation id → oneshot ◀──── reader task ◀── FramedRead ◀─┐
+//!     │                                                       (dispatch by id,             │ TCP
+//!     └── encoded payload ──▶ mpsc ──▶ writer task ──▶ FramedWrite ─────────────────────────┘
+//! ```
+//!
+//! Frames are cut by `tokio_util`'s `LengthDelimitedCodec` (big-endian `u32` prefix, with the
+//! maximum frame length checked before the payload is buffered); payloads are encoded and
+//! decoded by `muster-protocol`. The server may answer out of order (a held `JoinGroup` does
+//! not delay a `Heartbeat`), so the reader task hands each answer to the waiter registered
+//! under its correlation id. A payload that does not decode fails only the request named by its
+//! first four bytes; a broken socket fails every request in flight with
+//! [`ClientError::Disconnected`] (or the I/O error).
+//!
+//! The socket behind a [`Connection`] is a *link*. When a link breaks, the next request opens
+//! a new one (connect + `Hello`); consecutive failures back off exponentially
+//! ([`ConnectionConfig::backoff`]) within that request's deadline. Requests are never resent
+//! automatically: whether a retry is safe is the caller's decision.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use muster_protocol::{
+    correlation_hint, decode_response, encode_request_payload, HelloRequest, Request, RequestFrame,
+    Response, DEFAULT_MAX_FRAME_BYTES, PROTOCOL_VERSION,
+};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::AbortHandle;
+use tokio::time::Instant;
+use tokio_util::codec::{FramedRead, FramedWrite, LengthDelimitedCodec};
+use tracing::{debug, warn};
+
+use crate::backoff::Backoff;
+use crate::error::ClientError;
+
+/// How to reach the server and how patient to be.
+#[derive(Debug, Clone)]
+pub struct ConnectionConfig {
+    /// `host:port` of the server.
+    pub addr: String,
+    /// Sent in `Hello`; the server builds member ids from it (`{client_id}-{uuid}`).
+    pub client_id: String,
+    /// For servers configured with tokens.
+    pub auth_token: Option<String>,
+    /// Default timeout of one request (connecting included). Default 30 s.
+    pub request_timeout: Duration,
+    /// Timeout of one TCP connect. Default 10 s.
+    pub connect_timeout: Duration,
+    /// Largest frame accepted from the server and sent to it. Default 1 MiB, the server's
+    /// default `max_frame_bytes`.
+    pub max_frame_bytes: u32,
+    /// Delays between consecutive failed connection attempts.
+    pub backoff: Backoff,
+}
+
+impl ConnectionConfig {
+    pub fn new(addr: impl Into<String>) -> Self {
+        ConnectionConfig {
+            addr: addr.into(),
+            client_id: "muster-client".to_owned(),
+            auth_token: None,
+            request_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(10),
+            max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+            backoff: Backoff::default(),
+        }
+    }
+
+    pub fn client_id(mut self, client_id: impl Into<String>) -> Self {
+        self.client_id = client_id.into();
+        self
+    }
+
+    pub fn auth_token(mut self, token: impl Into<String>) -> Self {
+        self.auth_token = Some(token.into());
+        self
+    }
+
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    pub fn max_frame_bytes(mut self, max: u32) -> Self {
+        self.max_frame_bytes = max;
+        self
+    }
+
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+}
+
+/// A connection to a Muster server, shared by cloning (all clones use one socket).
+///
+/// Dropping the last clone closes the socket. Membership is not tied to a connection: the
+/// server forgets a member only when its session expires or it leaves.
+#[derive(Clone)]
+pub struct Connection {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("addr", &self.inner.config.addr)
+            .field("client_id", &self.inner.config.client_id)
+            .field("connected", &self.is_connected())
+            .finish()
+    }
+}
+
+struct Inner {
+    config: ConnectionConfig,
+    next_correlation_id: AtomicU32,
+    current: Mutex<Option<Arc<Link>>>,
+    reconnect: tokio::sync::Mutex<ReconnectState>,
+    server_id: Mutex<String>,
+}
+
+#[derive(Default)]
+struct ReconnectState {
+    /// Consecutive failed attempts to open a link (0 once one succeeds).
+    failures: u32,
+    last_error: Option<ClientError>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The data behind these locks stays consistent across a panic (single assignments).
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Connection {
+    /// Connects and says `Hello`. Fails at once (no retry) if the server cannot be reached or
+    /// refuses the `Hello`; later requests reconnect by themselves.
+    pub async fn connect(config: ConnectionConfig) -> Result<Connection, ClientError> {
+        let connection = Connection {
+            inner: Arc::new(Inner {
+                config,
+                next_correlation_id: AtomicU32::new(1),
+                current: Mutex::new(None),
+                reconnect: tokio::sync::Mutex::new(ReconnectState::default()),
+                server_id: Mutex::new(String::new()),
+            }),
+        };
+        let link = connection.open_link().await?;
+        *lock(&connection.inner.current) = Some(link);
+        Ok(connection)
+    }
+
+    /// The configuration this connection was made with.
+    pub fn config(&self) -> &ConnectionConfig {
+        &self.inner.config
+    }
+
+    /// The `server_id` of the last successful `Hello`.
+    pub fn server_id(&self) -> String {
+        lock(&self.inner.server_id).clone()
+    }
+
+    /// Whether a socket is open right now (a closed one is reopened by the next request).
+    pub fn is_connected(&self) -> bool {
+        lock(&self.inner.current)
+            .as_ref()
+            .is_some_and(|link| link.shared.is_alive())
+    }
+
+    /// Closes the current socket; requests in flight fail with
+    /// [`ClientError::Disconnected`]. The next request reconnects.
+    pub fn disconnect(&self) {
+        if let Some(link) = lock(&self.inner.current).take() {
+            link.shutdown(ClientError::Disconnected);
+        }
+    }
+
+    /// Sends `request` and waits for its answer, within the default request timeout.
+    pub async fn send(&self, request: impl Into<Request>) -> Result<Response, ClientError> {
+        self.send_timeout(request, self.inner.config.request_timeout)
+            .await
+    }
+
+    /// Sends `request` and waits for its answer for at most `timeout` (reconnecting included).
+    ///
+    /// A `Response::Error` answer becomes [`ClientError::Protocol`]; any other response is
+    /// returned as is (its own `error_code` is the caller's to check).
+    pub async fn send_timeout(
+        &self,
+        request: impl Into<Request>,
+        timeout: Duration,
+    ) -> Result<Response, ClientError> {
+        let request = request.into();
+        let name = request.name();
+        let deadline = Instant::now() + timeout;
+        let exchange = async {
+            let link = self.link(deadline).await?;
+            link.call(self.next_correlation_id(), request, self.max_frame())
+                .await
+        };
+        match tokio::time::timeout_at(deadline, exchange).await {
+            Ok(Ok(Response::Error(e))) => Err(ClientError::protocol(
+                e.error_code,
+                format!("{name}: {}", e.message),
+            )),
+            Ok(result) => result,
+            Err(_) => Err(ClientError::Timeout {
+                request: name,
+                after: timeout,
+            }),
+        }
+    }
+
+    fn max_frame(&self) -> usize {
+        usize::try_from(self.inner.config.max_frame_bytes).unwrap_or(usize::MAX)
+    }
+
+    fn next_correlation_id(&self) -> u32 {
+        loop {
+            let id = self
+                .inner
+                .next_correlation_id
+                .fetch_add(1, Ordering::Relaxed);
+            // 0 is what the server uses for connection-level errors; never use it.
+            if id != 0 {
+                return id;
+            }
+        }
+    }
+
+    fn current_link(&self) -> Option<Arc<Link>> {
+        lock(&self.inner.current)
+            .as_ref()
+            .filter(|link| link.shared.is_alive())
+            .cloned()
+    }
+
+    /// The live link, or a new one (with backoff between failed attempts, within `deadline`).
+    async fn link(&self, deadline: Instant) -> Result<Arc<Link>, ClientError> {
+        if let Some(link) = self.current_link() {
+            return Ok(link);
+        }
+        let mut state = self.inner.reconnect.lock().await;
+        // Another caller may have reconnected while this one waited for the lock.
+        if let Some(link) = self.current_link() {
+            return Ok(link);
+        }
+        loop {
+            if state.failures > 0 {
+                let delay = self.inner.config.backoff.next_delay(state.failures - 1);
+                if Instant::now() + delay >= deadline {
+                    return Err(state
+                        .last_error
+                        .clone()
+                        .unwrap_or(ClientError::Disconnected));
+                }
+                debug!(
+                    addr = %self.inner.config.addr,
+                    attempt = state.failures,
+                    ?delay,
+                    "backing off before reconnecting"
+                );
+                tokio::time::sleep(delay).await;
+            }
+            match self.open_link().await {
+                Ok(link) => {
+                    state.failures = 0;
+                    state.last_error = None;
+                    *lock(&self.inner.current) = Some(Arc::clone(&link));
+                    return Ok(link);
+                }
+                // A refused Hello (authentication, version) will not get better by retrying.
+                Err(err) if !err.is_transport() => return Err(err),
+                Err(err) => {
+                    debug!(addr = %self.inner.config.addr, error = %err, "reconnect failed");
+                    state.failures = state.failures.saturating_add(1);
+                    state.last_error = Some(err);
+                }
+            }
+        }
+    }
+
+    /// Opens a socket and says `Hello` on it.
+    async fn open_link(&self) -> Result<Arc<Link>, ClientError> {
+        let config = &self.inner.config;
+        let stream = tokio::time::timeout(config.connect_timeout, TcpStream::connect(&config.addr))
+            .await
+            .map_err(|_| ClientError::Timeout {
+                request: "connect",
+                after: config.connect_timeout,
+            })??;
+        stream.set_nodelay(true)?;
+        let peer = stream.peer_addr().ok();
+        let link = Link::start(stream, self.max_frame());
+        let hello = HelloRequest {
+            protocol_version: PROTOCOL_VERSION,
+            client_id: config.client_id.clone(),
+            auth_token: config.auth_token.clone(),
+        };
+        let answer = tokio::time::timeout(
+            config.request_timeout,
+            link.call(self.next_correlation_id(), hello.into(), self.max_frame()),
+        )
+        .await
+        .map_err(|_| ClientError::Timeout {
+            request: "Hello",
+            after: config.request_timeout,
+        })??;
+        match answer {
+            Response::Hello(h) if h.error_code == 0 => {
+                debug!(server_id = %h.server_id, ?peer, "connected");
+                *lock(&self.inner.server_id) = h.server_id;
+                Ok(link)
+            }
+            Response::Hello(h) => Err(ClientError::protocol(
+                h.error_code,
+                format!(
+                    "Hello (protocol version {PROTOCOL_VERSION}; the server supports {}..={})",
+                    h.min_version, h.max_version
+                ),
+            )),
+            Response::Error(e) => Err(ClientError::protocol(
+                e.error_code,
+                format!("Hello: {}", e.message),
+            )),
+            other => Err(ClientError::Unexpected(other.name())),
+        }
+    }
+
+    /// The address of the server, once resolved by a successful connect.
+    pub fn peer_addr(&self) -> Option<SocketAddr> {
+        lock(&self.inner.current).as_ref().and_then(|l| l.peer)
+    }
+}
+
+type Waiter = oneshot::Sender<Result<Response, ClientError>>;
+
+/// One socket: the writer task, the reader task, and the requests waiting for answers.
+struct Link {
+    outgoing: mpsc::Sender<Bytes>,
+    shared: Arc<LinkShared>,
+    tasks: [AbortHandle; 2],
+    peer: Option<SocketAddr>,
+}
+
+struct LinkShared {
+    waiters: Mutex<HashMap<u32, Waiter>>,
+    alive: AtomicBool,
+}
+
+impl LinkShared {
+    fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::Acquire)
+    }
+
+    /// Marks the link dead and fails every waiting request with `err`.
+    fn fail_all(&self, err: ClientError) {
+        let waiters = {
+            let mut waiters = lock(&self.waiters);
+            self.alive.store(false, Ordering::Release);
+            std::mem::take(&mut *waiters)
+        };
+        for (_, waiter) in waiters {
+            let _ = waiter.send(Err(err.clone()));
+        }
+    }
+
+    fn take(&self, correlation_id: u32) -> Option<Waiter> {
+        lock(&self.waiters).remove(&correlation_id)
+    }
+}
+
+/// Removes a request's waiter when the caller stops waiting (timeout, cancellation).
+struct WaiterGuard<'a> {
+    shared: &'a LinkShared,
+    correlation_id: u32,
+}
+
+impl Drop for WaiterGuard<'_> {
+    fn drop(&mut self) {
+        self.shared.take(self.correlation_id);
+    }
+}
+
+/// How many encoded requests may queue for the writer before senders wait.
+const OUTGOING_QUEUE: usize = 256;
+
+impl Link {
+    fn start(stream: TcpStream, max_frame: usize) -> Arc<Link> {
+        let peer = stream.peer_addr().ok();
+        let (read, write) = stream.into_split();
+        let mut codec = LengthDelimitedCodec::builder();
+        codec
+            .big_endian()
+            .length_field_type::<u32>()
+            .max_frame_length(max_frame);
+        let frames_in = codec.new_read(read);
+        let frames_out = codec.new_write(write);
+        let shared = Arc::new(LinkShared {
+            waiters: Mutex::new(HashMap::new()),
+            alive: AtomicBool::new(true),
+        });
+        let (outgoing, queue) = mpsc::channel(OUTGOING_QUEUE);
+        let reader = tokio::spawn(read_loop(frames_in, Arc::clone(&shared)));
+        let writer = tokio::spawn(write_loop(frames_out, queue, Arc::clone(&shared)));
+        Arc::new(Link {
+            outgoing,
+            shared,
+            tasks: [reader.abort_handle(), writer.abort_handle()],
+            peer,
+        })
+    }
+
+    fn shutdown(&self, reason: ClientError) {
+        self.shared.fail_all(reason);
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+
+    async fn call(
+        &self,
+        correlation_id: u32,
+        request: Request,
+        max_frame: usize,
+    ) -> Result<Response, ClientError> {
+        let frame = RequestFrame {
+            correlation_id,
+            request,
+        };
+        let mut payload = Vec::new();
+        encode_request_payload(&frame, &mut payload)?;
+        if payload.len() > max_frame {
+            return Err(ClientError::Config(format!(
+                "{} request of {} bytes exceeds the frame limit of {max_frame} bytes",
+                frame.request.name(),
+                payload.len()
+            )));
+        }
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut waiters = lock(&self.shared.waiters);
+            if !self.shared.is_alive() {
+                return Err(ClientError::Disconnected);
+            }
+            waiters.insert(correlation_id, tx);
+        }
+        let _guard = WaiterGuard {
+            shared: &self.shared,
+            correlation_id,
+        };
+        self.outgoing
+            .send(Bytes::from(payload))
+            .await
+            .map_err(|_| ClientError::Disconnected)?;
+        rx.await.unwrap_or(Err(ClientError::Disconnected))
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        self.shutdown(ClientError::Disconnected);
+    }
+}
+
+async fn read_loop(
+    mut frames: FramedRead<OwnedReadHalf, LengthDelimitedCodec>,
+    shared: Arc<LinkShared>,
+) {
+    let reason = loop {
+        let payload = match frames.next().await {
+            None => break ClientError::Disconnected,
+            Some(Err(err)) => break ClientError::from(err),
+            Some(Ok(payload)) => payload,
+        };
+        match decode_response(&payload) {
+            Ok(frame) => {
+                if let (0, Response::Error(e)) = (frame.correlation_id, &frame.response) {
+                    // A connection-level refusal (frame too large, request before Hello): the
+                    // server closes the socket after it.
+                    warn!(code = e.error_code, message = %e.message, "server refused the connection");
+                    break ClientError::protocol(
+                        e.error_code,
+                        format!("connection: {}", e.message),
+                    );
+                }
+                match shared.take(frame.correlation_id) {
+                    Some(waiter) => {
+                        let _ = waiter.send(Ok(frame.response));
+                    }
+                    None => debug!(
+                        correlation_id = frame.correlation_id,
+                        response = frame.response.name(),
+                        "answer to a request nobody waits for (timed out or cancelled)"
+                    ),
+                }
+            }
+            Err(err) => {
+                // The framing is intact; only the request this payload answers fails.
+                let correlation_id = correlation_hint(&payload);
+                warn!(correlation_id, error = %err, "undecodable response");
+                if let Some(waiter) = shared.take(correlation_id) {
+                    let _ = waiter.send(Err(ClientError::Decode(err)));
+                }
+            }
+        }
+    };
+    debug!(reason = %reason, "connection closed");
+    shared.fail_all(reason);
+}
+
+async fn write_loop(
+    mut frames: FramedWrite<OwnedWriteHalf, LengthDelimitedCodec>,
+    mut queue: mpsc::Receiver<Bytes>,
+    shared: Arc<LinkShared>,
+) {
+    while let Some(first) = queue.recv().await {
+        let mut result = frames.feed(first).await;
+        // Write whatever else is already queued before one flush.
+        while result.is_ok() {
+            match queue.try_recv() {
+                Ok(more) => result = frames.feed(more).await,
+                Err(_) => break,
+            }
+        }
+        if result.is_ok() {
+            result = SinkExt::<Bytes>::flush(&mut frames).await;
+        }
+        if let Err(err) = result {
+            shared.fail_all(ClientError::from(err));
+            return;
+        }
+    }
+}

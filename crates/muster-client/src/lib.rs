@@ -1,0 +1,89 @@
+//! # muster-client
+//!
+//! The Rust client of Muster, a consumer-group coordinator
+//! that speaks Kafka's classic group protocol (JoinGroup / SyncGroup / Heartbeat) over a small
+//! TCP protocol. It gives an application what a Kafka consumer's group machinery gives it:
+//! a share of a topic's partitions, kept balanced as members come and go.
+//!
+//! - [`Connection`]: one TCP connection, `Hello` included, carrying many requests at once
+//!   (answers are matched by correlation id and may arrive out of order), with per-request
+//!   timeouts and reconnection with exponential [`Backoff`].
+//! - [`MemberConfig`] → [`GroupMember`] + [`Events`]: group membership. The member joins,
+//!   runs the group's assignor when it is the leader, heartbeats, rejoins when the group
+//!   rebalances, and tells the application what it owns through [`Event`]s (`Assigned`,
+//!   `Revoked`, `Lost`, `Error`). Offsets are committed through the same handle, fenced by the
+//!   member's generation.
+//! - [`assignor`]: the [`Assignor`] trait and the built-in `range`, `roundrobin`, `sticky` and
+//!   `cooperative-sticky` strategies (range and round-robin give exactly Kafka's assignments).
+//! - [`Admin`]: topics, groups and offsets.
+//!
+//! Errors are [`ClientError`]s; those the server sent keep their wire code
+//! ([`ClientError::error_code`], and [`ErrorCodeExt`] to classify a code).
+//!
+//! # Example
+//!
+//! ```no_run
+//! use muster_client::{Admin, Connection, ConnectionConfig, Event, MemberConfig, TopicPartition};
+//! use std::time::Duration;
+//!
+//! # async fn run() -> Result<(), muster_client::ClientError> {
+//! let conn = Connection::connect(ConnectionConfig::new("127.0.0.1:7450").client_id("worker")).await?;
+//! Admin::new(conn.clone()).ensure_topic("orders", 6).await?;
+//!
+//! let (member, mut events) = MemberConfig::new("billing", ["orders"])
+//!     .session_timeout(Duration::from_secs(10))
+//!     .assignor_names(["cooperative-sticky"])?
+//!     .start(conn)?;
+//!
+//! while let Some(event) = events.recv().await {
+//!     match event {
+//!         Event::Assigned(partitions) => println!("now also own {:?}", partitions.partitions()),
+//!         Event::Revoked(partitions) => {
+//!             // Finish the work on these partitions and commit; dropping `partitions` lets
+//!             // the rebalance go on.
+//!             let done = partitions.iter().map(|tp| (tp.clone(), 42_i64));
+//!             member.commit_offsets(done).await?;
+//!         }
+//!         Event::Lost(partitions) => println!("lost {:?}", partitions.partitions()),
+//!         Event::Error(fatal) => return Err(fatal),
+//!         _ => {}
+//!     }
+//!     # break;
+//! }
+//! member.close().await?; // revokes, and leaves the group
+//! # let _ = TopicPartition::new("orders", 0);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Modules
+//!
+//! - [`connection`]: sockets, framing, dispatch, reconnect;
+//! - [`member`]: the membership state machine and its events;
+//! - [`assignor`]: assignment strategies;
+//! - [`admin`]: administrative requests;
+//! - [`error`], [`backoff`], [`partition`]: the vocabulary shared by the above.
+
+pub mod admin;
+pub mod assignor;
+pub mod backoff;
+pub mod connection;
+pub mod error;
+pub mod member;
+mod offsets;
+pub mod partition;
+
+pub use admin::{Admin, GroupState};
+pub use assignor::{
+    Assignor, CooperativeStickyAssignor, GroupAssignment, MemberSubscription, RangeAssignor,
+    RebalanceProtocol, RoundRobinAssignor, StickyAssignor,
+};
+pub use backoff::Backoff;
+pub use connection::{Connection, ConnectionConfig};
+pub use error::{ClientError, ErrorCodeExt};
+pub use member::{Event, Events, GroupMember, MemberConfig, MemberState, Partitions, Phase};
+pub use partition::{OffsetAndMetadata, TopicPartition};
+
+/// The wire types and error codes, re-exported from `muster-protocol`.
+pub use muster_protocol as protocol;
+pub use muster_protocol::{ErrorCode, TopicInfo, TopicPartitions};

@@ -1,0 +1,84 @@
+//! The heartbeat task: every `heartbeat_interval`, while the member has a member id and a
+//! generation and is not sending JoinGroup (a held JoinGroup keeps the session alive by
+//! itself), it sends a Heartbeat. Answers that call for action are passed to the membership
+//! task as [`Signal`]s, tagged with the generation they concern so that stale ones are ignored.
+//! It stops when the member is closed or has failed.
+
+use std::sync::Arc;
+
+use muster_protocol::{ErrorCode, HeartbeatRequest, Response};
+use tokio::sync::{mpsc, watch};
+use tokio::time::MissedTickBehavior;
+use tracing::{debug, trace, warn};
+
+use super::{MemberConfig, MemberState, Phase, Signal};
+use crate::connection::Connection;
+use crate::error::ErrorCodeExt;
+
+pub(super) async fn run(
+    connection: Connection,
+    config: Arc<MemberConfig>,
+    state: watch::Receiver<MemberState>,
+    signals: mpsc::UnboundedSender<Signal>,
+) {
+    let interval = config.effective_heartbeat_interval();
+    // A heartbeat answer later than the session timeout is useless.
+    let timeout = config
+        .session_timeout
+        .min(connection.config().request_timeout);
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    ticker.tick().await; // The first tick is immediate; the first heartbeat waits an interval.
+    loop {
+        ticker.tick().await;
+        let (phase, member_id, generation) = {
+            let s = state.borrow();
+            (s.phase, s.member_id.clone(), s.generation_id)
+        };
+        match phase {
+            Phase::Closed | Phase::Failed => return,
+            Phase::Joining => continue,
+            Phase::Syncing | Phase::Stable => {}
+        }
+        if member_id.is_empty() || generation < 0 {
+            continue;
+        }
+        let request = HeartbeatRequest {
+            group_id: config.group_id.clone(),
+            generation_id: generation,
+            member_id: member_id.clone(),
+            group_instance_id: config.group_instance_id.clone(),
+        };
+        let code = match connection.send_timeout(request, timeout).await {
+            Ok(Response::Heartbeat(answer)) => answer.error_code,
+            Ok(other) => {
+                warn!(response = other.name(), "unexpected answer to Heartbeat");
+                continue;
+            }
+            Err(err) => {
+                debug!(group_id = %config.group_id, error = %err, "heartbeat failed");
+                if let Some(code) = err.error_code() {
+                    code.code()
+                } else {
+                    continue;
+                }
+            }
+        };
+        match ErrorCode::from_code(code) {
+            Some(ErrorCode::None) => {
+                trace!(group_id = %config.group_id, generation, "heartbeat");
+            }
+            Some(code) if code.needs_rejoin() || code == ErrorCode::FencedInstanceId => {
+                debug!(group_id = %config.group_id, %member_id, generation, %code, "heartbeat asks to rejoin");
+                let _ = signals.send(Signal {
+                    generation,
+                    member_id,
+                    code,
+                });
+            }
+            _ => {
+                warn!(group_id = %config.group_id, code, "heartbeat refused");
+            }
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! Helpers for tests that run the real `musterd` binary: start it on an ephemeral port (the
+//! address is read from its log), and a blocking one-request-at-a-time connection.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use muster_protocol::*;
+
+/// Starts `musterd` on an ephemeral port and returns it with the address it reports.
+pub fn start(data_dir: &std::path::Path) -> Result<(Child, SocketAddr)> {
+    start_with(data_dir, &[])
+}
+
+/// [`start`] with extra flags.
+pub fn start_with(data_dir: &std::path::Path, extra: &[&str]) -> Result<(Child, SocketAddr)> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_musterd"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "off",
+            "--data-dir",
+        ])
+        .arg(data_dir)
+        .args(extra)
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("spawn musterd")?;
+    let stderr = child.stderr.take().context("stderr")?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut sent = false;
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if !sent {
+                if let Some(addr) = line
+                    .split_whitespace()
+                    .find_map(|w| w.strip_prefix("local_addr="))
+                {
+                    let _ = tx.send(addr.to_owned());
+                    sent = true;
+                }
+            }
+        }
+    });
+    let addr = rx
+        .recv_timeout(Duration::from_secs(20))
+        .context("musterd did not report its address")?;
+    Ok((child, addr.parse()?))
+}
+
+/// A blocking, one-request-at-a-time connection.
+pub struct Conn {
+    stream: TcpStream,
+    next: u32,
+}
+
+impl Conn {
+    pub fn connect(addr: SocketAddr) -> Result<Conn> {
+        let stream = TcpStream::connect(addr)?;
+        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        let mut conn = Conn { stream, next: 1 };
+        match conn.call(Request::Hello(HelloRequest {
+            protocol_version: 1,
+            client_id: "crash".into(),
+            auth_token: None,
+        }))? {
+            Response::Hello(h) if h.error_code == 0 => Ok(conn),
+            other => bail!("hello refused: {other:?}"),
+        }
+    }
+
+    pub fn call(&mut self, request: Request) -> Result<Response> {
+        let correlation_id = self.send(request)?;
+        let frame = self.recv()?;
+        if frame.correlation_id != correlation_id {
+            bail!(
+                "answer to {} while waiting for {correlation_id}",
+                frame.correlation_id
+            );
+        }
+        Ok(frame.response)
+    }
+
+    /// Sends a request without waiting for its answer.
+    pub fn send(&mut self, request: Request) -> Result<u32> {
+        let correlation_id = self.next;
+        self.next += 1;
+        let mut buf = Vec::new();
+        encode_request(
+            &RequestFrame {
+                correlation_id,
+                request,
+            },
+            &mut buf,
+        )?;
+        self.stream.write_all(&buf)?;
+        Ok(correlation_id)
+    }
+
+    /// Reads the next answer, whichever request it belongs to.
+    pub fn recv(&mut self) -> Result<ResponseFrame> {
+        let mut len = [0u8; 4];
+        self.stream.read_exact(&mut len)?;
+        let mut payload = vec![0u8; u32::from_be_bytes(len) as usize];
+        self.stream.read_exact(&mut payload)?;
+        Ok(decode_response(&payload)?)
+    }
+}
