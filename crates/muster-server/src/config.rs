@@ -302,7 +302,16 @@ impl Settings {
 mod tests {
     use super::*;
 
+    /// Environment variables are process-wide and tests run in parallel: every load in this
+    /// module happens under this lock, and the test that sets variables holds it throughout.
+    static ENV: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     fn load(args: &[&str]) -> Result<Settings, ConfigError> {
+        let _env = ENV.lock().unwrap_or_else(|p| p.into_inner());
+        load_unlocked(args)
+    }
+
+    fn load_unlocked(args: &[&str]) -> Result<Settings, ConfigError> {
         Settings::load(std::iter::once("musterd").chain(args.iter().copied()))
     }
 
@@ -341,18 +350,18 @@ mod tests {
         }
     }
 
-    // Environment variables are process-wide: tests that set them use names no other test
-    // reads, and env and file layering are checked in one test to keep them serial.
     #[test]
     fn flags_beat_env_beat_file_beat_defaults() {
         let f = file(
             "listen = \"127.0.0.1:9001\"\nmax_group_size = 7\nmax_in_flight = 33\nlog_format = \"json\"\n",
         );
+        let env = ENV.lock().unwrap_or_else(|p| p.into_inner());
         std::env::set_var("MUSTER_MAX_IN_FLIGHT", "44");
         std::env::set_var("MUSTER_MAX_CONNECTIONS", "55");
-        let s = load(&["--config", &f.arg(), "--max-connections", "66"]).expect("valid");
+        let s = load_unlocked(&["--config", &f.arg(), "--max-connections", "66"]).expect("valid");
         std::env::remove_var("MUSTER_MAX_IN_FLIGHT");
         std::env::remove_var("MUSTER_MAX_CONNECTIONS");
+        drop(env);
         assert_eq!(s.listen, "127.0.0.1:9001", "file beats default");
         assert_eq!(s.max_group_size, 7, "file beats default");
         assert_eq!(s.max_in_flight, 44, "env beats file");
@@ -398,6 +407,25 @@ mod tests {
         assert!(e.to_string().contains("/nonexistent/muster.toml"), "{e}");
         let f = file("max_group_size = \"many\"\n");
         assert!(load(&["--config", &f.arg()]).is_err());
+    }
+
+    /// The annotated example in docs/operations.md is a valid file and says the defaults.
+    #[test]
+    fn the_documented_example_file_is_valid_and_matches_the_defaults() {
+        let doc = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/operations.md"
+        ))
+        .expect("docs/operations.md");
+        let example = doc
+            .split("```toml\n")
+            .nth(1)
+            .and_then(|rest| rest.split("```").next())
+            .expect("a toml block");
+        let f = file(example);
+        let from_file = load(&["--config", &f.arg()]).expect("the example is valid");
+        let defaults = load(&[]).expect("defaults");
+        assert_eq!(format!("{:?}", Settings { config: None, ..from_file }), format!("{defaults:?}"));
     }
 
     #[test]

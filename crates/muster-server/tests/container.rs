@@ -1,0 +1,187 @@
+//! The container files, checked without a Docker engine: `docker-compose.yml` parses and
+//! every command and setting in it (and the Dockerfile's ENV) is one `musterd` and the example
+//! worker accept; the Dockerfile builds targets that exist, runs as non-root, exposes the
+//! ports, keeps state on /data, and health-checks /readyz.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use muster_server::config::Settings;
+use yaml_rust2::{Yaml, YamlLoader};
+
+fn repo_file(name: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+}
+
+fn strings(node: &Yaml) -> Vec<String> {
+    node.as_vec()
+        .map(|v| v.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect())
+        .unwrap_or_default()
+}
+
+/// A service with YAML merge keys (`<<: *anchor`) applied.
+fn service(services: &Yaml, name: &str) -> BTreeMap<String, Yaml> {
+    let node = &services[name];
+    let mut merged = BTreeMap::new();
+    if let Some(base) = node["<<"].as_hash() {
+        for (k, v) in base {
+            merged.insert(k.as_str().unwrap_or_default().to_owned(), v.clone());
+        }
+    }
+    for (k, v) in node.as_hash().unwrap_or_else(|| panic!("service {name} missing")) {
+        let key = k.as_str().unwrap_or_default();
+        if key != "<<" {
+            merged.insert(key.to_owned(), v.clone());
+        }
+    }
+    merged
+}
+
+/// ENV lines of the Dockerfile's last stage, as (key, value).
+fn dockerfile_env(dockerfile: &str) -> Vec<(String, String)> {
+    let runtime = dockerfile.rsplit("\nFROM ").next().unwrap_or_default();
+    let joined = runtime.replace("\\\n", " ");
+    joined
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("ENV "))
+        .flat_map(|rest| rest.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
+        .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())))
+        .collect()
+}
+
+#[test]
+fn compose_file_runs_musterd_and_three_workers_with_valid_settings() {
+    let docs = YamlLoader::load_from_str(&repo_file("docker-compose.yml")).expect("valid YAML");
+    let compose = &docs[0];
+    let services = &compose["services"];
+
+    let musterd = service(services, "musterd");
+    let ports = strings(&musterd["ports"]);
+    assert!(ports.iter().any(|p| p.ends_with(":7450")), "client port published: {ports:?}");
+    assert!(ports.iter().any(|p| p.ends_with(":7451")), "admin port published: {ports:?}");
+    let volumes = strings(&musterd["volumes"]);
+    let named = volumes
+        .iter()
+        .find_map(|v| v.strip_suffix(":/data"))
+        .expect("state on a volume at /data");
+    assert!(
+        !compose["volumes"][named].is_badvalue(),
+        "volume {named} is declared as a named volume"
+    );
+    let health = strings(&musterd["healthcheck"]["test"]).join(" ");
+    assert!(health.contains("http://127.0.0.1:7451/readyz"), "{health}");
+
+    // The image's ENV plus the service's environment and command must be settings musterd
+    // accepts (flags and env go through the same parser as at startup).
+    let mut env: Vec<(String, String)> = dockerfile_env(&repo_file("Dockerfile"));
+    if let Some(vars) = musterd["environment"].as_hash() {
+        for (k, v) in vars {
+            let value = v.as_str().map(str::to_owned).unwrap_or_else(|| format!("{v:?}"));
+            env.push((k.as_str().unwrap_or_default().to_owned(), value));
+        }
+    }
+    assert!(
+        env.iter().any(|(k, v)| k == "MUSTER_LOG_FORMAT" && v == "json"),
+        "containers log JSON: {env:?}"
+    );
+    for (k, _) in &env {
+        assert!(k.starts_with("MUSTER_"), "unexpected variable {k}");
+        std::env::remove_var(k);
+    }
+    for (k, v) in &env {
+        std::env::set_var(k, v);
+    }
+    let command = strings(&musterd["command"]);
+    let settings = Settings::load(std::iter::once("musterd".to_owned()).chain(command))
+        .expect("compose's musterd settings are valid");
+    for (k, _) in &env {
+        std::env::remove_var(k);
+    }
+    assert_eq!(settings.listen, "0.0.0.0:7450");
+    assert_eq!(settings.admin_listen, "0.0.0.0:7451");
+    assert_eq!(settings.data_dir, PathBuf::from("/data"));
+
+    let workers: Vec<String> = services
+        .as_hash()
+        .expect("services")
+        .keys()
+        .filter_map(|k| k.as_str())
+        .filter(|k| k.starts_with("worker"))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(workers.len(), 3, "three example workers: {workers:?}");
+    for name in &workers {
+        let worker = service(services, name);
+        assert_eq!(strings(&worker["entrypoint"]), vec!["/usr/local/bin/worker"]);
+        let command = strings(&worker["command"]);
+        let server = command
+            .iter()
+            .skip_while(|a| *a != "--server")
+            .nth(1)
+            .expect("--server given");
+        assert_eq!(server, "musterd:7450", "{name} talks to the musterd service");
+        assert_eq!(
+            worker["environment"]["MUSTER_GROUP"].as_str(),
+            Some("demo"),
+            "{name} joins the shared group"
+        );
+        assert_eq!(
+            worker["depends_on"]["musterd"]["condition"].as_str(),
+            Some("service_healthy")
+        );
+        // Only flags the worker example defines.
+        let example = repo_file("crates/muster-client/examples/worker.rs");
+        for flag in command.iter().filter(|a| a.starts_with("--")) {
+            let field = flag.trim_start_matches("--").replace('-', "_");
+            assert!(
+                example.contains(&format!("{field}:")),
+                "worker has no {flag} flag"
+            );
+        }
+    }
+}
+
+#[test]
+fn dockerfile_builds_existing_targets_and_runs_safely() {
+    let dockerfile = repo_file("Dockerfile");
+    let build = dockerfile
+        .replace("\\\n", " ")
+        .lines()
+        .find(|l| l.contains("cargo build"))
+        .expect("a cargo build step")
+        .to_owned();
+    assert!(build.contains("--release") && build.contains("--locked"), "{build}");
+    let words: Vec<&str> = build.split_whitespace().collect();
+    for pair in words.windows(2) {
+        match pair[0] {
+            "-p" => {
+                let manifest = format!("crates/{}/Cargo.toml", pair[1]);
+                assert!(repo_file(&manifest).contains(pair[1]), "package {} exists", pair[1]);
+            }
+            "--example" => {
+                let found = std::fs::read_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."))
+                    .expect("crates dir")
+                    .filter_map(Result::ok)
+                    .any(|c| c.path().join(format!("examples/{}.rs", pair[1])).exists());
+                assert!(found, "example {} exists", pair[1]);
+            }
+            "--bin" => {
+                let found = std::fs::read_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."))
+                    .expect("crates dir")
+                    .filter_map(Result::ok)
+                    .any(|c| {
+                        std::fs::read_to_string(c.path().join("Cargo.toml"))
+                            .is_ok_and(|m| m.contains(&format!("name = \"{}\"", pair[1])))
+                    });
+                assert!(found, "binary {} exists", pair[1]);
+            }
+            _ => {}
+        }
+    }
+    assert!(dockerfile.contains("FROM rust:"), "official Rust image for the build");
+    assert!(dockerfile.contains("\nUSER muster"), "runs as a non-root user");
+    assert!(dockerfile.contains("VOLUME [\"/data\"]"));
+    assert!(dockerfile.contains("EXPOSE 7450 7451"));
+    assert!(dockerfile.contains("HEALTHCHECK") && dockerfile.contains("/readyz"));
+}
