@@ -425,7 +425,16 @@ mod tests {
         let f = file(example);
         let from_file = load(&["--config", &f.arg()]).expect("the example is valid");
         let defaults = load(&[]).expect("defaults");
-        assert_eq!(format!("{:?}", Settings { config: None, ..from_file }), format!("{defaults:?}"));
+        assert_eq!(
+            format!(
+                "{:?}",
+                Settings {
+                    config: None,
+                    ..from_file
+                }
+            ),
+            format!("{defaults:?}")
+        );
     }
 
     #[test]

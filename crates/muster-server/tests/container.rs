@@ -10,13 +10,19 @@ use muster_server::config::Settings;
 use yaml_rust2::{Yaml, YamlLoader};
 
 fn repo_file(name: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").join(name);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
 }
 
 fn strings(node: &Yaml) -> Vec<String> {
     node.as_vec()
-        .map(|v| v.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect())
+        .map(|v| {
+            v.iter()
+                .filter_map(|s| s.as_str().map(str::to_owned))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -29,7 +35,10 @@ fn service(services: &Yaml, name: &str) -> BTreeMap<String, Yaml> {
             merged.insert(k.as_str().unwrap_or_default().to_owned(), v.clone());
         }
     }
-    for (k, v) in node.as_hash().unwrap_or_else(|| panic!("service {name} missing")) {
+    for (k, v) in node
+        .as_hash()
+        .unwrap_or_else(|| panic!("service {name} missing"))
+    {
         let key = k.as_str().unwrap_or_default();
         if key != "<<" {
             merged.insert(key.to_owned(), v.clone());
@@ -45,8 +54,15 @@ fn dockerfile_env(dockerfile: &str) -> Vec<(String, String)> {
     joined
         .lines()
         .filter_map(|l| l.trim().strip_prefix("ENV "))
-        .flat_map(|rest| rest.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
-        .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())))
+        .flat_map(|rest| {
+            rest.split_whitespace()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .filter_map(|kv| {
+            kv.split_once('=')
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        })
         .collect()
 }
 
@@ -58,8 +74,14 @@ fn compose_file_runs_musterd_and_three_workers_with_valid_settings() {
 
     let musterd = service(services, "musterd");
     let ports = strings(&musterd["ports"]);
-    assert!(ports.iter().any(|p| p.ends_with(":7450")), "client port published: {ports:?}");
-    assert!(ports.iter().any(|p| p.ends_with(":7451")), "admin port published: {ports:?}");
+    assert!(
+        ports.iter().any(|p| p.ends_with(":7450")),
+        "client port published: {ports:?}"
+    );
+    assert!(
+        ports.iter().any(|p| p.ends_with(":7451")),
+        "admin port published: {ports:?}"
+    );
     let volumes = strings(&musterd["volumes"]);
     let named = volumes
         .iter()
@@ -77,12 +99,16 @@ fn compose_file_runs_musterd_and_three_workers_with_valid_settings() {
     let mut env: Vec<(String, String)> = dockerfile_env(&repo_file("Dockerfile"));
     if let Some(vars) = musterd["environment"].as_hash() {
         for (k, v) in vars {
-            let value = v.as_str().map(str::to_owned).unwrap_or_else(|| format!("{v:?}"));
+            let value = v
+                .as_str()
+                .map(str::to_owned)
+                .unwrap_or_else(|| format!("{v:?}"));
             env.push((k.as_str().unwrap_or_default().to_owned(), value));
         }
     }
     assert!(
-        env.iter().any(|(k, v)| k == "MUSTER_LOG_FORMAT" && v == "json"),
+        env.iter()
+            .any(|(k, v)| k == "MUSTER_LOG_FORMAT" && v == "json"),
         "containers log JSON: {env:?}"
     );
     for (k, _) in &env {
@@ -113,14 +139,20 @@ fn compose_file_runs_musterd_and_three_workers_with_valid_settings() {
     assert_eq!(workers.len(), 3, "three example workers: {workers:?}");
     for name in &workers {
         let worker = service(services, name);
-        assert_eq!(strings(&worker["entrypoint"]), vec!["/usr/local/bin/worker"]);
+        assert_eq!(
+            strings(&worker["entrypoint"]),
+            vec!["/usr/local/bin/worker"]
+        );
         let command = strings(&worker["command"]);
         let server = command
             .iter()
             .skip_while(|a| *a != "--server")
             .nth(1)
             .expect("--server given");
-        assert_eq!(server, "musterd:7450", "{name} talks to the musterd service");
+        assert_eq!(
+            server, "musterd:7450",
+            "{name} talks to the musterd service"
+        );
         assert_eq!(
             worker["environment"]["MUSTER_GROUP"].as_str(),
             Some("demo"),
@@ -151,13 +183,20 @@ fn dockerfile_builds_existing_targets_and_runs_safely() {
         .find(|l| l.contains("cargo build"))
         .expect("a cargo build step")
         .to_owned();
-    assert!(build.contains("--release") && build.contains("--locked"), "{build}");
+    assert!(
+        build.contains("--release") && build.contains("--locked"),
+        "{build}"
+    );
     let words: Vec<&str> = build.split_whitespace().collect();
     for pair in words.windows(2) {
         match pair[0] {
             "-p" => {
                 let manifest = format!("crates/{}/Cargo.toml", pair[1]);
-                assert!(repo_file(&manifest).contains(pair[1]), "package {} exists", pair[1]);
+                assert!(
+                    repo_file(&manifest).contains(pair[1]),
+                    "package {} exists",
+                    pair[1]
+                );
             }
             "--example" => {
                 let found = std::fs::read_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."))
@@ -179,8 +218,14 @@ fn dockerfile_builds_existing_targets_and_runs_safely() {
             _ => {}
         }
     }
-    assert!(dockerfile.contains("FROM rust:"), "official Rust image for the build");
-    assert!(dockerfile.contains("\nUSER muster"), "runs as a non-root user");
+    assert!(
+        dockerfile.contains("FROM rust:"),
+        "official Rust image for the build"
+    );
+    assert!(
+        dockerfile.contains("\nUSER muster"),
+        "runs as a non-root user"
+    );
     assert!(dockerfile.contains("VOLUME [\"/data\"]"));
     assert!(dockerfile.contains("EXPOSE 7450 7451"));
     assert!(dockerfile.contains("HEALTHCHECK") && dockerfile.contains("/readyz"));
