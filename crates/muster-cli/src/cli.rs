@@ -1,0 +1,234 @@
+//! The command line, as clap derive types: the global options ([`Global`]) and one subcommand
+//! tree per noun (`groups`, `offsets`, `topics`). Parsing only: nothing here talks to a server.
+//! A wrong command line exits with code 2 (clap's own).
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use muster_client::GroupState;
+
+use crate::exit;
+
+const ABOUT: &str = "Operate a Muster consumer-group coordinator: groups, offsets, topics";
+
+const LONG_ABOUT: &str = "\
+Operate a Muster consumer-group coordinator: list, describe and delete consumer groups, read \
+and set their committed offsets, and manage the topic catalog.
+
+Output is an aligned table by default; --json prints one JSON document on stdout instead, with \
+stable field names (see the README of muster-cli). Failures print one line on stderr and end \
+with a distinct exit code (below).";
+
+/// `muster`: the operator CLI of Muster.
+#[derive(Debug, Parser)]
+#[command(
+    name = "muster",
+    version,
+    about = ABOUT,
+    long_about = LONG_ABOUT,
+    after_help = exit::short_help(),
+    after_long_help = exit::help(),
+    propagate_version = true,
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every subcommand takes (before or after it).
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Global options")]
+pub struct Global {
+    /// The server to talk to.
+    #[arg(
+        long,
+        global = true,
+        env = "MUSTER_SERVER",
+        default_value = "127.0.0.1:7450",
+        value_name = "HOST:PORT",
+        value_parser = parse_server
+    )]
+    pub server: String,
+
+    /// Print one JSON document on stdout instead of a table.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// How long to wait for the connection and for each answer, in milliseconds.
+    #[arg(
+        long,
+        global = true,
+        default_value_t = 5000,
+        value_name = "MS",
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub timeout_ms: u64,
+
+    /// Credentials, for a server configured with tokens.
+    #[arg(long, global = true, env = "MUSTER_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Consumer groups: list, describe, delete.
+    #[command(subcommand)]
+    Groups(GroupsCommand),
+    /// Committed offsets of a group: get, set.
+    #[command(subcommand)]
+    Offsets(OffsetsCommand),
+    /// The topic catalog: create (or raise the partition count), list.
+    #[command(subcommand)]
+    Topics(TopicsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum GroupsCommand {
+    /// List groups with their state and member count.
+    List {
+        /// Only groups in this state (case-insensitive; repeat for several).
+        #[arg(long = "state", value_name = "STATE", value_enum, ignore_case = true)]
+        states: Vec<StateArg>,
+    },
+    /// Show a group's state, generation, assignor, leader and members.
+    Describe {
+        /// The group id.
+        group: String,
+    },
+    /// Delete a group that has no members, with its committed offsets.
+    Delete {
+        /// The group id.
+        group: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum OffsetsCommand {
+    /// Show a group's committed offsets.
+    Get {
+        /// The group id.
+        group: String,
+    },
+    /// Set one committed offset of a group that has no members (state Empty).
+    ///
+    /// The server refuses it while the group has members; stop the group's consumers first.
+    /// A group that does not exist yet is created, Empty, holding this offset.
+    Set {
+        /// The group id.
+        group: String,
+        /// The topic.
+        #[arg(long)]
+        topic: String,
+        /// The partition number.
+        #[arg(long, value_parser = clap::value_parser!(i32).range(0..))]
+        partition: i32,
+        /// The offset to store (the next record the group will consume).
+        #[arg(long, value_parser = clap::value_parser!(i64).range(0..))]
+        offset: i64,
+        /// Metadata stored with the offset.
+        #[arg(long)]
+        metadata: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TopicsCommand {
+    /// Create a topic, or raise an existing topic's partition count (never lowers it).
+    Create {
+        /// The topic name: 1 to 249 characters of [A-Za-z0-9._-].
+        topic: String,
+        /// The partition count.
+        #[arg(long, allow_negative_numbers = true)]
+        partitions: i32,
+    },
+    /// List the topics of the catalog with their partition counts.
+    List,
+}
+
+/// A group state that `groups list --state` filters on (a listed group is never `Dead`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StateArg {
+    #[value(name = "Empty")]
+    Empty,
+    #[value(name = "PreparingRebalance", alias = "preparing-rebalance")]
+    PreparingRebalance,
+    #[value(name = "CompletingRebalance", alias = "completing-rebalance")]
+    CompletingRebalance,
+    #[value(name = "Stable")]
+    Stable,
+}
+
+impl From<StateArg> for GroupState {
+    fn from(state: StateArg) -> Self {
+        match state {
+            StateArg::Empty => GroupState::Empty,
+            StateArg::PreparingRebalance => GroupState::PreparingRebalance,
+            StateArg::CompletingRebalance => GroupState::CompletingRebalance,
+            StateArg::Stable => GroupState::Stable,
+        }
+    }
+}
+
+/// `HOST:PORT`, with a numeric port (the host is resolved when connecting).
+fn parse_server(value: &str) -> Result<String, String> {
+    let (host, port) = value
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{value:?} is not HOST:PORT"))?;
+    if host.is_empty() {
+        return Err(format!("{value:?} has no host"));
+    }
+    port.parse::<u16>()
+        .map_err(|_| format!("{port:?} is not a port number"))?;
+    Ok(value.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn states_parse_case_insensitively() {
+        let cli = Cli::try_parse_from([
+            "muster", "groups", "list", "--state", "stable", "--state", "EMPTY",
+        ])
+        .expect("parses");
+        let Command::Groups(GroupsCommand::List { states }) = cli.command else {
+            panic!("groups list: {:?}", cli.command);
+        };
+        assert_eq!(states, [StateArg::Stable, StateArg::Empty]);
+        assert!(Cli::try_parse_from(["muster", "groups", "list", "--state", "Dead"]).is_err());
+    }
+
+    #[test]
+    fn global_options_go_anywhere() {
+        let cli = Cli::try_parse_from([
+            "muster",
+            "topics",
+            "list",
+            "--json",
+            "--server",
+            "example:9",
+            "--timeout-ms",
+            "10",
+        ])
+        .expect("parses");
+        assert!(cli.global.json);
+        assert_eq!(cli.global.server, "example:9");
+        assert_eq!(cli.global.timeout_ms, 10);
+    }
+
+    #[test]
+    fn server_addresses_need_a_port() {
+        assert!(parse_server("127.0.0.1:7450").is_ok());
+        assert!(parse_server("[::1]:7450").is_ok());
+        assert!(parse_server("localhost").is_err());
+        assert!(parse_server("localhost:http").is_err());
+        assert!(parse_server(":7450").is_err());
+    }
+}

@@ -1,0 +1,96 @@
+//! Running a parsed command: connect (one connection, `Hello` included), dispatch to the
+//! noun's module, print its [`Report`](crate::render::Report). Each module turns the
+//! client's answers into a report, or into a [`Failure`] that says what failed and why.
+
+use std::time::Duration;
+
+use muster_client::{Admin, ClientError, Connection, ConnectionConfig};
+
+use crate::cli::{Cli, Command, GroupsCommand, OffsetsCommand, TopicsCommand};
+use crate::exit::Failure;
+use crate::render::{emit, Format};
+
+pub mod groups;
+pub mod offsets;
+pub mod topics;
+
+/// The client id `muster` sends in `Hello`.
+pub const CLIENT_ID: &str = "muster-cli";
+
+/// What a command runs against.
+pub struct Context {
+    pub admin: Admin,
+    /// `HOST:PORT`, for error messages.
+    pub server: String,
+}
+
+impl Context {
+    /// Maps a client error met while doing `what`.
+    pub fn fail(&self, what: &str, err: &ClientError) -> Failure {
+        Failure::client(what, &self.server, err)
+    }
+}
+
+/// Connects to the server named by the global options.
+pub async fn connect(cli: &Cli) -> Result<Context, Failure> {
+    let server = cli.global.server.clone();
+    let timeout = Duration::from_millis(cli.global.timeout_ms);
+    let mut config = ConnectionConfig::new(server.clone())
+        .client_id(CLIENT_ID)
+        .request_timeout(timeout)
+        .connect_timeout(timeout);
+    if let Some(token) = &cli.global.token {
+        config = config.auth_token(token.clone());
+    }
+    let connection = Connection::connect(config)
+        .await
+        .map_err(|e| Failure::client("cannot connect", &server, &e))?;
+    Ok(Context {
+        admin: Admin::new(connection),
+        server,
+    })
+}
+
+/// Runs `cli`'s command and prints its report.
+pub async fn run(cli: &Cli) -> Result<(), Failure> {
+    let ctx = connect(cli).await?;
+    let format = if cli.global.json {
+        Format::Json
+    } else {
+        Format::Human
+    };
+    match &cli.command {
+        Command::Groups(GroupsCommand::List { states }) => {
+            let states: Vec<_> = states.iter().map(|s| (*s).into()).collect();
+            emit(&groups::list(&ctx, &states).await?, format)
+        }
+        Command::Groups(GroupsCommand::Describe { group }) => {
+            emit(&groups::describe(&ctx, group).await?, format)
+        }
+        Command::Groups(GroupsCommand::Delete { group }) => {
+            emit(&groups::delete(&ctx, group).await?, format)
+        }
+        Command::Offsets(OffsetsCommand::Get { group }) => {
+            emit(&offsets::get(&ctx, group).await?, format)
+        }
+        Command::Offsets(OffsetsCommand::Set {
+            group,
+            topic,
+            partition,
+            offset,
+            metadata,
+        }) => {
+            let entry = offsets::OffsetEntry {
+                topic: topic.clone(),
+                partition: *partition,
+                offset: *offset,
+                metadata: metadata.clone(),
+            };
+            emit(&offsets::set(&ctx, group, entry).await?, format)
+        }
+        Command::Topics(TopicsCommand::Create { topic, partitions }) => {
+            emit(&topics::create(&ctx, topic, *partitions).await?, format)
+        }
+        Command::Topics(TopicsCommand::List) => emit(&topics::list(&ctx).await?, format),
+    }
+}
