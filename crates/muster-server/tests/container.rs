@@ -187,7 +187,9 @@ fn dockerfile_builds_existing_targets_and_runs_safely() {
         build.contains("--release") && build.contains("--locked"),
         "{build}"
     );
-    let words: Vec<&str> = build.split_whitespace().collect();
+    // The cargo command alone, not the shell commands chained after it.
+    let cargo = build.split("&&").next().unwrap_or_default();
+    let words: Vec<&str> = cargo.split_whitespace().collect();
     for pair in words.windows(2) {
         match pair[0] {
             "-p" => {
