@@ -5,8 +5,6 @@
 //! come for the batch calls, and turned into a single `Result` by the one-item conveniences.
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::str::FromStr;
 
 use muster_protocol::{
     CreateTopicsRequest, DeleteGroupsRequest, DescribeGroupsRequest, DescribeTopicsRequest,
@@ -18,53 +16,7 @@ use crate::error::ClientError;
 use crate::offsets::{self, Committer};
 use crate::partition::{OffsetAndMetadata, TopicPartition};
 
-/// A group's state, as the server names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum GroupState {
-    Empty,
-    PreparingRebalance,
-    CompletingRebalance,
-    Stable,
-    Dead,
-}
-
-impl GroupState {
-    pub const ALL: [GroupState; 5] = [
-        GroupState::Empty,
-        GroupState::PreparingRebalance,
-        GroupState::CompletingRebalance,
-        GroupState::Stable,
-        GroupState::Dead,
-    ];
-
-    /// The wire name, e.g. `"PreparingRebalance"`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            GroupState::Empty => "Empty",
-            GroupState::PreparingRebalance => "PreparingRebalance",
-            GroupState::CompletingRebalance => "CompletingRebalance",
-            GroupState::Stable => "Stable",
-            GroupState::Dead => "Dead",
-        }
-    }
-}
-
-impl fmt::Display for GroupState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for GroupState {
-    type Err = ClientError;
-
-    fn from_str(s: &str) -> Result<Self, ClientError> {
-        GroupState::ALL
-            .into_iter()
-            .find(|state| state.as_str() == s)
-            .ok_or_else(|| ClientError::Config(format!("unknown group state {s:?}")))
-    }
-}
+pub use muster_protocol::GroupState;
 
 /// Administrative requests over a [`Connection`].
 #[derive(Debug, Clone)]

@@ -92,6 +92,7 @@
 
 pub mod codec;
 mod error;
+mod state;
 mod types;
 
 #[cfg(test)]
@@ -104,4 +105,5 @@ pub use codec::{
     MIN_PROTOCOL_VERSION, PROTOCOL_VERSION,
 };
 pub use error::ErrorCode;
+pub use state::{GroupState, UnknownGroupState};
 pub use types::*;

@@ -63,20 +63,27 @@ impl GroupActor {
             reply,
             client,
         } = call;
-        let catalog = Arc::clone(&self.env.catalog);
-        let cx = Ctx {
-            now,
-            topics: catalog.as_ref(),
-        };
-        match request {
+        let request = match request {
             Request::Heartbeat(r) => {
-                // The hot path: answered at once, no allocation, no timer work.
+                // The hot path: answered at once, no allocation, no timer work, and no touch
+                // of the shared catalog's reference count (a cache line every worker thread
+                // would otherwise bounce on each heartbeat).
                 let code = self.group.heartbeat(now, &r);
                 reply.send(Response::Heartbeat(HeartbeatResponse {
                     error_code: code.code(),
                 }));
                 return;
             }
+            other => other,
+        };
+        let catalog = Arc::clone(&self.env.catalog);
+        let cx = Ctx {
+            now,
+            topics: catalog.as_ref(),
+        };
+        match request {
+            // Answered above; cannot reach here.
+            Request::Heartbeat(_) => {}
             Request::JoinGroup(r) => {
                 self.group
                     .join(cx, r, &client, Uuid::new_v4(), reply, &mut self.out)

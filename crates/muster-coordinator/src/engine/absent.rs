@@ -51,18 +51,14 @@ pub fn absent_group(request: &Request, config: &GroupConfig) -> AbsentGroup {
         Request::Heartbeat(_) => Response::Heartbeat(HeartbeatResponse {
             error_code: unknown_member.code(),
         }),
-        Request::LeaveGroup(r) => Response::LeaveGroup(LeaveGroupResponse {
-            error_code: ErrorCode::None.code(),
-            members: r
-                .members
+        // Per member, as Kafka answers a LeaveGroup for a group it does not have.
+        Request::LeaveGroup(r) => leave_error(
+            ErrorCode::None,
+            unknown_member,
+            r.members
                 .iter()
-                .map(|m| LeaveResult {
-                    member_id: m.member_id.clone(),
-                    group_instance_id: m.group_instance_id.clone(),
-                    error_code: unknown_member.code(),
-                })
-                .collect(),
-        }),
+                .map(|m| (m.member_id.as_str(), m.group_instance_id.as_deref())),
+        ),
         Request::OffsetCommit(r) => {
             if r.generation_id >= 0 {
                 Response::OffsetCommit(commit_error(ErrorCode::IllegalGeneration, r))
@@ -104,18 +100,13 @@ pub fn error_for(request: &Request, code: ErrorCode) -> Response {
         Request::Heartbeat(_) => Response::Heartbeat(HeartbeatResponse {
             error_code: code.code(),
         }),
-        Request::LeaveGroup(r) => Response::LeaveGroup(LeaveGroupResponse {
-            error_code: code.code(),
-            members: r
-                .members
+        Request::LeaveGroup(r) => leave_error(
+            code,
+            code,
+            r.members
                 .iter()
-                .map(|m| LeaveResult {
-                    member_id: m.member_id.clone(),
-                    group_instance_id: m.group_instance_id.clone(),
-                    error_code: code.code(),
-                })
-                .collect(),
-        }),
+                .map(|m| (m.member_id.as_str(), m.group_instance_id.as_deref())),
+        ),
         Request::OffsetCommit(r) => Response::OffsetCommit(commit_error(code, r)),
         Request::OffsetFetch(_) => Response::OffsetFetch(muster_protocol::OffsetFetchResponse {
             error_code: code.code(),
@@ -134,17 +125,13 @@ pub fn error_like(response: &Response, code: ErrorCode) -> Response {
         Response::Heartbeat(_) => Response::Heartbeat(HeartbeatResponse {
             error_code: code.code(),
         }),
-        Response::LeaveGroup(r) => Response::LeaveGroup(LeaveGroupResponse {
-            error_code: code.code(),
-            members: r
-                .members
+        Response::LeaveGroup(r) => leave_error(
+            code,
+            code,
+            r.members
                 .iter()
-                .map(|m| LeaveResult {
-                    error_code: code.code(),
-                    ..m.clone()
-                })
-                .collect(),
-        }),
+                .map(|m| (m.member_id.as_str(), m.group_instance_id.as_deref())),
+        ),
         Response::OffsetCommit(r) => {
             let mut failed = r.clone();
             failed.error_code = code.code();
@@ -159,4 +146,22 @@ pub fn error_like(response: &Response, code: ErrorCode) -> Response {
         }
         _ => Response::error(code, code.name()),
     }
+}
+
+/// A LeaveGroup answer with `top` at the top level and `each` for every listed member.
+fn leave_error<'a>(
+    top: ErrorCode,
+    each: ErrorCode,
+    members: impl Iterator<Item = (&'a str, Option<&'a str>)>,
+) -> Response {
+    Response::LeaveGroup(LeaveGroupResponse {
+        error_code: top.code(),
+        members: members
+            .map(|(member_id, instance_id)| LeaveResult {
+                member_id: member_id.to_owned(),
+                group_instance_id: instance_id.map(str::to_owned),
+                error_code: each.code(),
+            })
+            .collect(),
+    })
 }

