@@ -404,15 +404,6 @@ impl Supervisor {
                 }),
         );
     }
-
-    /// Groups per state (for metrics and tests).
-    pub fn groups_by_state(&self) -> HashMap<GroupState, usize> {
-        let mut counts = HashMap::new();
-        for e in self.groups.values() {
-            *counts.entry(e.state).or_default() += 1;
-        }
-        counts
-    }
 }
 
 fn dead_group(group_id: String, code: ErrorCode) -> DescribedGroup {
