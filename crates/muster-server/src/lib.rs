@@ -159,7 +159,9 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
     readiness.set(true);
     info!(
         %local_addr,
-        admin_addr = ?admin.as_ref().map(AdminServer::local_addr),
+        admin_addr = %admin
+            .as_ref()
+            .map_or_else(|| "off".to_owned(), |a| a.local_addr().to_string()),
         workers = workers_wanted,
         groups,
         load_ms,

@@ -49,9 +49,15 @@ pub fn start_with(data_dir: &std::path::Path, extra: &[&str]) -> Result<(Child, 
             }
         }
     });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(20))
-        .context("musterd did not report its address")?;
+    let addr = match rx.recv_timeout(Duration::from_secs(20)) {
+        Ok(addr) => addr,
+        Err(e) => {
+            // Never leave a server behind when a test gives up on it.
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e).context("musterd did not report its address");
+        }
+    };
     Ok((child, addr.parse()?))
 }
 
