@@ -12,6 +12,10 @@ use muster_server::telemetry::init_logging;
 use muster_server::{start, ServerOptions};
 use tracing::{error, info};
 
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let settings = match Settings::load(std::env::args_os()) {
         Ok(settings) => settings,
