@@ -13,7 +13,13 @@ use support::start;
 /// Runs `musterd` on `dir` expecting it to refuse to start; returns its stderr.
 fn refused(dir: &std::path::Path) -> Result<String> {
     let mut child = Command::new(env!("CARGO_BIN_EXE_musterd"))
-        .args(["--listen", "127.0.0.1:0", "--admin-listen", "off", "--data-dir"])
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "off",
+            "--data-dir",
+        ])
         .arg(dir)
         .env("NO_COLOR", "1")
         .stdout(Stdio::null())
@@ -39,7 +45,10 @@ fn a_data_dir_held_by_another_musterd_is_refused() -> Result<()> {
     let (mut first, _) = start(&dir)?;
     let stderr = refused(&dir)?;
     assert!(stderr.contains("another musterd is using"), "{stderr}");
-    assert!(stderr.contains(&dir.display().to_string()), "names the path: {stderr}");
+    assert!(
+        stderr.contains(&dir.display().to_string()),
+        "names the path: {stderr}"
+    );
     first.kill()?;
     let _ = first.wait();
     let _ = std::fs::remove_dir_all(&dir);
@@ -55,7 +64,10 @@ fn a_corrupt_database_is_refused_and_left_alone() -> Result<()> {
     let garbage = vec![0x5au8; 64 * 1024];
     std::fs::write(&file, &garbage)?;
     let stderr = refused(&dir)?;
-    assert!(stderr.contains(&file.display().to_string()), "names the file: {stderr}");
+    assert!(
+        stderr.contains(&file.display().to_string()),
+        "names the file: {stderr}"
+    );
     assert!(stderr.contains("corrupt"), "{stderr}");
     assert_eq!(std::fs::read(&file)?, garbage, "the data is never reset");
     let _ = std::fs::remove_dir_all(&dir);
