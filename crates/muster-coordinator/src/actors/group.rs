@@ -149,7 +149,9 @@ impl GroupActor {
 
     /// Carries out what the engine asked for in `self.out`.
     fn finish(&mut self, ctx: &mut Context<Self>) {
-        for event in self.out.events.drain(..) {
+        // `take`, not `drain`: the heartbeat path never uses `out`, and a drained Vec would keep
+        // its capacity (a few hundred bytes of events and replies) in every idle group.
+        for event in std::mem::take(&mut self.out.events) {
             log_event(self.group.group_id(), &event);
         }
         if !self.out.expired_offsets.is_empty() {
@@ -170,7 +172,7 @@ impl GroupActor {
             let replies = std::mem::take(&mut self.out.replies);
             self.persist(replies, ctx);
         } else {
-            for (to, response) in self.out.replies.drain(..) {
+            for (to, response) in std::mem::take(&mut self.out.replies) {
                 to.send(response);
             }
         }

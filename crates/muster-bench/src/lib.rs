@@ -1,0 +1,25 @@
+//! `muster-bench`: a load generator for `musterd`, and the numbers it is judged by.
+//!
+//! It drives a running server over TCP with many connections and its own small pipelined
+//! client ([`client`] for members and admin requests, [`load`] for closed-loop load), not with
+//! `muster-client`, so that what it measures is the server. Scenarios ([`scenario`]):
+//!
+//! | command | measures |
+//! |---|---|
+//! | `rebalance` | last JoinGroup sent → last SyncGroup answered, for N members × G groups; and the settle time after a member leaves |
+//! | `heartbeat` | sustained pipelined heartbeats/s and latency (`--compare-echo`: as a share of the echo baseline) |
+//! | `echo` | the same load against a built-in echo server ([`echo`]): the machine's limit |
+//! | `commit` | durable offset commits/s and latency |
+//! | `idle` | server RSS per idle member and per group |
+//! | `expiry` | how late after its session timeout a dead member is removed |
+//!
+//! `docs/benchmarks.md` has the method, the commands and the results.
+
+pub mod client;
+pub mod cohort;
+pub mod echo;
+pub mod load;
+pub mod member;
+pub mod scenario;
+pub mod stats;
+pub mod target;

@@ -1,0 +1,292 @@
+//! `muster-bench`: load generator for `musterd`. See the crate docs and `docs/benchmarks.md`.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, Result};
+use clap::{Parser, Subcommand};
+use muster_bench::scenario::{self, Common, Report};
+use muster_bench::target::Target;
+
+/// Benchmarks for musterd.
+#[derive(Debug, Parser)]
+#[command(name = "muster-bench", version, about)]
+struct Cli {
+    /// Address of a running musterd.
+    #[arg(long, global = true, default_value = "127.0.0.1:7450")]
+    server: String,
+
+    /// Start a server in this process instead (temporary data dir, initial rebalance delay 0,
+    /// minimum session timeout 100 ms). Convenient, but it shares this process's CPU.
+    #[arg(long, global = true)]
+    spawn: bool,
+
+    /// Process id of the server (for `idle`).
+    #[arg(long, global = true)]
+    pid: Option<u32>,
+
+    /// Print the figures as JSON (one document) instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+
+    /// Worker threads of the client's runtime (default: one per core).
+    #[arg(long, global = true)]
+    client_threads: Option<usize>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Group formation (last join → last sync) and settling after a member leaves.
+    Rebalance {
+        /// Members per group.
+        #[arg(long)]
+        members: usize,
+        #[arg(long, default_value_t = 1)]
+        groups: usize,
+        #[arg(long, default_value_t = 5)]
+        repeats: usize,
+        /// Connections the members share (default: one per 50 members).
+        #[arg(long)]
+        connections: Option<usize>,
+        /// Partitions of the topic (default: one per member of a group).
+        #[arg(long)]
+        partitions: Option<i32>,
+        /// Heartbeat interval of Stable members (default: total members / 10 ms, within
+        /// 100..=3000 ms).
+        #[arg(long)]
+        heartbeat_ms: Option<u64>,
+        #[arg(long, default_value_t = 30_000)]
+        session_timeout_ms: u32,
+        #[arg(long, default_value_t = 300_000)]
+        rebalance_timeout_ms: u32,
+        /// Skip the leave measurement.
+        #[arg(long)]
+        no_leave: bool,
+        /// Give up on a phase after this many seconds.
+        #[arg(long, default_value_t = 180)]
+        settle_limit_s: u64,
+    },
+    /// Pipelined heartbeats of Stable members: heartbeats/s and latency.
+    Heartbeat {
+        #[command(flatten)]
+        load: LoadArgs,
+        /// Members per group (one member per connection).
+        #[arg(long, default_value_t = 1)]
+        group_size: usize,
+        /// Also run the same load against the built-in echo server and print the ratio.
+        #[arg(long)]
+        compare_echo: bool,
+    },
+    /// The heartbeat load against a built-in echo server: the machine's limit.
+    Echo {
+        #[command(flatten)]
+        load: LoadArgs,
+    },
+    /// Durable offset commits (generation -1, Empty groups): commits/s and latency.
+    Commit {
+        #[arg(long, default_value_t = 16)]
+        connections: usize,
+        /// Partitions per commit request.
+        #[arg(long, default_value_t = 10)]
+        partitions: i32,
+        /// Requests in flight per connection.
+        #[arg(long, default_value_t = 1)]
+        pipeline: usize,
+        #[arg(long, default_value_t = 10.0)]
+        duration: f64,
+        #[arg(long, default_value_t = 1.0)]
+        warmup: f64,
+    },
+    /// Server memory per idle member and per group (needs --pid).
+    Idle {
+        #[arg(long)]
+        groups: usize,
+        /// Members per group.
+        #[arg(long)]
+        members: usize,
+        /// Connections the members share (default: one per 200 members).
+        #[arg(long)]
+        connections: Option<usize>,
+        /// Pause before each RSS reading, in milliseconds.
+        #[arg(long, default_value_t = 2_000)]
+        pause_ms: u64,
+        /// Groups formed or grown at a time (each batch settles before the next).
+        #[arg(long, default_value_t = 100)]
+        batch: usize,
+        /// Seconds to keep the members after the last reading (to inspect the server).
+        #[arg(long, default_value_t = 0)]
+        hold_s: u64,
+    },
+    /// Lateness of session expiry (needs a server with a low --min-session-timeout-ms).
+    Expiry {
+        #[arg(long, default_value_t = 3)]
+        members: usize,
+        #[arg(long, default_value_t = 1_000)]
+        session_timeout_ms: u32,
+        /// Heartbeat interval (default: a tenth of the session timeout).
+        #[arg(long)]
+        heartbeat_ms: Option<u64>,
+        #[arg(long, default_value_t = 5)]
+        repeats: usize,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct LoadArgs {
+    #[arg(long, default_value_t = 64)]
+    connections: usize,
+    /// Requests in flight per connection.
+    #[arg(long, default_value_t = 16)]
+    pipeline: usize,
+    /// Measured seconds.
+    #[arg(long, default_value_t = 10.0)]
+    duration: f64,
+    /// Seconds of load before measuring.
+    #[arg(long, default_value_t = 2.0)]
+    warmup: f64,
+    /// Worker threads of the echo server (default: one per core).
+    #[arg(long)]
+    echo_threads: Option<usize>,
+}
+
+impl LoadArgs {
+    fn options(&self, group_size: usize, compare_echo: bool) -> scenario::heartbeat::Options {
+        scenario::heartbeat::Options {
+            connections: self.connections,
+            pipeline: self.pipeline,
+            duration: Duration::from_secs_f64(self.duration),
+            warmup: Duration::from_secs_f64(self.warmup),
+            group_size,
+            compare_echo,
+            echo_threads: self.echo_threads.unwrap_or_else(cores),
+        }
+    }
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    // Before the client runtime exists: an in-process server runs on its own threads.
+    let target = Target::resolve(&cli.server, cli.spawn, cli.pid)?;
+    let run_id = format!(
+        "bench-{}",
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() % 100_000_000)
+            .unwrap_or(0)
+    );
+    let common = Common {
+        addr: target.addr,
+        run_id,
+        in_process: target.in_process,
+        pid: target.pid,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(cli.client_threads.unwrap_or_else(cores).max(1))
+        .thread_name("bench-client")
+        .enable_all()
+        .build()
+        .context("cannot start the client runtime")?;
+    let report = runtime.block_on(run(&cli.command, &common));
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    target.stop();
+    let report = report?;
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&report.json)?);
+    } else {
+        print!("{}", report.text);
+    }
+    Ok(())
+}
+
+async fn run(command: &Command, common: &Common) -> Result<Report> {
+    match command {
+        Command::Rebalance {
+            members,
+            groups,
+            repeats,
+            connections,
+            partitions,
+            heartbeat_ms,
+            session_timeout_ms,
+            rebalance_timeout_ms,
+            no_leave,
+            settle_limit_s,
+        } => {
+            let opts = scenario::rebalance::Options {
+                members: *members,
+                groups: *groups,
+                repeats: *repeats,
+                connections: *connections,
+                partitions: *partitions,
+                heartbeat_ms: *heartbeat_ms,
+                session_timeout_ms: *session_timeout_ms,
+                rebalance_timeout_ms: *rebalance_timeout_ms,
+                no_leave: *no_leave,
+                settle_limit: Duration::from_secs(*settle_limit_s),
+            };
+            scenario::rebalance::run(common, &opts).await
+        }
+        Command::Heartbeat {
+            load,
+            group_size,
+            compare_echo,
+        } => scenario::heartbeat::run(common, &load.options(*group_size, *compare_echo)).await,
+        Command::Echo { load } => {
+            scenario::heartbeat::run_echo(common, &load.options(1, true)).await
+        }
+        Command::Commit {
+            connections,
+            partitions,
+            pipeline,
+            duration,
+            warmup,
+        } => {
+            let opts = scenario::commit::Options {
+                connections: *connections,
+                partitions: *partitions,
+                pipeline: *pipeline,
+                duration: Duration::from_secs_f64(*duration),
+                warmup: Duration::from_secs_f64(*warmup),
+            };
+            scenario::commit::run(common, &opts).await
+        }
+        Command::Idle {
+            groups,
+            members,
+            connections,
+            pause_ms,
+            batch,
+            hold_s,
+        } => {
+            let opts = scenario::idle::Options {
+                groups: *groups,
+                members: *members,
+                connections: *connections,
+                pause: Duration::from_millis(*pause_ms),
+                batch: *batch,
+                hold: Duration::from_secs(*hold_s),
+            };
+            scenario::idle::run(common, &opts).await
+        }
+        Command::Expiry {
+            members,
+            session_timeout_ms,
+            heartbeat_ms,
+            repeats,
+        } => {
+            let opts = scenario::expiry::Options {
+                members: *members,
+                session_timeout_ms: *session_timeout_ms,
+                heartbeat_ms: *heartbeat_ms,
+                repeats: *repeats,
+            };
+            scenario::expiry::run(common, &opts).await
+        }
+    }
+}

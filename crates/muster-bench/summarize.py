@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Medians over the runs that run-all.sh left in a results directory.
+
+    python3 crates/muster-bench/summarize.py target/bench-results/<run>
+
+For each scenario (files NAME.<i>.json), prints the median over runs of each headline figure,
+with the individual runs in brackets.
+"""
+import glob
+import json
+import os
+import statistics
+import sys
+
+
+def get(doc, path):
+    for key in path.split("."):
+        if doc is None:
+            return None
+        doc = doc.get(key)
+    return doc
+
+
+FIGURES = {
+    "rebalance": [
+        ("last join -> last sync p50 (ms)", "join_to_sync.p50_ms"),
+        ("last join -> last sync max (ms)", "join_to_sync.max_ms"),
+        ("first join -> last sync p50 (ms)", "formation_total.p50_ms"),
+        ("leave -> settled p50 (ms)", "leave_settle.p50_ms"),
+        ("leave -> last member told p50 (ms)", "leave_detection.p50_ms"),
+        ("after leave: last join -> last sync p50 (ms)", "leave_join_to_sync.p50_ms"),
+    ],
+    "heartbeat": [
+        ("musterd heartbeats/s", "muster.per_second"),
+        ("musterd p50 (us)", "muster.latency.p50_us"),
+        ("musterd p99 (us)", "muster.latency.p99_us"),
+        ("musterd p99.9 (us)", "muster.latency.p999_us"),
+        ("echo heartbeats/s", "echo.per_second"),
+        ("echo p50 (us)", "echo.latency.p50_us"),
+        ("echo p99 (us)", "echo.latency.p99_us"),
+        ("musterd / echo", "ratio"),
+    ],
+    "commit": [
+        ("commits/s", "commits_per_second"),
+        ("partition offsets/s", "partition_offsets_per_second"),
+        ("p50 (us)", "latency.p50_us"),
+        ("p99 (us)", "latency.p99_us"),
+        ("failed", "failed"),
+    ],
+    "idle": [
+        ("bytes per connection", "bytes_per_connection"),
+        ("bytes per group with one member", "bytes_per_group_with_one_member"),
+        ("bytes per member", "bytes_per_member"),
+        ("bytes per group", "bytes_per_group"),
+        ("bytes per member, all in", "bytes_per_member_all_in"),
+    ],
+    "expiry": [
+        ("deadline -> gone p50 (ms)", "describe_lateness.p50_ms"),
+        ("deadline -> gone max (ms)", "describe_lateness.max_ms"),
+        ("deadline -> survivor told p50 (ms)", "survivor_lateness.p50_ms"),
+    ],
+}
+
+
+def main():
+    directory = sys.argv[1] if len(sys.argv) > 1 else "."
+    names = sorted({os.path.basename(p).rsplit(".", 2)[0] for p in glob.glob(f"{directory}/*.json")})
+    for name in names:
+        docs = []
+        for path in sorted(glob.glob(f"{directory}/{name}.*.json")):
+            with open(path) as f:
+                docs.append(json.load(f))
+        scenario = docs[0].get("scenario", "")
+        print(f"## {name} ({len(docs)} runs)")
+        for label, path in FIGURES.get(scenario, []):
+            values = [get(d, path) for d in docs]
+            values = [v for v in values if isinstance(v, (int, float))]
+            if not values:
+                continue
+            runs = ", ".join(f"{v:.4g}" for v in values)
+            print(f"  {label:45} {statistics.median(values):12.4g}   [{runs}]")
+        print()
+
+
+if __name__ == "__main__":
+    main()
