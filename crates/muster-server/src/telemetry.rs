@@ -71,6 +71,16 @@ pub fn metrics_handle() -> &'static PrometheusHandle {
         // still renders what it records, and the other receives the rest.
         let _ = metrics::set_global_recorder(recorder);
         describe();
+        // Histogram samples accumulate until upkeep folds them into the buckets; a recorder
+        // built without the exporter's own listener has no upkeep task, so run one (without
+        // it memory grows with every request between scrapes).
+        let upkeep = handle.clone();
+        let _ = std::thread::Builder::new()
+            .name("metrics-upkeep".into())
+            .spawn(move || loop {
+                std::thread::sleep(std::time::Duration::from_secs(1));
+                upkeep.run_upkeep();
+            });
         handle
     })
 }
