@@ -461,10 +461,12 @@ async fn raising_a_subscribed_topic_rebalances_its_group_promptly() -> anyhow::R
     let raised = as_create_topics(admin.call(create_topics(&[(TOPIC, 4)])).await?);
     assert_eq!(raised.results[0].error_code, 0);
     let answered = Instant::now();
+    // Promptly: long before any session or rebalance timeout could have caused it (the bound
+    // is generous so a loaded machine does not fail it).
     let took = members[1]
-        .heartbeat_until(ErrorCode::RebalanceInProgress, Duration::from_millis(100))
+        .heartbeat_until(ErrorCode::RebalanceInProgress, Duration::from_secs(2))
         .await?;
-    assert!(answered.elapsed() < Duration::from_millis(150), "{took:?}");
+    assert!(answered.elapsed() < Duration::from_secs(2), "{took:?}");
 
     // The leader's next JoinGroup carries the new count.
     let answers = rejoin_all(&mut members).await?;

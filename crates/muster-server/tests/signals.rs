@@ -64,7 +64,16 @@ fn sigterm_answers_held_joins_and_exits_zero() -> Result<()> {
         other => bail!("unexpected {other:?}"),
     };
     let held = conn.send(join(&member_id))?;
-    std::thread::sleep(Duration::from_millis(100));
+    // Both requests reach the group through the supervisor in order: once DescribeGroups is
+    // answered, the JoinGroup is held at the barrier (no sleeping and hoping).
+    match conn.call(Request::DescribeGroups(DescribeGroupsRequest {
+        group_ids: vec!["shutdown-g".into()],
+    }))? {
+        Response::DescribeGroups(d) => {
+            assert_eq!(d.groups[0].state, "PreparingRebalance", "{d:?}");
+        }
+        other => bail!("unexpected {other:?}"),
+    }
     signal(&child, "TERM");
     let answer = conn.recv()?;
     assert_eq!(answer.correlation_id, held);
