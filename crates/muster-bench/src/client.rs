@@ -185,22 +185,3 @@ async fn read_loop(
         .unwrap_or_else(PoisonError::into_inner)
         .clear();
 }
-
-/// The error code of a group response, for the answers members look at.
-pub fn error_code(response: &Response) -> i16 {
-    match response {
-        Response::Hello(r) => r.error_code,
-        Response::JoinGroup(r) => r.error_code,
-        Response::SyncGroup(r) => r.error_code,
-        Response::Heartbeat(r) => r.error_code,
-        Response::LeaveGroup(r) => r.error_code,
-        Response::OffsetCommit(r) => r.error_code,
-        Response::OffsetFetch(r) => r.error_code,
-        Response::ListGroups(r) => r.error_code,
-        Response::DescribeTopics(r) => r.error_code,
-        Response::Error(r) => r.error_code,
-        Response::DescribeGroups(_) | Response::DeleteGroups(_) | Response::CreateTopics(_) => {
-            ErrorCode::None.code()
-        }
-    }
-}

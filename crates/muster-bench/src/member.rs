@@ -24,7 +24,7 @@ use muster_protocol::{
 };
 use tokio::sync::mpsc;
 
-use crate::client::{error_code, Conn};
+use crate::client::Conn;
 
 /// The assignor every benchmark member offers.
 pub const ASSIGNOR: &str = "roundrobin";
@@ -335,7 +335,7 @@ impl Member {
                         group_instance_id: None,
                     };
                     let response = self.call(request).await?;
-                    match ErrorCode::from_code(error_code(&response)) {
+                    match ErrorCode::from_code(response.error_code()) {
                         Some(ErrorCode::None) => {}
                         Some(ErrorCode::RebalanceInProgress | ErrorCode::IllegalGeneration) => {
                             self.emit(Event::Rebalancing { at: Instant::now() });
