@@ -300,3 +300,97 @@ async fn a_request_sent_just_before_closing_is_still_carried_out() -> anyhow::Re
     assert_eq!(member_ids(&rejoined), vec![members[0].id.clone()]);
     Ok(())
 }
+
+/// Writes `requests` in one write (so the server reads them as one burst) and returns their
+/// answers in request order.
+async fn burst(
+    conn: &mut Conn,
+    first_id: u32,
+    requests: Vec<Request>,
+) -> anyhow::Result<Vec<Response>> {
+    let mut bytes = Vec::new();
+    let mut answers = Vec::new();
+    for (i, request) in requests.into_iter().enumerate() {
+        let id = first_id + i as u32;
+        answers.push(conn.expect(id));
+        bytes.extend(frame(&payload(id, request)));
+    }
+    conn.write_raw(&bytes).await?;
+    let mut out = Vec::new();
+    for answer in answers {
+        out.push(wait(answer).await?);
+    }
+    Ok(out)
+}
+
+fn heartbeat_code(response: &Response) -> i16 {
+    match response {
+        Response::Heartbeat(h) => h.error_code,
+        other => panic!("expected a Heartbeat answer, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_burst_of_requests_is_carried_out_in_order_per_group() -> anyhow::Result<()> {
+    let server = start_server(fast_config());
+    let addr = server.local_addr();
+    let mut a = form_group(addr, "burst-a", 2, LONG_MS, LONG_MS).await?;
+    let b = form_group(addr, "burst-b", 1, LONG_MS, LONG_MS).await?;
+    let (gen_a, gen_b) = (a[0].generation, b[0].generation);
+    let (a0, a1, b0) = (a[0].id.clone(), a[1].id.clone(), b[0].id.clone());
+
+    // One write on a connection that has reached both groups: heartbeats of two groups
+    // interleaved, a LeaveGroup in the middle, and heartbeats of the departed member after it.
+    let conn = &mut a[0].conn;
+    let mut requests = Vec::new();
+    for _ in 0..5 {
+        requests.push(heartbeat("burst-a", gen_a, &a1));
+        requests.push(heartbeat("burst-b", gen_b, &b0));
+    }
+    requests.push(leave("burst-a", &[&a1]));
+    for _ in 0..3 {
+        requests.push(heartbeat("burst-a", gen_a, &a1));
+        requests.push(heartbeat("burst-b", gen_b, &b0));
+    }
+    requests.push(heartbeat("burst-a", gen_a, &a0));
+    let answers = burst(conn, 10_000, requests).await?;
+
+    let none = ErrorCode::None.code();
+    for answer in &answers[..10] {
+        assert_eq!(heartbeat_code(answer), none, "{answer:?}");
+    }
+    match &answers[10] {
+        Response::LeaveGroup(r) => assert_eq!(r.error_code, none, "{r:?}"),
+        other => panic!("expected the LeaveGroup answer, got {other:?}"),
+    }
+    for pair in answers[11..17].chunks(2) {
+        // The departed member is unknown from the LeaveGroup on; the other group is unaffected.
+        assert_eq!(heartbeat_code(&pair[0]), ErrorCode::UnknownMemberId.code());
+        assert_eq!(heartbeat_code(&pair[1]), none);
+    }
+    // The one left in burst-a learns of the rebalance its partner's departure started.
+    assert_eq!(
+        heartbeat_code(&answers[17]),
+        ErrorCode::RebalanceInProgress.code()
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_burst_larger_than_the_in_flight_cap_is_answered_in_full() -> anyhow::Result<()> {
+    // With 4 slots, reading stops after 4 requests until answers are written; the requests
+    // gathered before the stop must be sent on, or the connection would wait forever.
+    let server = start_server_with(fast_config(), |options| options.max_in_flight = 4);
+    let addr = server.local_addr();
+    let mut members = form_group(addr, "capped", 1, LONG_MS, LONG_MS).await?;
+    let (generation, id) = (members[0].generation, members[0].id.clone());
+    let requests = (0..200)
+        .map(|_| heartbeat("capped", generation, &id))
+        .collect();
+    let answers = burst(&mut members[0].conn, 10_000, requests).await?;
+    assert_eq!(answers.len(), 200);
+    for answer in &answers {
+        assert_eq!(heartbeat_code(answer), ErrorCode::None.code(), "{answer:?}");
+    }
+    Ok(())
+}

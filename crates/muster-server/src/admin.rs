@@ -17,7 +17,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tracing::{debug, info};
 
-use crate::telemetry::metrics_handle;
+use crate::telemetry::{metrics_handle, render_metrics};
 
 /// Whether the server is ready for clients (`/readyz`).
 #[derive(Debug, Default, Clone)]
@@ -93,7 +93,7 @@ fn route(req: &Request<Incoming>, readiness: &Readiness) -> Response<Full<Bytes>
     }
     match req.uri().path() {
         "/metrics" => {
-            let body = metrics_handle().render();
+            let body = render_metrics();
             let mut response = text(StatusCode::OK, &body);
             response.headers_mut().insert(
                 hyper::header::CONTENT_TYPE,

@@ -10,15 +10,19 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use bytes::BytesMut;
+use futures_util::Stream;
 use metrics::gauge;
 use muster_coordinator::actors::{
-    AdminCall, GroupActor, GroupCall, Outgoing, ReplyTo, Route, Supervisor, NO_REQUEST,
+    AdminCall, GroupActor, GroupBatch, GroupCall, Outgoing, ReplyTo, Route, Slot, Supervisor,
+    ToWriter, WriterTx, NO_REQUEST,
 };
 use muster_coordinator::engine::{group_of, ClientInfo};
 use muster_protocol::{
@@ -27,7 +31,7 @@ use muster_protocol::{
 };
 use tokio::io::{AsyncWriteExt, WriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 use tracing::{debug, info, warn};
 
@@ -112,21 +116,81 @@ const GROUP_CACHE_LIMIT: usize = 256;
 /// Bytes the writer gathers from ready responses before one write.
 const WRITE_BATCH_BYTES: usize = 64 * 1024;
 
+/// Most requests one [`GroupBatch`] carries (a group actor handles a batch in one go; this
+/// bounds how long other groups on its arbiter wait behind it).
+const MAX_BATCH: usize = 64;
+
+/// What the session reads: frames, and a mark whenever the socket has nothing more to read
+/// for now (the end of a burst), when the session sends the group requests it gathered.
+enum Incoming {
+    Frame(Result<BytesMut, io::Error>),
+    Drained,
+}
+
+/// Turns the frame stream into [`Incoming`]: after one or more frames, a [`Incoming::Drained`]
+/// as soon as the next frame is not there yet.
+struct Bursts<S> {
+    frames: S,
+    in_burst: bool,
+    ended: bool,
+}
+
+impl<S> Stream for Bursts<S>
+where
+    S: Stream<Item = Result<BytesMut, io::Error>> + Unpin,
+{
+    type Item = Incoming;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<Incoming>> {
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        let next = Pin::new(&mut self.frames).poll_next(cx);
+        match next {
+            Poll::Ready(Some(frame)) => {
+                self.in_burst = true;
+                return Poll::Ready(Some(Incoming::Frame(frame)));
+            }
+            Poll::Ready(None) => self.ended = true,
+            Poll::Pending => {}
+        }
+        if self.in_burst {
+            self.in_burst = false;
+            Poll::Ready(Some(Incoming::Drained))
+        } else if self.ended {
+            Poll::Ready(None)
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+/// Group requests of the current burst bound for one group, not yet sent.
+struct PendingBatch {
+    addr: Addr<GroupActor>,
+    calls: Vec<(Request, Slot)>,
+}
+
 pub struct Session {
     settings: Arc<SessionSettings>,
     _slot: ConnectionSlot,
     last_frame: Instant,
+    /// When the current burst of frames was read (the arrival time of each of its requests).
+    burst_at: Option<Instant>,
     /// `connection`, `peer` and (after Hello) `client_id`: the parent of every event this
     /// session logs. Named as the parent per event rather than entered per frame, which cost
     /// ~15 % of pipelined heartbeat throughput (docs/benchmarks.md).
     span: tracing::Span,
     client: ClientInfo,
     greeted: bool,
-    tx: mpsc::UnboundedSender<Outgoing>,
+    tx: WriterTx,
+    /// In-flight slots: one taken per request read (and forgotten), given back by the writer
+    /// once the answer is written.
     permits: Arc<Semaphore>,
     groups: HashMap<String, Addr<GroupActor>>,
+    batch: Option<PendingBatch>,
     reader: Option<FramedRead<tokio::io::ReadHalf<TcpStream>, LengthDelimitedCodec>>,
-    writer: Option<(WriteHalf<TcpStream>, mpsc::UnboundedReceiver<Outgoing>)>,
+    writer: Option<(WriteHalf<TcpStream>, mpsc::UnboundedReceiver<ToWriter>)>,
     close_tx: Option<oneshot::Sender<()>>,
     closing: bool,
 }
@@ -145,6 +209,7 @@ impl Session {
         Self {
             _slot: slot,
             last_frame: Instant::now(),
+            burst_at: None,
             span: tracing::info_span!(
                 "connection",
                 connection = id,
@@ -160,6 +225,7 @@ impl Session {
             tx,
             permits,
             groups: HashMap::new(),
+            batch: None,
             reader: Some(FramedRead::new(read, codec)),
             writer: Some((write, rx)),
             close_tx: None,
@@ -167,13 +233,18 @@ impl Session {
         }
     }
 
-    fn reply_to(&self, correlation_id: u32, permit: OwnedSemaphorePermit, tag: u32) -> ReplyTo {
-        ReplyTo::new(self.tx.clone(), correlation_id, Some(permit), tag)
+    fn reply(&self, slot: Slot) -> ReplyTo {
+        ReplyTo::new(self.tx.clone(), slot)
     }
 
-    /// An answer path that holds no in-flight slot (for answers to frames never dispatched).
+    /// An answer path for a frame that never took an in-flight slot.
     fn reply_unslotted(&self, correlation_id: u32) -> ReplyTo {
-        ReplyTo::new(self.tx.clone(), correlation_id, None, NO_REQUEST)
+        self.reply(Slot {
+            correlation_id,
+            in_flight: false,
+            request_tag: NO_REQUEST,
+            started: Instant::now(),
+        })
     }
 
     /// Sends a last response and closes the connection once it is written. The response goes
@@ -188,13 +259,22 @@ impl Session {
         ctx.stop();
     }
 
-    fn on_frame(&mut self, frame: BytesMut, permit: OwnedSemaphorePermit, ctx: &mut Context<Self>) {
+    /// Handles one frame, which holds an in-flight slot.
+    fn on_frame(&mut self, frame: BytesMut, started: Instant, ctx: &mut Context<Self>) {
         if self.closing {
+            // Never answered: its slot goes straight back.
+            self.permits.add_permits(1);
             return;
         }
+        let slot = |correlation_id, request_tag| Slot {
+            correlation_id,
+            in_flight: true,
+            request_tag,
+            started,
+        };
         if frame.is_empty() {
             warn!(parent: &self.span, "zero-length frame; closing");
-            let reply = self.reply_unslotted(0);
+            let reply = self.reply(slot(0, NO_REQUEST));
             return self.close_with(reply, too_large("frame length 0"), ctx);
         }
         let RequestFrame {
@@ -204,15 +284,16 @@ impl Session {
             Ok(decoded) => decoded,
             Err(e) => {
                 debug!(parent: &self.span, error = %e, "undecodable request");
-                let reply = self.reply_to(correlation_hint(&frame), permit, NO_REQUEST);
+                let reply = self.reply(slot(correlation_hint(&frame), NO_REQUEST));
                 reply.send(Response::error(ErrorCode::InvalidRequest, e.to_string()));
                 return;
             }
         };
-        let reply = self.reply_to(correlation_id, permit, request.tag());
+        let slot = slot(correlation_id, request.tag());
         match request {
-            Request::Hello(hello) => self.hello(hello, reply, ctx),
+            Request::Hello(hello) => self.hello(hello, self.reply(slot), ctx),
             _ if !self.greeted => {
+                let reply = self.reply(slot);
                 self.close_with(
                     reply,
                     Response::error(ErrorCode::IllegalState, "the first request must be Hello"),
@@ -224,12 +305,13 @@ impl Session {
             | Request::Heartbeat(_)
             | Request::LeaveGroup(_)
             | Request::OffsetCommit(_)
-            | Request::OffsetFetch(_) => self.dispatch_to_group(request, reply, ctx),
+            | Request::OffsetFetch(_) => self.dispatch_to_group(request, slot, ctx),
             Request::DescribeGroups(_)
             | Request::ListGroups(_)
             | Request::DeleteGroups(_)
             | Request::CreateTopics(_)
             | Request::DescribeTopics(_) => {
+                let reply = self.reply(slot);
                 self.settings
                     .supervisor
                     .do_send(AdminCall { request, reply });
@@ -266,27 +348,91 @@ impl Session {
         reply.send(answer(ErrorCode::None, &self.settings));
     }
 
-    fn dispatch_to_group(&mut self, request: Request, reply: ReplyTo, ctx: &mut Context<Self>) {
+    /// A group request joins the batch for its group, which is sent at the end of the burst
+    /// (or when full, or when a request for another group comes). A group this connection has
+    /// not reached yet is routed through the supervisor, which returns its address.
+    fn dispatch_to_group(&mut self, request: Request, slot: Slot, ctx: &mut Context<Self>) {
         let Some(group_id) = group_of(&request) else {
-            return reply.send(Response::error(
+            return self.reply(slot).send(Response::error(
                 ErrorCode::InvalidRequest,
                 "not a group request",
             ));
         };
-        let cached = self.groups.get(group_id).cloned();
-        let mut call = GroupCall {
+        if let Some(batch) = &mut self.batch {
+            if group_of(&batch.calls[0].0) == Some(group_id) {
+                batch.calls.push((request, slot));
+                if batch.calls.len() >= MAX_BATCH {
+                    self.flush(ctx);
+                }
+                return;
+            }
+            self.flush(ctx);
+        }
+        if let Some(addr) = self.groups.get(group_id) {
+            if addr.connected() {
+                self.batch = Some(PendingBatch {
+                    addr: addr.clone(),
+                    calls: vec![(request, slot)],
+                });
+                return;
+            }
+        }
+        let call = GroupCall {
             request,
-            reply,
+            reply: self.reply(slot),
             client: self.client.clone(),
         };
-        if let Some(addr) = cached {
+        self.route(call, ctx);
+    }
+
+    /// Sends the batch gathered so far to its group.
+    fn flush(&mut self, ctx: &mut Context<Self>) {
+        let Some(PendingBatch { addr, mut calls }) = self.batch.take() else {
+            return;
+        };
+        let unsent = if calls.len() == 1 {
+            // Alone: the per-request message (no batch vector on either side).
+            let Some((request, slot)) = calls.pop() else {
+                return;
+            };
+            let call = GroupCall {
+                request,
+                reply: self.reply(slot),
+                client: self.client.clone(),
+            };
             match addr.try_send(call) {
                 Ok(()) => return,
                 // A busy group: queue anyway; this connection's in-flight cap bounds it.
-                Err(SendError::Full(back)) => return addr.do_send(back),
-                Err(SendError::Closed(back)) => call = back,
+                Err(SendError::Full(call)) => return addr.do_send(call),
+                Err(SendError::Closed(call)) => vec![call],
             }
+        } else {
+            let batch = GroupBatch {
+                tx: self.tx.clone(),
+                client: self.client.clone(),
+                calls,
+            };
+            match addr.try_send(batch) {
+                Ok(()) => return,
+                Err(SendError::Full(batch)) => return addr.do_send(batch),
+                Err(SendError::Closed(mut batch)) => batch
+                    .take_calls()
+                    .into_iter()
+                    .map(|(request, slot)| GroupCall {
+                        request,
+                        reply: self.reply(slot),
+                        client: self.client.clone(),
+                    })
+                    .collect(),
+            }
+        };
+        // The group's actor stopped (the group was deleted or removed): route afresh.
+        for call in unsent {
+            self.route(call, ctx);
         }
+    }
+
+    fn route(&mut self, call: GroupCall, ctx: &mut Context<Self>) {
         let group_id = group_of(&call.request).unwrap_or_default().to_owned();
         self.groups.remove(&group_id);
         let route = Route {
@@ -316,7 +462,11 @@ impl Actor for Session {
     fn started(&mut self, ctx: &mut Self::Context) {
         debug!(parent: &self.span, "connection opened");
         if let Some(reader) = self.reader.take() {
-            ctx.add_stream(reader);
+            ctx.add_stream(Bursts {
+                frames: reader,
+                in_burst: false,
+                ended: false,
+            });
         }
         if let Some(idle) = self.settings.idle_timeout {
             let every = (idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(30));
@@ -335,8 +485,9 @@ impl Actor for Session {
             let session = ctx.address();
             let shutdown = self.settings.shutdown.subscribe();
             let span = self.span.clone();
+            let permits = Arc::clone(&self.permits);
             actix::spawn(async move {
-                if let Err(e) = write_responses(write, rx, close_rx, shutdown).await {
+                if let Err(e) = write_responses(write, rx, permits, close_rx, shutdown).await {
                     debug!(parent: &span, error = %e, "connection write failed");
                 }
                 session.do_send(WriterDone);
@@ -344,7 +495,10 @@ impl Actor for Session {
         }
     }
 
-    fn stopped(&mut self, _: &mut Self::Context) {
+    fn stopped(&mut self, ctx: &mut Self::Context) {
+        // Requests read before the connection ended still reach their groups (a LeaveGroup
+        // sent just before closing, say); their answers have nowhere to go.
+        self.flush(ctx);
         if let Some(close) = self.close_tx.take() {
             let _ = close.send(());
         }
@@ -352,9 +506,18 @@ impl Actor for Session {
     }
 }
 
-impl StreamHandler<Result<BytesMut, io::Error>> for Session {
-    fn handle(&mut self, item: Result<BytesMut, io::Error>, ctx: &mut Self::Context) {
-        self.last_frame = Instant::now();
+impl StreamHandler<Incoming> for Session {
+    fn handle(&mut self, item: Incoming, ctx: &mut Self::Context) {
+        let item = match item {
+            Incoming::Frame(item) => item,
+            Incoming::Drained => {
+                self.burst_at = None;
+                return self.flush(ctx);
+            }
+        };
+        // One clock read per burst: its frames arrived together.
+        let now = *self.burst_at.get_or_insert_with(Instant::now);
+        self.last_frame = now;
         let frame = match item {
             Ok(frame) => frame,
             Err(e) if e.kind() == io::ErrorKind::InvalidData => {
@@ -369,16 +532,21 @@ impl StreamHandler<Result<BytesMut, io::Error>> for Session {
                 return ctx.stop();
             }
         };
-        match Arc::clone(&self.permits).try_acquire_owned() {
-            Ok(permit) => self.on_frame(frame, permit, ctx),
+        let acquired = self.permits.try_acquire().map(|permit| permit.forget());
+        match acquired {
+            // The slot is given back by the writer (Semaphore::add_permits) once the answer is
+            // written.
+            Ok(()) => self.on_frame(frame, now, ctx),
             Err(_) => {
-                // Every slot is taken: stop reading (ctx.wait) until a response is written.
+                // Every slot is taken: send what this burst gathered (its answers are what
+                // frees slots), then stop reading (ctx.wait) until a response is written.
+                self.flush(ctx);
                 let permits = Arc::clone(&self.permits);
                 ctx.wait(
-                    async move { permits.acquire_owned().await }
+                    async move { permits.acquire().await.map(|permit| permit.forget()) }
                         .into_actor(self)
-                        .map(move |permit, act, ctx| match permit {
-                            Ok(permit) => act.on_frame(frame, permit, ctx),
+                        .map(move |acquired, act, ctx| match acquired {
+                            Ok(()) => act.on_frame(frame, now, ctx),
                             Err(_) => ctx.stop(),
                         }),
                 );
@@ -424,17 +592,22 @@ impl Handler<WriterDone> for Session {
     }
 }
 
-/// Writes responses as they come, batching whatever is ready into one write. On `close`
-/// it writes what is already queued and shuts the socket.
+/// Writes responses as they come, batching whatever is ready into one write, and gives the
+/// answered requests' in-flight slots back once their bytes are written. On `close` it writes
+/// what is already queued and shuts the socket.
 async fn write_responses(
     mut write: WriteHalf<TcpStream>,
-    mut rx: mpsc::UnboundedReceiver<Outgoing>,
+    mut rx: mpsc::UnboundedReceiver<ToWriter>,
+    permits: Arc<Semaphore>,
     mut close: oneshot::Receiver<()>,
     mut shutdown: watch::Receiver<bool>,
 ) -> io::Result<()> {
-    let metrics = RequestMetrics::new();
-    let mut buf: Vec<u8> = Vec::with_capacity(8 * 1024);
-    let mut permits: Vec<OwnedSemaphorePermit> = Vec::new();
+    let mut out = Encoder {
+        buf: Vec::with_capacity(8 * 1024),
+        answered: 0,
+        now: Instant::now(),
+        metrics: RequestMetrics::new(),
+    };
     loop {
         let first = tokio::select! {
             biased;
@@ -442,52 +615,135 @@ async fn write_responses(
             _ = &mut close => None,
             _ = shutdown.wait_for(|down| *down) => None,
         };
+        out.now = Instant::now();
         let Some(first) = first else {
             // Closing (or shutting down): write what is already queued, then close the socket.
-            while let Ok(out) = rx.try_recv() {
-                encode(&mut buf, out, &mut permits, &metrics);
+            while let Ok(next) = rx.try_recv() {
+                out.push(next);
             }
-            write.write_all(&buf).await?;
+            write.write_all(&out.buf).await?;
             write.shutdown().await?;
             return Ok(());
         };
-        encode(&mut buf, first, &mut permits, &metrics);
-        while buf.len() < WRITE_BATCH_BYTES {
+        out.push(first);
+        while out.buf.len() < WRITE_BATCH_BYTES {
             match rx.try_recv() {
-                Ok(out) => encode(&mut buf, out, &mut permits, &metrics),
+                Ok(next) => out.push(next),
                 Err(_) => break,
             }
         }
-        write.write_all(&buf).await?;
-        buf.clear();
+        out.metrics.flush();
+        write.write_all(&out.buf).await?;
+        out.buf.clear();
         // The responses are on the wire: their in-flight slots are free again.
-        permits.clear();
+        permits.add_permits(std::mem::take(&mut out.answered));
     }
 }
 
-fn encode(
-    buf: &mut Vec<u8>,
-    out: Outgoing,
-    permits: &mut Vec<OwnedSemaphorePermit>,
-    metrics: &RequestMetrics,
-) {
-    metrics.record(out.request_tag, &out.response, out.started);
-    let frame = ResponseFrame {
-        correlation_id: out.correlation_id,
-        response: out.response,
-    };
-    let start = buf.len();
-    if let Err(e) = encode_response(&frame, buf) {
-        // Only a response over 4 GiB could fail; answer with an error instead of nothing.
-        buf.truncate(start);
-        info!(error = %e, "response could not be encoded");
-        let fallback = ResponseFrame {
-            correlation_id: frame.correlation_id,
-            response: Response::error(ErrorCode::UnknownServerError, "response too large"),
-        };
-        let _ = encode_response(&fallback, buf);
+/// The writer's buffer of encoded answers not yet written.
+struct Encoder {
+    buf: Vec<u8>,
+    /// In-flight slots the answers in `buf` hold.
+    answered: usize,
+    /// When this round of answers was taken (one clock read per write for their latencies).
+    now: Instant,
+    metrics: RequestMetrics,
+}
+
+impl Encoder {
+    fn push(&mut self, next: ToWriter) {
+        match next {
+            ToWriter::One(answer) => self.encode(answer),
+            ToWriter::Many(answers) => {
+                for answer in answers {
+                    self.encode(answer);
+                }
+            }
+        }
     }
-    if let Some(p) = out.permit {
-        permits.push(p);
+
+    fn encode(&mut self, Outgoing { response, slot }: Outgoing) {
+        let latency = self.now.saturating_duration_since(slot.started);
+        self.metrics.record(slot.request_tag, &response, latency);
+        let frame = ResponseFrame {
+            correlation_id: slot.correlation_id,
+            response,
+        };
+        let start = self.buf.len();
+        if let Err(e) = encode_response(&frame, &mut self.buf) {
+            // Only a response over 4 GiB could fail; answer with an error instead of nothing.
+            self.buf.truncate(start);
+            info!(error = %e, "response could not be encoded");
+            let fallback = ResponseFrame {
+                correlation_id: frame.correlation_id,
+                response: Response::error(ErrorCode::UnknownServerError, "response too large"),
+            };
+            let _ = encode_response(&fallback, &mut self.buf);
+        }
+        self.answered += usize::from(slot.in_flight);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use futures_util::{stream, StreamExt};
+
+    use super::*;
+
+    /// What the next poll of the scripted frame stream returns.
+    enum Step {
+        Frame(&'static [u8]),
+        NotYet,
+        End,
+    }
+
+    fn frame(bytes: &[u8]) -> Result<BytesMut, io::Error> {
+        Ok(BytesMut::from(bytes))
+    }
+
+    #[test]
+    fn a_burst_ends_when_the_next_frame_is_not_there_yet_and_at_the_end() {
+        let mut script = VecDeque::from([
+            Step::Frame(b"a"),
+            Step::Frame(b"b"),
+            Step::NotYet,
+            Step::NotYet,
+            Step::Frame(b"c"),
+            Step::End,
+        ]);
+        let frames = stream::poll_fn(move |cx| match script.pop_front() {
+            Some(Step::Frame(bytes)) => Poll::Ready(Some(frame(bytes))),
+            Some(Step::NotYet) => {
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+            Some(Step::End) | None => Poll::Ready(None),
+        });
+        let mut bursts = Bursts {
+            frames,
+            in_burst: false,
+            ended: false,
+        };
+        let waker = futures_util::task::noop_waker();
+        let mut cx = TaskContext::from_waker(&waker);
+        let mut seen = Vec::new();
+        for _ in 0..10 {
+            let polled = bursts.poll_next_unpin(&mut cx);
+            seen.push(match polled {
+                Poll::Ready(Some(Incoming::Frame(Ok(f)))) => {
+                    String::from_utf8_lossy(&f).into_owned()
+                }
+                Poll::Ready(Some(Incoming::Frame(Err(e)))) => format!("error {e}"),
+                Poll::Ready(Some(Incoming::Drained)) => "|".into(),
+                Poll::Ready(None) => "end".into(),
+                Poll::Pending => "pending".into(),
+            });
+        }
+        assert_eq!(
+            seen,
+            ["a", "b", "|", "pending", "c", "|", "end", "end", "end", "end"]
+        );
     }
 }

@@ -5,10 +5,11 @@
 //! bounded: request type, error name, group state, rebalance trigger — never a member or group
 //! id.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
-use std::time::Instant;
+use std::time::Duration;
 
-use metrics::{counter, histogram, Counter, Histogram};
+use metrics::{counter, Counter};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use muster_coordinator::actors::NO_REQUEST;
 use muster_protocol::{ErrorCode, Response, REQUEST_NAMES};
@@ -86,7 +87,7 @@ pub fn metrics_handle() -> &'static PrometheusHandle {
 }
 
 fn describe() {
-    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    use metrics::{describe_counter, describe_gauge};
     describe_counter!("muster_connections_total", "Connections accepted");
     describe_gauge!("muster_connections_open", "Connections open now");
     describe_counter!(
@@ -97,19 +98,101 @@ fn describe() {
         "muster_requests_total",
         "Requests answered, by type and error"
     );
-    describe_histogram!(
-        "muster_request_duration_seconds",
-        Unit::Seconds,
-        "Time from a request's arrival to its answer being queued for the socket"
-    );
     muster_coordinator::metrics::describe();
 }
 
-/// Pre-registered handles for one connection's answers, so the per-answer cost is an index
-/// and two atomic adds rather than a registry lookup.
+/// Request latencies in fixed buckets ([`LATENCY_BUCKETS`]), per request type, rendered by
+/// [`render_metrics`] beside the recorder's output. Not the recorder's own histogram: that one
+/// stores every sample (value and timestamp) until its next upkeep, which cost ~8 % of the
+/// server's CPU with pipelined heartbeats (docs/benchmarks.md). Here a writer adds a run of
+/// answers with equal latency (a burst's heartbeats, answered together) in two atomic adds.
+struct Latency {
+    /// Per bucket (the last is `+Inf`), not cumulative; cumulated when rendered.
+    buckets: [AtomicU64; LATENCY_BUCKETS.len() + 1],
+    sum_nanos: AtomicU64,
+}
+
+impl Latency {
+    const fn new() -> Self {
+        Self {
+            buckets: [const { AtomicU64::new(0) }; LATENCY_BUCKETS.len() + 1],
+            sum_nanos: AtomicU64::new(0),
+        }
+    }
+
+    fn add(&self, latency: Duration, count: u64) {
+        let secs = latency.as_secs_f64();
+        let bucket = LATENCY_BUCKETS.partition_point(|&bound| bound < secs);
+        self.buckets[bucket].fetch_add(count, Ordering::Relaxed);
+        let nanos = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
+        self.sum_nanos
+            .fetch_add(nanos.saturating_mul(count), Ordering::Relaxed);
+    }
+
+    /// Appends this request type's series in Prometheus' text format, if it has any.
+    fn render(&self, request: &str, out: &mut String) {
+        use std::fmt::Write;
+        let counts: Vec<u64> = self
+            .buckets
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect();
+        let total: u64 = counts.iter().sum();
+        if total == 0 {
+            return;
+        }
+        let mut cumulative = 0;
+        for (i, count) in counts.iter().enumerate() {
+            cumulative += count;
+            match LATENCY_BUCKETS.get(i) {
+                Some(bound) => writeln!(
+                    out,
+                    "{LATENCY_METRIC}_bucket{{request=\"{request}\",le=\"{bound}\"}} {cumulative}"
+                ),
+                None => writeln!(
+                    out,
+                    "{LATENCY_METRIC}_bucket{{request=\"{request}\",le=\"+Inf\"}} {cumulative}"
+                ),
+            }
+            .ok();
+        }
+        let sum = self.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
+        writeln!(out, "{LATENCY_METRIC}_sum{{request=\"{request}\"}} {sum}").ok();
+        writeln!(
+            out,
+            "{LATENCY_METRIC}_count{{request=\"{request}\"}} {total}"
+        )
+        .ok();
+    }
+}
+
+const LATENCY_METRIC: &str = "muster_request_duration_seconds";
+
+static LATENCY: [Latency; REQUEST_NAMES.len()] = [const { Latency::new() }; REQUEST_NAMES.len()];
+
+/// Everything `/metrics` serves: the recorder's metrics, then the request latency histograms.
+pub fn render_metrics() -> String {
+    let mut out = metrics_handle().render();
+    out.push_str(&format!(
+        "# HELP {LATENCY_METRIC} Time from a request's arrival to its answer being taken for writing to the socket\n\
+         # TYPE {LATENCY_METRIC} histogram\n"
+    ));
+    for (latency, request) in LATENCY.iter().zip(REQUEST_NAMES) {
+        latency.render(request, &mut out);
+    }
+    out
+}
+
+/// One connection's request metrics. Answers are written in rounds (whatever is ready, one
+/// write); a round's figures are gathered here and added to the shared ones by
+/// [`RequestMetrics::flush`] once per round, so a round of pipelined heartbeats costs a few
+/// atomic adds rather than a few per answer.
 pub struct RequestMetrics {
     ok: Vec<Counter>,
-    latency: Vec<Histogram>,
+    /// Successful answers of this round per request type, not yet counted.
+    ok_pending: Vec<u64>,
+    /// The current run of answers with the same request type and latency: (type, latency, n).
+    run: Option<(usize, Duration, u64)>,
 }
 
 impl RequestMetrics {
@@ -119,15 +202,15 @@ impl RequestMetrics {
             .iter()
             .map(|&request| counter!("muster_requests_total", "request" => request, "error" => "NONE"))
             .collect();
-        let latency = REQUEST_NAMES
-            .iter()
-            .map(|&request| histogram!("muster_request_duration_seconds", "request" => request))
-            .collect();
-        Self { ok, latency }
+        Self {
+            ok,
+            ok_pending: vec![0; REQUEST_NAMES.len()],
+            run: None,
+        }
     }
 
-    /// Records one answer.
-    pub fn record(&self, request_tag: u32, response: &Response, started: Instant) {
+    /// Records one answer, `latency` after its request arrived.
+    pub fn record(&mut self, request_tag: u32, response: &Response, latency: Duration) {
         let Some(index) = (request_tag != NO_REQUEST)
             .then_some(request_tag as usize)
             .filter(|&i| i < REQUEST_NAMES.len())
@@ -136,15 +219,37 @@ impl RequestMetrics {
                 .increment(1);
             return;
         };
-        self.latency[index].record(started.elapsed().as_secs_f64());
+        match &mut self.run {
+            Some((run_index, run_latency, n)) if *run_index == index && *run_latency == latency => {
+                *n += 1
+            }
+            run => {
+                if let Some((i, latency, n)) = run.take() {
+                    LATENCY[i].add(latency, n);
+                }
+                *run = Some((index, latency, 1));
+            }
+        }
         match response.error_code() {
-            0 => self.ok[index].increment(1),
+            0 => self.ok_pending[index] += 1,
             code => counter!(
                 "muster_requests_total",
                 "request" => REQUEST_NAMES[index],
                 "error" => error_name(code)
             )
             .increment(1),
+        }
+    }
+
+    /// Adds this round's figures to the shared ones.
+    pub fn flush(&mut self) {
+        if let Some((i, latency, n)) = self.run.take() {
+            LATENCY[i].add(latency, n);
+        }
+        for (pending, counter) in self.ok_pending.iter_mut().zip(&self.ok) {
+            if *pending > 0 {
+                counter.increment(std::mem::take(pending));
+            }
         }
     }
 }
@@ -155,6 +260,71 @@ impl Default for RequestMetrics {
     }
 }
 
+impl Drop for RequestMetrics {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
 fn error_name(code: i16) -> &'static str {
     ErrorCode::from_code(code).map_or("UNKNOWN", ErrorCode::name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use muster_protocol::HeartbeatResponse;
+
+    fn sample(body: &str, series: &str) -> Option<f64> {
+        body.lines()
+            .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+    }
+
+    #[test]
+    fn latency_runs_are_counted_in_their_buckets_and_rendered_cumulatively() {
+        // A request type no other test in this process records: DeleteGroups.
+        let tag = REQUEST_NAMES
+            .iter()
+            .position(|&n| n == "DeleteGroups")
+            .expect("DeleteGroups is a request") as u32;
+        let ok = Response::Heartbeat(HeartbeatResponse { error_code: 0 });
+        let mut metrics = RequestMetrics::new();
+        let series = |suffix: &str, le: Option<&str>| match le {
+            Some(le) => {
+                format!("{LATENCY_METRIC}_{suffix}{{request=\"DeleteGroups\",le=\"{le}\"}}")
+            }
+            None => format!("{LATENCY_METRIC}_{suffix}{{request=\"DeleteGroups\"}}"),
+        };
+        // A run of three at 70 µs: not shared while it lasts.
+        for _ in 0..3 {
+            metrics.record(tag, &ok, Duration::from_micros(70));
+        }
+        assert_eq!(sample(&render_metrics(), &series("count", None)), None);
+        // Then one at 3 ms and one at 70 µs again; the round ends.
+        metrics.record(tag, &ok, Duration::from_millis(3));
+        metrics.record(tag, &ok, Duration::from_micros(70));
+        metrics.flush();
+        let body = render_metrics();
+        assert_eq!(sample(&body, &series("bucket", Some("0.00005"))), Some(0.0));
+        assert_eq!(sample(&body, &series("bucket", Some("0.0001"))), Some(4.0));
+        assert_eq!(sample(&body, &series("bucket", Some("0.0025"))), Some(4.0));
+        assert_eq!(sample(&body, &series("bucket", Some("0.005"))), Some(5.0));
+        assert_eq!(sample(&body, &series("bucket", Some("+Inf"))), Some(5.0));
+        assert_eq!(sample(&body, &series("count", None)), Some(5.0));
+        let sum = sample(&body, &series("sum", None)).expect("a sum");
+        assert!((sum - 0.003_28).abs() < 1e-9, "sum {sum}");
+        assert!(body.contains(&format!("# TYPE {LATENCY_METRIC} histogram")));
+    }
+
+    #[test]
+    fn a_bound_is_in_its_own_bucket() {
+        // Prometheus buckets are `le`: a latency equal to a bound counts in that bucket.
+        let latency = Latency::new();
+        latency.add(Duration::from_millis(1), 2);
+        let le_1ms = LATENCY_BUCKETS
+            .iter()
+            .position(|&b| b == 0.001)
+            .expect("a 1 ms bucket");
+        assert_eq!(latency.buckets[le_1ms].load(Ordering::Relaxed), 2);
+    }
 }

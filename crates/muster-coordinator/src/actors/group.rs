@@ -10,9 +10,10 @@ use tracing::{debug, error, info, warn};
 use uuid::Uuid;
 
 use super::messages::{
-    AbortHeld, ArmTimer, Delete, Describe, Forget, GroupCall, StatusChanged, Tick, TopicsChanged,
+    AbortHeld, ArmTimer, Delete, Describe, Forget, GroupBatch, GroupCall, StatusChanged, Tick,
+    TopicsChanged,
 };
-use super::reply::ReplyTo;
+use super::reply::{ReplyTo, ToWriter};
 use super::supervisor::Supervisor;
 use crate::catalog::TopicCatalog;
 use crate::clock::Clock;
@@ -250,6 +251,46 @@ impl Handler<GroupCall> for GroupActor {
 
     fn handle(&mut self, call: GroupCall, ctx: &mut Self::Context) {
         self.handle_call(call, ctx);
+    }
+}
+
+impl Handler<GroupBatch> for GroupActor {
+    type Result = ();
+
+    /// Heartbeats — most of what a busy connection sends — are answered together in one
+    /// message to the connection's writer; every other request goes through
+    /// [`GroupActor::handle_call`] one by one, in order.
+    fn handle(&mut self, mut batch: GroupBatch, ctx: &mut Self::Context) {
+        let now = self.env.clock.now();
+        let calls = batch.take_calls();
+        let mut answers = Vec::new();
+        for (request, slot) in calls {
+            match request {
+                Request::Heartbeat(r) => {
+                    let code = self.group.heartbeat(now, &r);
+                    answers.push(slot.answer(Response::Heartbeat(HeartbeatResponse {
+                        error_code: code.code(),
+                    })));
+                }
+                request => {
+                    let call = GroupCall {
+                        request,
+                        reply: ReplyTo::new(batch.tx.clone(), slot),
+                        client: batch.client.clone(),
+                    };
+                    self.handle_call(call, ctx);
+                }
+            }
+        }
+        match answers.len() {
+            0 => {}
+            1 => {
+                let _ = batch.tx.send(ToWriter::One(answers.swap_remove(0)));
+            }
+            _ => {
+                let _ = batch.tx.send(ToWriter::Many(answers));
+            }
+        }
     }
 }
 
