@@ -20,8 +20,10 @@ pub use absent::{
     MAX_GROUP_ID_BYTES,
 };
 
+use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::hash::BuildHasher;
+use std::sync::{Arc, OnceLock};
 
 use muster_protocol::{
     AssignorMetadata, DescribedGroup, DescribedMember, ErrorCode, FetchedPartition, FetchedTopic,
@@ -37,6 +39,29 @@ use crate::storage::{CommittedOffset, GroupRecord, MemberRecord, OffsetWrite};
 
 /// Milliseconds on the coordinator's clock (monotonic while the process runs).
 pub type Millis = u64;
+
+/// The hasher of every map a group keeps: std's SipHash with random keys, as `RandomState`,
+/// but the keys are drawn once per process instead of stored in every map. A `RandomState` is
+/// 16 bytes; a group keeps several maps and a server keeps one group per consumer group, idle
+/// or not. Still keyed by a secret, so client-chosen ids (instance ids, member ids, topics)
+/// cannot be used to flood a table.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProcessKeys;
+
+impl BuildHasher for ProcessKeys {
+    type Hasher = std::collections::hash_map::DefaultHasher;
+
+    fn build_hasher(&self) -> Self::Hasher {
+        static KEYS: OnceLock<RandomState> = OnceLock::new();
+        KEYS.get_or_init(RandomState::new).build_hasher()
+    }
+}
+
+/// A `HashMap` with [`ProcessKeys`] (no per-map hasher state).
+pub type Map<K, V> = HashMap<K, V, ProcessKeys>;
+
+/// A group's committed offsets: topic → partition → offset.
+pub type Offsets = Map<String, Map<i32, CommittedOffset>>;
 
 const NONE: i16 = ErrorCode::None.code();
 
@@ -178,18 +203,21 @@ impl<R> Output<R> {
     }
 }
 
+/// One member. Kept small: a group holds one per consumer, idle or not. The id is shared with
+/// the group's map key (and the leader field); lists are boxed slices (no spare capacity, 16
+/// bytes instead of 24), so the box is 192 bytes, not 256 (jemalloc size classes).
 #[derive(Debug)]
 struct Member<R> {
-    member_id: String,
-    instance_id: Option<String>,
+    member_id: Arc<str>,
+    instance_id: Option<Box<str>>,
     client: ClientInfo,
     session_timeout_ms: u32,
     rebalance_timeout_ms: u32,
-    topics: Vec<String>,
-    assignors: Vec<AssignorMetadata>,
-    owned_partitions: Vec<TopicPartitions>,
-    assignment: Vec<TopicPartitions>,
-    assignment_user_data: Vec<u8>,
+    topics: Box<[String]>,
+    assignors: Box<[AssignorMetadata]>,
+    owned_partitions: Box<[TopicPartitions]>,
+    assignment: Box<[TopicPartitions]>,
+    assignment_user_data: Box<[u8]>,
     last_heard: Millis,
     /// Joined but not yet answered by a completed barrier (the 5-minute cap applies).
     is_new: bool,
@@ -246,9 +274,9 @@ impl<R> Member<R> {
     }
 
     fn same_metadata(&self, req: &JoinGroupRequest) -> bool {
-        self.topics == req.topics
-            && self.assignors == req.assignors
-            && self.owned_partitions == req.owned_partitions
+        *self.topics == *req.topics
+            && *self.assignors == *req.assignors
+            && *self.owned_partitions == *req.owned_partitions
     }
 
     fn supports(&self, assignor: &str) -> bool {
@@ -263,12 +291,18 @@ impl<R> Member<R> {
             .unwrap_or_default()
     }
 
+    /// Forgets the assignment of the last generation.
+    fn clear_assignment(&mut self) {
+        self.assignment = Box::default();
+        self.assignment_user_data = Box::default();
+    }
+
     fn update_from(&mut self, req: JoinGroupRequest) {
         self.session_timeout_ms = req.session_timeout_ms;
         self.rebalance_timeout_ms = req.rebalance_timeout_ms;
-        self.topics = req.topics;
-        self.assignors = req.assignors;
-        self.owned_partitions = req.owned_partitions;
+        self.topics = req.topics.into_boxed_slice();
+        self.assignors = req.assignors.into_boxed_slice();
+        self.owned_partitions = req.owned_partitions.into_boxed_slice();
     }
 }
 
@@ -290,19 +324,21 @@ struct RebalanceInfo {
 /// One consumer group. `R` is the caller's reply token for held requests.
 #[derive(Debug)]
 pub struct Group<R> {
-    group_id: String,
+    /// Shared with the supervisor's registry (one allocation per group id).
+    group_id: Arc<str>,
     config: Arc<GroupConfig>,
     state: GroupState,
     generation: i32,
     assignor: Option<String>,
-    leader: Option<String>,
+    /// Shares its allocation with the leader's member id.
+    leader: Option<Arc<str>>,
     /// Boxed: a `Member` is a few hundred bytes and a hash table keeps up to twice as many
     /// slots as entries; boxed, a slot is 32 bytes (heap profile: ~130 bytes less per member).
-    members: HashMap<String, Box<Member<R>>>,
+    members: Map<Arc<str>, Box<Member<R>>>,
     /// instance id → member id of static members.
-    statics: HashMap<String, String>,
+    statics: Map<String, Arc<str>>,
     /// member ids handed out with MEMBER_ID_REQUIRED → when they are forgotten.
-    pending: HashMap<String, Millis>,
+    pending: Map<String, Millis>,
     /// Assignor name → how many members support it, so that a join's protocol check costs
     /// O(its assignors), not O(members) (a barrier of N joins was O(N²)). A short list: groups
     /// offer one to three assignors.
@@ -319,7 +355,7 @@ pub struct Group<R> {
     members_at_last_generation: usize,
     /// When the group entered its current state (retention counts from entering Empty).
     state_since: Millis,
-    offsets: HashMap<String, HashMap<i32, CommittedOffset>>,
+    offsets: Offsets,
     /// Set when a change may have moved the next deadline earlier.
     new_deadline: Option<Millis>,
 }
@@ -334,15 +370,15 @@ impl<R> Group<R> {
                 .min(config.empty_group_removal_ms),
         );
         Self {
-            group_id,
+            group_id: group_id.into(),
             config,
             state: GroupState::Empty,
             generation: 0,
             assignor: None,
             leader: None,
-            members: HashMap::new(),
-            statics: HashMap::new(),
-            pending: HashMap::new(),
+            members: Map::default(),
+            statics: Map::default(),
+            pending: Map::default(),
             assignor_support: Vec::new(),
             num_awaiting_join: 0,
             num_pending_sync: 0,
@@ -353,12 +389,17 @@ impl<R> Group<R> {
             rebalance: None,
             members_at_last_generation: 0,
             state_since: now,
-            offsets: HashMap::new(),
+            offsets: Map::default(),
             new_deadline: Some(retention_check),
         }
     }
 
     pub fn group_id(&self) -> &str {
+        &self.group_id
+    }
+
+    /// The group id's shared allocation (for registries that key on it).
+    pub fn shared_group_id(&self) -> &Arc<str> {
         &self.group_id
     }
 
@@ -476,7 +517,7 @@ impl<R> Group<R> {
             GroupState::CompletingRebalance | GroupState::Stable => {
                 let unchanged = self
                     .members
-                    .get(&member_id)
+                    .get(member_id.as_str())
                     .is_some_and(|m| m.same_metadata(&req));
                 let is_leader = self.leader.as_deref() == Some(member_id.as_str());
                 let answer_now = if self.state == GroupState::Stable {
@@ -513,7 +554,7 @@ impl<R> Group<R> {
             .group_instance_id
             .as_ref()
             .and_then(|i| self.statics.get(i))
-            .cloned();
+            .map(|id| id.to_string());
         if let Some(old_member_id) = known_instance {
             if !self.supports_assignors(&req.assignors, Some(&old_member_id)) {
                 return out.reply(reply, join_error(ErrorCode::InconsistentGroupProtocol, ""));
@@ -582,7 +623,7 @@ impl<R> Group<R> {
                 && assignors.iter().any(|a| {
                     self.members
                         .values()
-                        .filter(|m| Some(m.member_id.as_str()) != except)
+                        .filter(|m| Some(&*m.member_id) != except)
                         .all(|m| m.supports(&a.name))
                 }),
             "assignor_support out of step with the members"
@@ -626,7 +667,7 @@ impl<R> Group<R> {
     fn check_member(&self, member_id: &str, instance_id: Option<&str>) -> Result<(), ErrorCode> {
         if let Some(instance) = instance_id {
             if let Some(bound) = self.statics.get(instance) {
-                if bound != member_id {
+                if **bound != *member_id {
                     return Err(ErrorCode::FencedInstanceId);
                 }
             }
@@ -656,23 +697,25 @@ impl<R> Group<R> {
         out: &mut Output<R>,
     ) {
         let now = cx.now;
+        let member_id: Arc<str> = member_id.into();
         if let Some(instance) = &req.group_instance_id {
-            self.statics.insert(instance.clone(), member_id.clone());
+            self.statics
+                .insert(instance.clone(), Arc::clone(&member_id));
         }
         if self.leader.is_none() {
-            self.leader = Some(member_id.clone());
+            self.leader = Some(Arc::clone(&member_id));
         }
         let member = Member {
-            member_id: member_id.clone(),
-            instance_id: req.group_instance_id,
+            member_id: Arc::clone(&member_id),
+            instance_id: req.group_instance_id.map(String::into_boxed_str),
             client: client.clone(),
             session_timeout_ms: req.session_timeout_ms,
             rebalance_timeout_ms: req.rebalance_timeout_ms,
-            topics: req.topics,
-            assignors: req.assignors,
-            owned_partitions: req.owned_partitions,
-            assignment: Vec::new(),
-            assignment_user_data: Vec::new(),
+            topics: req.topics.into_boxed_slice(),
+            assignors: req.assignors.into_boxed_slice(),
+            owned_partitions: req.owned_partitions.into_boxed_slice(),
+            assignment: Box::default(),
+            assignment_user_data: Box::default(),
             last_heard: now,
             is_new: true,
             joined_at: now,
@@ -706,7 +749,7 @@ impl<R> Group<R> {
         let Some(m) = self.members.get_mut(member_id) else {
             return out.reply(reply, join_error(ErrorCode::UnknownMemberId, member_id));
         };
-        if m.assignors != req.assignors {
+        if *m.assignors != *req.assignors {
             Self::count_support(&mut self.assignor_support, &m.assignors, false);
             Self::count_support(&mut self.assignor_support, &req.assignors, true);
         }
@@ -734,11 +777,11 @@ impl<R> Group<R> {
         out: &mut Output<R>,
     ) {
         let instance = req.group_instance_id.clone().unwrap_or_default();
-        let new_member_id = format!("{instance}-{fresh}");
-        let Some(mut member) = self.members.remove(&old_member_id) else {
+        let new_member_id: Arc<str> = format!("{instance}-{fresh}").into();
+        let Some(mut member) = self.members.remove(old_member_id.as_str()) else {
             // The static map and the member map disagree; should be impossible. Treat as new.
             self.statics.remove(&instance);
-            let member_id = new_member_id;
+            let member_id = new_member_id.to_string();
             self.add_member(cx, member_id, req, client, reply, out);
             return;
         };
@@ -755,18 +798,18 @@ impl<R> Group<R> {
         member.client = client.clone();
         member.last_heard = cx.now;
         member.update_from(req);
-        let assignors_changed = member.assignors != old_assignors;
+        let assignors_changed = *member.assignors != *old_assignors;
         if assignors_changed {
             Self::count_support(&mut self.assignor_support, &old_assignors, false);
             Self::count_support(&mut self.assignor_support, &member.assignors, true);
         }
-        self.statics.insert(instance, new_member_id.clone());
+        self.statics.insert(instance, Arc::clone(&new_member_id));
         let was_leader = self.leader.as_deref() == Some(old_member_id.as_str());
         if was_leader {
-            self.leader = Some(new_member_id.clone());
+            self.leader = Some(Arc::clone(&new_member_id));
         }
         let session_due = cx.now + Millis::from(member.session_timeout_ms);
-        self.members.insert(new_member_id.clone(), member);
+        self.members.insert(Arc::clone(&new_member_id), member);
         self.note_deadline(session_due);
         out.persist = true;
 
@@ -825,7 +868,7 @@ impl<R> Group<R> {
             error_code: NONE,
             generation_id: self.generation,
             assignor: self.assignor.clone(),
-            leader_id: self.leader.clone().unwrap_or_default(),
+            leader_id: self.leader.as_deref().unwrap_or_default().to_owned(),
             member_id: member_id.to_owned(),
             skip_assignment,
             members,
@@ -839,11 +882,11 @@ impl<R> Group<R> {
             .members
             .values()
             .map(|m| JoinedMember {
-                member_id: m.member_id.clone(),
-                group_instance_id: m.instance_id.clone(),
-                topics: m.topics.clone(),
+                member_id: m.member_id.to_string(),
+                group_instance_id: m.instance_id.as_deref().map(str::to_owned),
+                topics: m.topics.to_vec(),
                 user_data: m.user_data_for(assignor),
-                owned_partitions: m.owned_partitions.clone(),
+                owned_partitions: m.owned_partitions.to_vec(),
             })
             .collect();
         list.sort_unstable_by(|a, b| a.member_id.cmp(&b.member_id));
@@ -916,8 +959,7 @@ impl<R> Group<R> {
                         let due = now + Millis::from(m.session_timeout_ms);
                         released = Some(released.map_or(due, |d| d.min(due)));
                     }
-                    m.assignment.clear();
-                    m.assignment_user_data.clear();
+                    m.clear_assignment();
                 }
                 if let Some(due) = released {
                     self.note_deadline(due);
@@ -1001,7 +1043,7 @@ impl<R> Group<R> {
             .members
             .values()
             .filter(|m| m.awaiting_join.is_none() && m.instance_id.is_none())
-            .map(|m| m.member_id.clone())
+            .map(|m| m.member_id.to_string())
             .collect();
         if !laggards.is_empty() {
             for id in &laggards {
@@ -1066,9 +1108,9 @@ impl<R> Group<R> {
                 .members
                 .values()
                 .filter(|m| m.awaiting_join.is_some())
-                .map(|m| m.member_id.as_str())
+                .map(|m| &m.member_id)
                 .min()
-                .map(str::to_owned);
+                .cloned();
         }
         self.set_state(GroupState::CompletingRebalance, now);
 
@@ -1079,8 +1121,7 @@ impl<R> Group<R> {
         let members_now = self.members.len();
         let mut answered = 0;
         for m in self.members.values_mut() {
-            m.assignment.clear();
-            m.assignment_user_data.clear();
+            m.clear_assignment();
             // Only members that rejoined are expected to sync; a static member that missed
             // the barrier is not removed for it (protocol §5 "Static membership").
             if let Some(r) = m.awaiting_join.take() {
@@ -1095,8 +1136,8 @@ impl<R> Group<R> {
                         error_code: NONE,
                         generation_id: generation,
                         assignor: assignor.clone(),
-                        leader_id: leader.clone(),
-                        member_id: m.member_id.clone(),
+                        leader_id: leader.to_string(),
+                        member_id: m.member_id.to_string(),
                         skip_assignment: false,
                         members: Vec::new(),
                         topics: Vec::new(),
@@ -1142,8 +1183,8 @@ impl<R> Group<R> {
             self.num_pending_sync -= 1;
         }
         if let Some(instance) = &m.instance_id {
-            if self.statics.get(instance).map(String::as_str) == Some(member_id) {
-                self.statics.remove(instance);
+            if self.statics.get(&**instance).map(|id| &**id) == Some(member_id) {
+                self.statics.remove(&**instance);
             }
         }
         if self.leader.as_deref() == Some(member_id) {
@@ -1256,7 +1297,7 @@ impl<R> Group<R> {
             }
             GroupState::CompletingRebalance => {
                 self.synced(&req.member_id);
-                if let Some(m) = self.members.get_mut(&req.member_id) {
+                if let Some(m) = self.members.get_mut(req.member_id.as_str()) {
                     if let Some(old) = m.awaiting_sync.replace(reply) {
                         out.reply(old, sync_error(ErrorCode::RebalanceInProgress));
                     }
@@ -1269,7 +1310,7 @@ impl<R> Group<R> {
                 self.synced(&req.member_id);
                 let response = self
                     .members
-                    .get(&req.member_id)
+                    .get(req.member_id.as_str())
                     .map(|m| self.sync_response(m))
                     .unwrap_or_else(|| sync_error(ErrorCode::UnknownMemberId));
                 out.reply(reply, response);
@@ -1296,8 +1337,8 @@ impl<R> Group<R> {
         Response::SyncGroup(SyncGroupResponse {
             error_code: NONE,
             assignor: self.assignor.clone(),
-            partitions: m.assignment.clone(),
-            user_data: m.assignment_user_data.clone(),
+            partitions: m.assignment.to_vec(),
+            user_data: m.assignment_user_data.to_vec(),
         })
     }
 
@@ -1310,13 +1351,12 @@ impl<R> Group<R> {
         out: &mut Output<R>,
     ) {
         for m in self.members.values_mut() {
-            m.assignment.clear();
-            m.assignment_user_data.clear();
+            m.clear_assignment();
         }
         for a in assignments {
-            if let Some(m) = self.members.get_mut(&a.member_id) {
-                m.assignment = a.partitions;
-                m.assignment_user_data = a.user_data;
+            if let Some(m) = self.members.get_mut(a.member_id.as_str()) {
+                m.assignment = a.partitions.into_boxed_slice();
+                m.assignment_user_data = a.user_data.into_boxed_slice();
             }
         }
         self.set_state(GroupState::Stable, now);
@@ -1330,8 +1370,8 @@ impl<R> Group<R> {
                     Response::SyncGroup(SyncGroupResponse {
                         error_code: NONE,
                         assignor: assignor.clone(),
-                        partitions: m.assignment.clone(),
-                        user_data: m.assignment_user_data.clone(),
+                        partitions: m.assignment.to_vec(),
+                        user_data: m.assignment_user_data.to_vec(),
                     }),
                 );
             }
@@ -1474,7 +1514,7 @@ impl<R> Group<R> {
             .filter(|m| m.deadline(cap).is_some_and(|d| d <= now))
             .map(|m| {
                 (
-                    m.member_id.clone(),
+                    m.member_id.to_string(),
                     m.awaiting_join.is_some(),
                     now.saturating_sub(m.last_heard),
                 )
@@ -1509,7 +1549,7 @@ impl<R> Group<R> {
                     .members
                     .values()
                     .filter(|m| m.pending_sync)
-                    .map(|m| m.member_id.clone())
+                    .map(|m| m.member_id.to_string())
                     .collect();
                 if !laggards.is_empty() {
                     laggards.sort_unstable();
@@ -1538,7 +1578,7 @@ impl<R> Group<R> {
                     .members
                     .values()
                     .filter(|m| m.awaiting_join.is_none())
-                    .map(|m| m.member_id.clone())
+                    .map(|m| m.member_id.to_string())
                     .chain(self.pending.keys().cloned())
                     .collect();
                 waiting.sort_unstable();
@@ -1713,12 +1753,12 @@ impl<R> Group<R> {
                     _ => false,
                 };
                 DescribedMember {
-                    member_id: m.member_id.clone(),
-                    group_instance_id: m.instance_id.clone(),
+                    member_id: m.member_id.to_string(),
+                    group_instance_id: m.instance_id.as_deref().map(str::to_owned),
                     client_id: m.client.client_id.to_string(),
                     client_host: m.client.client_host.to_string(),
-                    topics: m.topics.clone(),
-                    assignment: m.assignment.clone(),
+                    topics: m.topics.to_vec(),
+                    assignment: m.assignment.to_vec(),
                     session_timeout_ms: m.session_timeout_ms,
                     last_seen_ms_ago: if held {
                         0
@@ -1732,11 +1772,11 @@ impl<R> Group<R> {
         members.sort_unstable_by(|a, b| a.member_id.cmp(&b.member_id));
         DescribedGroup {
             error_code: NONE,
-            group_id: self.group_id.clone(),
+            group_id: self.group_id.to_string(),
             state: self.state.as_str().to_owned(),
             generation_id: self.generation,
             assignor: self.assignor.clone(),
-            leader_id: self.leader.clone().unwrap_or_default(),
+            leader_id: self.leader.as_deref().unwrap_or_default().to_owned(),
             members,
         }
     }
@@ -1776,26 +1816,26 @@ impl<R> Group<R> {
             .members
             .values()
             .map(|m| MemberRecord {
-                member_id: m.member_id.clone(),
-                group_instance_id: m.instance_id.clone(),
+                member_id: m.member_id.to_string(),
+                group_instance_id: m.instance_id.as_deref().map(str::to_owned),
                 client_id: m.client.client_id.to_string(),
                 client_host: m.client.client_host.to_string(),
                 session_timeout_ms: m.session_timeout_ms,
                 rebalance_timeout_ms: m.rebalance_timeout_ms,
-                topics: m.topics.clone(),
-                assignors: m.assignors.clone(),
-                owned_partitions: m.owned_partitions.clone(),
-                assignment: m.assignment.clone(),
-                assignment_user_data: m.assignment_user_data.clone(),
+                topics: m.topics.to_vec(),
+                assignors: m.assignors.to_vec(),
+                owned_partitions: m.owned_partitions.to_vec(),
+                assignment: m.assignment.to_vec(),
+                assignment_user_data: m.assignment_user_data.to_vec(),
             })
             .collect();
         members.sort_unstable_by(|a, b| a.member_id.cmp(&b.member_id));
         GroupRecord {
-            group_id: self.group_id.clone(),
+            group_id: self.group_id.to_string(),
             state: self.state,
             generation: self.generation,
             assignor: self.assignor.clone(),
-            leader: self.leader.clone(),
+            leader: self.leader.as_deref().map(str::to_owned),
             members,
             state_since_ms: self.state_since,
         }
@@ -1812,29 +1852,36 @@ impl<R> Group<R> {
         let mut group = Group::new(record.group_id, config, now);
         group.generation = record.generation;
         group.assignor = record.assignor;
-        group.leader = record.leader;
+        group.leader = record.leader.map(Arc::from);
         group.state_since = record.state_since_ms;
         for m in record.members {
+            let member_id: Arc<str> = match &group.leader {
+                // The leader field shares the leader's allocation.
+                Some(leader) if **leader == *m.member_id => Arc::clone(leader),
+                _ => m.member_id.into(),
+            };
             if let Some(instance) = &m.group_instance_id {
-                group.statics.insert(instance.clone(), m.member_id.clone());
+                group
+                    .statics
+                    .insert(instance.clone(), Arc::clone(&member_id));
             }
             Self::count_support(&mut group.assignor_support, &m.assignors, true);
             group.members.insert(
-                m.member_id.clone(),
+                Arc::clone(&member_id),
                 Box::new(Member {
-                    member_id: m.member_id,
-                    instance_id: m.group_instance_id,
+                    member_id,
+                    instance_id: m.group_instance_id.map(String::into_boxed_str),
                     client: ClientInfo {
                         client_id: m.client_id.into(),
                         client_host: m.client_host.into(),
                     },
                     session_timeout_ms: m.session_timeout_ms,
                     rebalance_timeout_ms: m.rebalance_timeout_ms,
-                    topics: m.topics,
-                    assignors: m.assignors,
-                    owned_partitions: m.owned_partitions,
-                    assignment: m.assignment,
-                    assignment_user_data: m.assignment_user_data,
+                    topics: m.topics.into_boxed_slice(),
+                    assignors: m.assignors.into_boxed_slice(),
+                    owned_partitions: m.owned_partitions.into_boxed_slice(),
+                    assignment: m.assignment.into_boxed_slice(),
+                    assignment_user_data: m.assignment_user_data.into_boxed_slice(),
                     last_heard: now,
                     is_new: false,
                     joined_at: now,
@@ -1911,7 +1958,7 @@ pub(crate) fn commit_error(code: ErrorCode, req: &OffsetCommitRequest) -> Offset
 
 /// OffsetFetch over a group's offsets (`None`: the group does not exist).
 pub(crate) fn fetch_from(
-    offsets: Option<&HashMap<String, HashMap<i32, CommittedOffset>>>,
+    offsets: Option<&Offsets>,
     req: &OffsetFetchRequest,
 ) -> OffsetFetchResponse {
     let lookup = |topic: &str, partition: i32| {

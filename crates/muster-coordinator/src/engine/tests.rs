@@ -2737,7 +2737,7 @@ fn run_ops(delay: u32, ops: Vec<Op>) -> Result<(), TestCaseError> {
             }
             Op::StaticJoin { k, short_session } => {
                 let instance = format!("s{k}");
-                let old = h.group.statics.get(&instance).cloned();
+                let old = h.group.statics.get(&instance).map(|id| id.to_string());
                 let t = h.send_join(JoinGroupRequest {
                     session_timeout_ms: if short_session { 5_000 } else { 40_000 },
                     rebalance_timeout_ms: if short_session { 30_000 } else { 20_000 },
@@ -3244,4 +3244,32 @@ fn a_barrier_past_half_its_timeout_names_who_it_waits_for() {
             elapsed_ms: u64::from(REBALANCE) / 2,
         }]
     );
+}
+
+/// A group keeps one `Member` per consumer, idle or not: keep the box in jemalloc's 192-byte
+/// size class, whatever the reply token.
+#[test]
+fn member_record_stays_small() {
+    assert!(std::mem::size_of::<Member<u32>>() <= 192);
+    assert!(std::mem::size_of::<Member<[u8; 64]>>() <= 192);
+    assert_eq!(std::mem::size_of::<ProcessKeys>(), 0);
+}
+
+/// The leader field shares the leader member's id, also after a restart.
+#[test]
+fn restored_leader_shares_its_member_id() {
+    let mut h = Harness::new();
+    h.form_group(3);
+    let record = h.group.to_record();
+    let restored: Group<u32> = Group::restore(record, Vec::new(), Arc::new(config()), 0);
+    let leader = restored.leader.clone().expect("a leader");
+    let member = restored
+        .members
+        .get(&*leader)
+        .expect("the leader is a member");
+    assert!(Arc::ptr_eq(&leader, &member.member_id));
+    assert!(Arc::ptr_eq(
+        &leader,
+        restored.members.get_key_value(&*leader).expect("key").0
+    ));
 }
