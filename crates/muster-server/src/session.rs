@@ -21,7 +21,7 @@ use bytes::BytesMut;
 use futures_util::Stream;
 use metrics::gauge;
 use muster_coordinator::actors::{
-    AdminCall, GroupActor, GroupBatch, GroupCall, Outgoing, ReplyTo, Route, Slot, Supervisor,
+    AdminCall, GroupAddr, GroupBatch, GroupCall, Outgoing, ReplyTo, Route, Slot, Supervisor,
     ToWriter, WriterTx, NO_REQUEST,
 };
 use muster_coordinator::engine::{group_of, ClientInfo};
@@ -167,7 +167,7 @@ where
 
 /// Group requests of the current burst bound for one group, not yet sent.
 struct PendingBatch {
-    addr: Addr<GroupActor>,
+    addr: GroupAddr,
     calls: Vec<(Request, Slot)>,
 }
 
@@ -187,7 +187,9 @@ pub struct Session {
     /// In-flight slots: one taken per request read (and forgotten), given back by the writer
     /// once the answer is written.
     permits: Arc<Semaphore>,
-    groups: HashMap<String, Addr<GroupActor>>,
+    /// Group id → address, both shared with the supervisor's registry (an entry costs this
+    /// map's slot, not copies).
+    groups: HashMap<Arc<str>, GroupAddr>,
     batch: Option<PendingBatch>,
     reader: Option<FramedRead<tokio::io::ReadHalf<TcpStream>, LengthDelimitedCodec>>,
     writer: Option<(WriteHalf<TcpStream>, mpsc::UnboundedReceiver<ToWriter>)>,
@@ -371,7 +373,7 @@ impl Session {
         if let Some(addr) = self.groups.get(group_id) {
             if addr.connected() {
                 self.batch = Some(PendingBatch {
-                    addr: addr.clone(),
+                    addr: Arc::clone(addr),
                     calls: vec![(request, slot)],
                 });
                 return;
@@ -434,18 +436,15 @@ impl Session {
 
     fn route(&mut self, call: GroupCall, ctx: &mut Context<Self>) {
         let group_id = group_of(&call.request).unwrap_or_default().to_owned();
-        self.groups.remove(&group_id);
-        let route = Route {
-            group_id: group_id.clone(),
-            call,
-        };
+        self.groups.remove(group_id.as_str());
+        let route = Route { group_id, call };
         // The request must not be tied to this session's lifetime: actix skips a message whose
         // sender dropped the answer future, so a request routed just before the client closed
         // (a LeaveGroup on shutdown, say) would be lost with the session's futures.
         let routed = self.settings.supervisor.send(route);
         let session = ctx.address();
         actix::spawn(async move {
-            if let Ok(Some(addr)) = routed.await {
+            if let Ok(Some((group_id, addr))) = routed.await {
                 session.do_send(CacheGroup { group_id, addr });
             }
         });
@@ -569,8 +568,8 @@ struct WriterDone;
 #[derive(Message)]
 #[rtype(result = "()")]
 struct CacheGroup {
-    group_id: String,
-    addr: Addr<GroupActor>,
+    group_id: Arc<str>,
+    addr: GroupAddr,
 }
 
 impl Handler<CacheGroup> for Session {

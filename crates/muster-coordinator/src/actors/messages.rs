@@ -52,10 +52,14 @@ impl Drop for GroupBatch {
     }
 }
 
+/// A group actor's address as the registry and the sessions hold it: one `Addr` per group,
+/// shared (an `Addr` clone allocates; a connection that caches it costs a reference count).
+pub type GroupAddr = std::sync::Arc<Addr<GroupActor>>;
+
 /// Session → supervisor: deliver `call` to its group (creating the group if the request
-/// does), and return the group's address for the session to cache.
+/// does), and return the group's id and address for the session to cache.
 #[derive(Debug, Message)]
-#[rtype(result = "Option<Addr<GroupActor>>")]
+#[rtype(result = "Option<(std::sync::Arc<str>, GroupAddr)>")]
 pub struct Route {
     pub group_id: String,
     pub call: GroupCall,

@@ -10,7 +10,7 @@ mod supervisor;
 mod timers;
 
 pub use group::GroupActor;
-pub use messages::{AdminCall, GroupBatch, GroupCall, Route, Shutdown};
+pub use messages::{AdminCall, GroupAddr, GroupBatch, GroupCall, Route, Shutdown};
 pub use reply::{Outgoing, ReplyTo, Slot, ToWriter, WriterTx, NO_REQUEST};
 pub use supervisor::{Placement, SingleNode, Supervisor, SupervisorOptions};
 pub use timers::DeadlineQueue;

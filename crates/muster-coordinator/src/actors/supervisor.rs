@@ -19,14 +19,14 @@ use tracing::{debug, error, info};
 
 use super::group::{GroupActor, GroupEnv};
 use super::messages::{
-    AbortHeld, AdminCall, ArmTimer, Delete, Describe, Forget, Route, Shutdown, StatusChanged, Tick,
-    TopicsChanged,
+    AbortHeld, AdminCall, ArmTimer, Delete, Describe, Forget, GroupAddr, Route, Shutdown,
+    StatusChanged, Tick, TopicsChanged,
 };
 use super::timers::DeadlineQueue;
 use crate::catalog::TopicCatalog;
 use crate::clock::Clock;
 use crate::config::GroupConfig;
-use crate::engine::{absent_group, validate_group_id, AbsentGroup, Group, GroupState, Millis};
+use crate::engine::{absent_group, validate_group_id, AbsentGroup, Group, GroupState, Map, Millis};
 use crate::storage::{GroupRecord, Mutation, OffsetWrite, Store, StoredState};
 
 /// Which groups this node coordinates. A single node owns every group; a clustered node
@@ -58,11 +58,116 @@ pub struct SupervisorOptions {
     pub clock: Clock,
 }
 
+/// One group in the registry. The group id is the group's own allocation (shared with its
+/// `Group`), so a group id is stored once however many tables name it.
 struct Entry {
-    key: u64,
-    addr: Addr<GroupActor>,
+    group_id: Arc<str>,
+    /// Shared with the sessions that cache it: cloning an `Addr` allocates, an `Arc` does not.
+    addr: GroupAddr,
     state: GroupState,
     members: u32,
+}
+
+/// The registry: entries in a slab indexed by the low half of a group's key, plus the
+/// name → key index. A key's high half is its slot's generation, so a message from a group
+/// that has since been forgotten (its slot reused) never reaches the new occupant.
+///
+/// One 40-byte slot and one 24-byte index slot per group, where two hash tables keyed by
+/// `String` copies of the id (the group id twice more on the heap) used to be.
+#[derive(Default)]
+struct Registry {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    by_id: Map<Arc<str>, u64>,
+}
+
+struct Slot {
+    generation: u32,
+    entry: Option<Entry>,
+}
+
+impl Registry {
+    fn index(key: u64) -> usize {
+        (key & u64::from(u32::MAX)) as usize
+    }
+
+    fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+
+    /// The key the next [`Registry::insert`] will return.
+    fn next_key(&self) -> u64 {
+        let index = self
+            .free
+            .last()
+            .map_or(self.slots.len(), |&index| index as usize);
+        let generation = self.slots.get(index).map_or(0, |s| s.generation);
+        u64::from(generation) << 32 | index as u64
+    }
+
+    /// Adds a group; returns its key.
+    fn insert(&mut self, entry: Entry) -> u64 {
+        let index = match self.free.pop() {
+            Some(index) => index,
+            None => {
+                let index = u32::try_from(self.slots.len()).expect("fewer than 2^32 groups");
+                self.slots.push(Slot {
+                    generation: 0,
+                    entry: None,
+                });
+                index
+            }
+        };
+        let slot = &mut self.slots[index as usize];
+        let key = u64::from(slot.generation) << 32 | u64::from(index);
+        self.by_id.insert(Arc::clone(&entry.group_id), key);
+        slot.entry = Some(entry);
+        key
+    }
+
+    fn get(&self, key: u64) -> Option<&Entry> {
+        let slot = self.slots.get(Self::index(key))?;
+        (u64::from(slot.generation) == key >> 32)
+            .then_some(slot.entry.as_ref())
+            .flatten()
+    }
+
+    fn get_mut(&mut self, key: u64) -> Option<&mut Entry> {
+        let slot = self.slots.get_mut(Self::index(key))?;
+        (u64::from(slot.generation) == key >> 32)
+            .then_some(slot.entry.as_mut())
+            .flatten()
+    }
+
+    fn key_of(&self, group_id: &str) -> Option<u64> {
+        self.by_id.get(group_id).copied()
+    }
+
+    fn find(&self, group_id: &str) -> Option<(u64, &Entry)> {
+        let key = self.key_of(group_id)?;
+        self.get(key).map(|e| (key, e))
+    }
+
+    fn remove(&mut self, key: u64) -> Option<Entry> {
+        let index = Self::index(key);
+        let slot = self.slots.get_mut(index)?;
+        if u64::from(slot.generation) != key >> 32 {
+            return None;
+        }
+        let entry = slot.entry.take()?;
+        slot.generation = slot.generation.wrapping_add(1);
+        self.by_id.remove(&*entry.group_id);
+        self.free.push(index as u32);
+        Some(entry)
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Entry> {
+        self.slots.iter().filter_map(|s| s.entry.as_ref())
+    }
 }
 
 pub struct Supervisor {
@@ -74,9 +179,7 @@ pub struct Supervisor {
     next_arbiter: usize,
     placement: Box<dyn Placement>,
     env: Option<Arc<GroupEnv>>,
-    groups: HashMap<String, Entry>,
-    keys: HashMap<u64, String>,
-    next_key: u64,
+    groups: Registry,
     timers: DeadlineQueue,
     wake: Option<(Millis, SpawnHandle)>,
     initial: Option<StoredState>,
@@ -98,9 +201,7 @@ impl Supervisor {
             next_arbiter: 0,
             placement: options.placement,
             env: None,
-            groups: HashMap::new(),
-            keys: HashMap::new(),
-            next_key: 1,
+            groups: Registry::default(),
             timers: DeadlineQueue::default(),
             wake: None,
             initial: Some(options.initial),
@@ -144,33 +245,29 @@ impl Supervisor {
         &mut self,
         group: Group<super::ReplyTo>,
         ctx: &mut Context<Self>,
-    ) -> Addr<GroupActor> {
+    ) -> (Arc<str>, GroupAddr) {
         let env = self.env(ctx);
-        let key = self.next_key;
-        self.next_key += 1;
-        let group_id = group.group_id().to_owned();
+        let group_id = Arc::clone(group.shared_group_id());
         let state = group.state();
         let members = group.member_count() as u32;
+        let key = self.groups.next_key();
         let make = move |_: &mut Context<GroupActor>| GroupActor::new(key, group, env);
-        let addr = if self.arbiters.is_empty() {
+        let addr = Arc::new(if self.arbiters.is_empty() {
             GroupActor::create(make)
         } else {
             let arbiter = &self.arbiters[self.next_arbiter % self.arbiters.len()];
             self.next_arbiter = self.next_arbiter.wrapping_add(1);
             GroupActor::start_in_arbiter(arbiter, make)
-        };
-        self.keys.insert(key, group_id.clone());
+        });
+        let inserted = self.groups.insert(Entry {
+            group_id: Arc::clone(&group_id),
+            addr: Arc::clone(&addr),
+            state,
+            members,
+        });
+        debug_assert_eq!(inserted, key);
         self.count(None, Some((state, members)));
-        self.groups.insert(
-            group_id,
-            Entry {
-                key,
-                addr: addr.clone(),
-                state,
-                members,
-            },
-        );
-        addr
+        (group_id, addr)
     }
 
     fn load(&mut self, initial: StoredState, ctx: &mut Context<Self>) {
@@ -238,7 +335,7 @@ impl Supervisor {
         let mut due = std::mem::take(&mut self.due);
         self.timers.pop_due(now, &mut due);
         for key in due.drain(..) {
-            if let Some(entry) = self.keys.get(&key).and_then(|g| self.groups.get(g)) {
+            if let Some(entry) = self.groups.get(key) {
                 entry.addr.do_send(Tick);
             }
         }
@@ -246,12 +343,9 @@ impl Supervisor {
         self.reschedule(ctx);
     }
 
-    fn forget(&mut self, group_id: &str, key: u64) {
-        if self.groups.get(group_id).is_some_and(|e| e.key == key) {
-            if let Some(entry) = self.groups.remove(group_id) {
-                self.count(Some((entry.state, entry.members)), None);
-            }
-            self.keys.remove(&key);
+    fn forget(&mut self, key: u64) {
+        if let Some(entry) = self.groups.remove(key) {
+            self.count(Some((entry.state, entry.members)), None);
             self.timers.disarm(key);
         }
     }
@@ -260,7 +354,7 @@ impl Supervisor {
         let lookups: Vec<_> = group_ids
             .into_iter()
             .map(|group_id| {
-                let addr = self.groups.get(&group_id).map(|e| e.addr.clone());
+                let addr = self.groups.find(&group_id).map(|(_, e)| e.addr.clone());
                 let refusal = self.refusal(&group_id);
                 async move {
                     if let Some(code) = refusal {
@@ -288,11 +382,11 @@ impl Supervisor {
             states.iter().map(|s| GroupState::parse(s.trim())).collect();
         let mut groups: Vec<ListedGroup> = self
             .groups
-            .iter()
-            .filter(|(_, e)| e.state != GroupState::Dead)
-            .filter(|(_, e)| wanted.is_empty() || wanted.contains(&Some(e.state)))
-            .map(|(group_id, e)| ListedGroup {
-                group_id: group_id.clone(),
+            .values()
+            .filter(|e| e.state != GroupState::Dead)
+            .filter(|e| wanted.is_empty() || wanted.contains(&Some(e.state)))
+            .map(|e| ListedGroup {
+                group_id: e.group_id.to_string(),
                 state: e.state.as_str().to_owned(),
                 members: e.members,
             })
@@ -308,7 +402,10 @@ impl Supervisor {
         let deletions: Vec<_> = group_ids
             .into_iter()
             .map(|group_id| {
-                let target = self.groups.get(&group_id).map(|e| (e.key, e.addr.clone()));
+                let target = self
+                    .groups
+                    .find(&group_id)
+                    .map(|(k, e)| (k, e.addr.clone()));
                 let refusal = self.refusal(&group_id);
                 async move {
                     if let Some(code) = refusal {
@@ -335,7 +432,7 @@ impl Supervisor {
                         .into_iter()
                         .map(|(group_id, key, code)| {
                             if let (Some(key), ErrorCode::None) = (key, code) {
-                                act.forget(&group_id, key);
+                                act.forget(key);
                             }
                             GroupResult {
                                 group_id,
@@ -431,7 +528,7 @@ impl Actor for Supervisor {
 }
 
 impl Handler<Route> for Supervisor {
-    type Result = Option<Addr<GroupActor>>;
+    type Result = Option<(Arc<str>, GroupAddr)>;
 
     fn handle(&mut self, route: Route, ctx: &mut Self::Context) -> Self::Result {
         let Route { group_id, call } = route;
@@ -440,10 +537,9 @@ impl Handler<Route> for Supervisor {
             call.reply.send(answer);
             return None;
         }
-        if let Some(entry) = self.groups.get(&group_id) {
-            let addr = entry.addr.clone();
-            addr.do_send(call);
-            return Some(addr);
+        if let Some((_, entry)) = self.groups.find(&group_id) {
+            entry.addr.do_send(call);
+            return Some((Arc::clone(&entry.group_id), Arc::clone(&entry.addr)));
         }
         match absent_group(&call.request, &self.config) {
             AbsentGroup::Answer(response) => {
@@ -453,9 +549,9 @@ impl Handler<Route> for Supervisor {
             AbsentGroup::Create => {
                 debug!(group_id, "group created");
                 let group = Group::new(group_id, Arc::clone(&self.config), self.clock.now());
-                let addr = self.spawn_group(group, ctx);
+                let (group_id, addr) = self.spawn_group(group, ctx);
                 addr.do_send(call);
-                Some(addr)
+                Some((group_id, addr))
             }
         }
     }
@@ -515,7 +611,7 @@ impl Handler<ArmTimer> for Supervisor {
     type Result = ();
 
     fn handle(&mut self, msg: ArmTimer, ctx: &mut Self::Context) {
-        if self.keys.contains_key(&msg.key) && self.timers.arm(msg.key, msg.at) {
+        if self.groups.get(msg.key).is_some() && self.timers.arm(msg.key, msg.at) {
             self.reschedule(ctx);
         }
     }
@@ -525,9 +621,7 @@ impl Handler<Forget> for Supervisor {
     type Result = ();
 
     fn handle(&mut self, msg: Forget, _: &mut Self::Context) {
-        if let Some(group_id) = self.keys.get(&msg.key).cloned() {
-            self.forget(&group_id, msg.key);
-        }
+        self.forget(msg.key);
     }
 }
 
@@ -535,7 +629,7 @@ impl Handler<StatusChanged> for Supervisor {
     type Result = ();
 
     fn handle(&mut self, msg: StatusChanged, _: &mut Self::Context) {
-        let Some(entry) = self.keys.get(&msg.key).and_then(|g| self.groups.get_mut(g)) else {
+        let Some(entry) = self.groups.get_mut(msg.key) else {
             return;
         };
         let before = (entry.state, entry.members);
@@ -561,5 +655,46 @@ impl Handler<Shutdown> for Supervisor {
                 error!(error = %e, "store did not close cleanly");
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(group_id: &str) -> Entry {
+        let (tx, _rx) = actix::dev::channel::channel(1);
+        Entry {
+            group_id: group_id.into(),
+            addr: Arc::new(Addr::new(tx)),
+            state: GroupState::Empty,
+            members: 0,
+        }
+    }
+
+    #[test]
+    fn registry_keys_of_forgotten_groups_stay_dead() {
+        let mut r = Registry::default();
+        let key_a = r.next_key();
+        assert_eq!(r.insert(entry("a")), key_a);
+        let key_b = r.insert(entry("b"));
+        assert_ne!(key_a, key_b);
+        assert_eq!(r.find("a").map(|(k, _)| k), Some(key_a));
+        assert!(r.remove(key_a).is_some());
+        assert!(r.remove(key_a).is_none(), "removed once");
+        assert!(r.find("a").is_none());
+        // The slot is reused under a new generation: the old key reaches nothing.
+        let key_c = r.next_key();
+        assert_eq!(r.insert(entry("c")), key_c);
+        assert_eq!(Registry::index(key_c), Registry::index(key_a));
+        assert_ne!(key_c, key_a);
+        assert!(r.get(key_a).is_none());
+        assert!(r.get_mut(key_a).is_none());
+        assert!(r.remove(key_a).is_none());
+        assert_eq!(r.get(key_c).map(|e| &*e.group_id), Some("c"));
+        assert_eq!(r.len(), 2);
+        let mut ids: Vec<&str> = r.values().map(|e| &*e.group_id).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, ["b", "c"]);
     }
 }
