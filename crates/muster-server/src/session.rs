@@ -116,6 +116,9 @@ const GROUP_CACHE_LIMIT: usize = 256;
 /// Bytes the writer gathers from ready responses before one write.
 const WRITE_BATCH_BYTES: usize = 64 * 1024;
 
+/// The writer buffer's capacity kept between writes.
+const WRITE_BUF_KEEP: usize = 8 * 1024;
+
 /// Most requests one [`GroupBatch`] carries (a group actor handles a batch in one go; this
 /// bounds how long other groups on its arbiter wait behind it).
 const MAX_BATCH: usize = 64;
@@ -602,7 +605,7 @@ async fn write_responses(
     mut shutdown: watch::Receiver<bool>,
 ) -> io::Result<()> {
     let mut out = Encoder {
-        buf: Vec::with_capacity(8 * 1024),
+        buf: Vec::with_capacity(WRITE_BUF_KEEP),
         answered: 0,
         now: Instant::now(),
         metrics: RequestMetrics::new(),
@@ -634,6 +637,9 @@ async fn write_responses(
         out.metrics.flush();
         write.write_all(&out.buf).await?;
         out.buf.clear();
+        // One large answer (a 10 000-member leader's JoinGroup is ~1 MB) grows the buffer; the
+        // connection should not keep that high-water mark for the rest of its life.
+        out.buf.shrink_to(WRITE_BUF_KEEP);
         // The responses are on the wire: their in-flight slots are free again.
         permits.add_permits(std::mem::take(&mut out.answered));
     }

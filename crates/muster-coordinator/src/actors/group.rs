@@ -32,7 +32,6 @@ pub(crate) struct GroupEnv {
 pub struct GroupActor {
     key: u64,
     group: Group<ReplyTo>,
-    out: Output<ReplyTo>,
     env: Arc<GroupEnv>,
     /// The wake-up the supervisor holds for us (at or before our next deadline).
     armed: Option<Millis>,
@@ -48,7 +47,6 @@ impl GroupActor {
         Self {
             key,
             group,
-            out: Output::default(),
             env,
             armed: None,
             persist_in_flight: false,
@@ -70,6 +68,7 @@ impl GroupActor {
             now,
             topics: self.env.catalog.as_ref(),
         };
+        let mut out = Output::default();
         match request {
             Request::Heartbeat(r) => {
                 // The hot path: answered at once, no allocation, no timer work.
@@ -81,14 +80,12 @@ impl GroupActor {
             }
             Request::JoinGroup(r) => {
                 self.group
-                    .join(cx, r, &client, Uuid::new_v4(), reply, &mut self.out)
+                    .join(cx, r, &client, Uuid::new_v4(), reply, &mut out)
             }
-            Request::SyncGroup(r) => self.group.sync(cx, r, reply, &mut self.out),
+            Request::SyncGroup(r) => self.group.sync(cx, r, reply, &mut out),
             Request::LeaveGroup(r) => {
-                let response = self.group.leave(cx, r, &mut self.out);
-                self.out
-                    .replies
-                    .push((reply, Response::LeaveGroup(response)));
+                let response = self.group.leave(cx, r, &mut out);
+                out.replies.push((reply, Response::LeaveGroup(response)));
             }
             Request::OffsetCommit(r) => {
                 let (response, writes) = self.group.commit_offsets(now, r);
@@ -107,7 +104,7 @@ impl GroupActor {
                 format!("{} is not a group request", other.name()),
             )),
         }
-        self.finish(ctx);
+        self.finish(out, ctx);
     }
 
     /// Offsets are answered only once durable, and only then visible to OffsetFetch.
@@ -142,17 +139,17 @@ impl GroupActor {
         ctx.spawn(fut);
     }
 
-    /// Carries out what the engine asked for in `self.out`.
-    fn finish(&mut self, ctx: &mut Context<Self>) {
-        // `take`, not `drain`: the heartbeat path never uses `out`, and a drained Vec would keep
-        // its capacity (a few hundred bytes of events and replies) in every idle group.
-        for event in std::mem::take(&mut self.out.events) {
+    /// Carries out what the engine asked for in `out`.
+    /// A fresh `Output` per call, not a field reused: an idle group then keeps neither the
+    /// vectors' capacity nor the field.
+    fn finish(&mut self, out: Output<ReplyTo>, ctx: &mut Context<Self>) {
+        for event in out.events {
             log_event(self.group.group_id(), &event);
         }
-        if !self.out.expired_offsets.is_empty() {
+        if !out.expired_offsets.is_empty() {
             // Nobody waits on this write; a failure only means the offsets come back after a
             // restart and expire again.
-            let partitions = std::mem::take(&mut self.out.expired_offsets);
+            let partitions = out.expired_offsets;
             let durable = self.env.store.apply(vec![Mutation::DeleteOffsets {
                 group_id: self.group.group_id().to_owned(),
                 partitions,
@@ -163,15 +160,13 @@ impl GroupActor {
                 }
             }));
         }
-        if self.out.persist {
-            let replies = std::mem::take(&mut self.out.replies);
-            self.persist(replies, ctx);
+        if out.persist {
+            self.persist(out.replies, ctx);
         } else {
-            for (to, response) in std::mem::take(&mut self.out.replies) {
+            for (to, response) in out.replies {
                 to.send(response);
             }
         }
-        self.out.clear();
         if let Some(at) = self.group.take_new_deadline() {
             if self.armed.is_none_or(|armed| at < armed) {
                 self.armed = Some(at);
@@ -242,7 +237,7 @@ impl Actor for GroupActor {
     fn started(&mut self, ctx: &mut Self::Context) {
         // A restored group may have deadlines (barrier, sessions) from the start.
         ctx.set_mailbox_capacity(1024);
-        self.finish(ctx);
+        self.finish(Output::default(), ctx);
     }
 }
 
@@ -304,8 +299,9 @@ impl Handler<Tick> for GroupActor {
             now: self.env.clock.now(),
             topics: self.env.catalog.as_ref(),
         };
-        self.group.tick(cx, &mut self.out);
-        self.finish(ctx);
+        let mut out = Output::default();
+        self.group.tick(cx, &mut out);
+        self.finish(out, ctx);
     }
 }
 
@@ -350,8 +346,9 @@ impl Handler<TopicsChanged> for GroupActor {
             now: self.env.clock.now(),
             topics: self.env.catalog.as_ref(),
         };
-        self.group.topics_changed(cx, &msg.0, &mut self.out);
-        self.finish(ctx);
+        let mut out = Output::default();
+        self.group.topics_changed(cx, &msg.0, &mut out);
+        self.finish(out, ctx);
     }
 }
 
@@ -359,9 +356,10 @@ impl Handler<AbortHeld> for GroupActor {
     type Result = ();
 
     fn handle(&mut self, _: AbortHeld, ctx: &mut Self::Context) {
+        let mut out = Output::default();
         self.group
-            .abort_held(ErrorCode::CoordinatorNotAvailable, &mut self.out);
-        self.finish(ctx);
+            .abort_held(ErrorCode::CoordinatorNotAvailable, &mut out);
+        self.finish(out, ctx);
     }
 }
 

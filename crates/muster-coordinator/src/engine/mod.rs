@@ -164,8 +164,8 @@ pub struct ClientInfo {
     pub client_host: Arc<str>,
 }
 
-/// What one engine call asks its caller to do. Reuse one value across calls (`clear` between)
-/// so the hot path does not allocate.
+/// What one engine call asks its caller to do. An empty `Output` allocates nothing, so a caller
+/// may make a fresh one per call (the group actor does: an idle group keeps none).
 #[derive(Debug)]
 pub struct Output<R> {
     /// Answers to send, in order. If `persist` is set they must wait until the group's record
@@ -649,7 +649,12 @@ impl<R> Group<R> {
                         *n += 1;
                     }
                 }
-                (None, true) => support.push((a.name.clone(), 1)),
+                (None, true) => {
+                    // Exactly: groups offer one to three assignors, and a first `push` would
+                    // reserve four slots (128 bytes) in every group.
+                    support.reserve_exact(1);
+                    support.push((a.name.clone(), 1));
+                }
                 (Some(at), false) => {
                     if let Some((_, n)) = support.get_mut(at) {
                         *n -= 1;
