@@ -136,11 +136,42 @@ struct Bursts<S> {
     frames: S,
     in_burst: bool,
     ended: bool,
+    /// A frame of this burst was larger than [`READ_BUF_KEEP`].
+    large: bool,
+}
+
+impl<S> Bursts<S> {
+    fn new(frames: S) -> Self {
+        Self {
+            frames,
+            in_burst: false,
+            ended: false,
+            large: false,
+        }
+    }
+}
+
+/// Read-buffer capacity a connection keeps once a burst with a larger frame is over.
+const READ_BUF_KEEP: usize = 64 * 1024;
+
+/// A frame source whose read buffer can be given back between bursts.
+trait TrimBuffer {
+    fn trim(&mut self);
+}
+
+impl TrimBuffer for FramedRead<tokio::io::ReadHalf<TcpStream>, LengthDelimitedCodec> {
+    /// One large frame (a 10 000-member leader's SyncGroup is ~1 MB) grows the read buffer, and
+    /// the buffer would keep that allocation for the connection's life: start a new one.
+    fn trim(&mut self) {
+        if self.read_buffer().is_empty() {
+            *self.read_buffer_mut() = BytesMut::with_capacity(8 * 1024);
+        }
+    }
 }
 
 impl<S> Stream for Bursts<S>
 where
-    S: Stream<Item = Result<BytesMut, io::Error>> + Unpin,
+    S: Stream<Item = Result<BytesMut, io::Error>> + TrimBuffer + Unpin,
 {
     type Item = Incoming;
 
@@ -152,6 +183,9 @@ where
         match next {
             Poll::Ready(Some(frame)) => {
                 self.in_burst = true;
+                if frame.as_ref().is_ok_and(|f| f.len() > READ_BUF_KEEP) {
+                    self.large = true;
+                }
                 return Poll::Ready(Some(Incoming::Frame(frame)));
             }
             Poll::Ready(None) => self.ended = true,
@@ -159,6 +193,9 @@ where
         }
         if self.in_burst {
             self.in_burst = false;
+            if std::mem::take(&mut self.large) {
+                self.frames.trim();
+            }
             Poll::Ready(Some(Incoming::Drained))
         } else if self.ended {
             Poll::Ready(None)
@@ -464,11 +501,7 @@ impl Actor for Session {
     fn started(&mut self, ctx: &mut Self::Context) {
         debug!(parent: &self.span, "connection opened");
         if let Some(reader) = self.reader.take() {
-            ctx.add_stream(Bursts {
-                frames: reader,
-                in_burst: false,
-                ended: false,
-            });
+            ctx.add_stream(Bursts::new(reader));
         }
         if let Some(idle) = self.settings.idle_timeout {
             let every = (idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(30));
@@ -691,64 +724,108 @@ impl Encoder {
 
 #[cfg(test)]
 mod tests {
+    use std::cell::RefCell;
     use std::collections::VecDeque;
+    use std::rc::Rc;
 
-    use futures_util::{stream, StreamExt};
+    use futures_util::StreamExt;
 
     use super::*;
 
     /// What the next poll of the scripted frame stream returns.
     enum Step {
-        Frame(&'static [u8]),
+        Frame(usize),
         NotYet,
         End,
     }
 
-    fn frame(bytes: &[u8]) -> Result<BytesMut, io::Error> {
-        Ok(BytesMut::from(bytes))
+    /// Frames of the given sizes, filled with `x`; records polls' outcomes and trims in `log`.
+    struct Scripted {
+        steps: VecDeque<Step>,
+        log: Rc<RefCell<Vec<String>>>,
     }
 
-    #[test]
-    fn a_burst_ends_when_the_next_frame_is_not_there_yet_and_at_the_end() {
-        let mut script = VecDeque::from([
-            Step::Frame(b"a"),
-            Step::Frame(b"b"),
-            Step::NotYet,
-            Step::NotYet,
-            Step::Frame(b"c"),
-            Step::End,
-        ]);
-        let frames = stream::poll_fn(move |cx| match script.pop_front() {
-            Some(Step::Frame(bytes)) => Poll::Ready(Some(frame(bytes))),
-            Some(Step::NotYet) => {
-                cx.waker().wake_by_ref();
-                Poll::Pending
+    impl Stream for Scripted {
+        type Item = Result<BytesMut, io::Error>;
+
+        fn poll_next(
+            mut self: Pin<&mut Self>,
+            cx: &mut TaskContext<'_>,
+        ) -> Poll<Option<Self::Item>> {
+            match self.steps.pop_front() {
+                Some(Step::Frame(len)) => {
+                    Poll::Ready(Some(Ok(BytesMut::from(&vec![b'x'; len][..]))))
+                }
+                Some(Step::NotYet) => {
+                    cx.waker().wake_by_ref();
+                    Poll::Pending
+                }
+                Some(Step::End) | None => Poll::Ready(None),
             }
-            Some(Step::End) | None => Poll::Ready(None),
+        }
+    }
+
+    impl TrimBuffer for Scripted {
+        fn trim(&mut self) {
+            self.log.borrow_mut().push("trim".into());
+        }
+    }
+
+    /// Polls `steps` through [`Bursts`] ten times; returns what came out (frames by length).
+    fn run(steps: Vec<Step>) -> Vec<String> {
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let mut bursts = Bursts::new(Scripted {
+            steps: steps.into(),
+            log: Rc::clone(&log),
         });
-        let mut bursts = Bursts {
-            frames,
-            in_burst: false,
-            ended: false,
-        };
         let waker = futures_util::task::noop_waker();
         let mut cx = TaskContext::from_waker(&waker);
-        let mut seen = Vec::new();
         for _ in 0..10 {
-            let polled = bursts.poll_next_unpin(&mut cx);
-            seen.push(match polled {
-                Poll::Ready(Some(Incoming::Frame(Ok(f)))) => {
-                    String::from_utf8_lossy(&f).into_owned()
-                }
+            let seen = match bursts.poll_next_unpin(&mut cx) {
+                Poll::Ready(Some(Incoming::Frame(Ok(f)))) => f.len().to_string(),
                 Poll::Ready(Some(Incoming::Frame(Err(e)))) => format!("error {e}"),
                 Poll::Ready(Some(Incoming::Drained)) => "|".into(),
                 Poll::Ready(None) => "end".into(),
                 Poll::Pending => "pending".into(),
-            });
+            };
+            log.borrow_mut().push(seen);
         }
+        log.take()
+    }
+
+    #[test]
+    fn a_burst_ends_when_the_next_frame_is_not_there_yet_and_at_the_end() {
+        let seen = run(vec![
+            Step::Frame(1),
+            Step::Frame(2),
+            Step::NotYet,
+            Step::NotYet,
+            Step::Frame(3),
+            Step::End,
+        ]);
         assert_eq!(
             seen,
-            ["a", "b", "|", "pending", "c", "|", "end", "end", "end", "end"]
+            ["1", "2", "|", "pending", "3", "|", "end", "end", "end", "end"]
+        );
+    }
+
+    #[test]
+    fn the_read_buffer_is_trimmed_after_a_burst_with_a_large_frame() {
+        let large = READ_BUF_KEEP + 1;
+        let seen = run(vec![
+            Step::Frame(10),
+            Step::NotYet,
+            Step::Frame(large),
+            Step::Frame(10),
+            Step::NotYet,
+            Step::Frame(READ_BUF_KEEP),
+            Step::End,
+        ]);
+        let large = large.to_string();
+        let keep = READ_BUF_KEEP.to_string();
+        assert_eq!(
+            seen,
+            ["10", "|", &large, "10", "trim", "|", &keep, "|", "end", "end", "end"]
         );
     }
 }
