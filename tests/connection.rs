@@ -392,5 +392,63 @@ async fn a_burst_larger_than_the_in_flight_cap_is_answered_in_full() -> anyhow::
     for answer in &answers {
         assert_eq!(heartbeat_code(answer), ErrorCode::None.code(), "{answer:?}");
     }
+    // The same from a connection new to the group: its requests are routed through the
+    // supervisor, then held until the routed ones are handled, all within 4 slots.
+    let mut fresh = Conn::connect(addr, "fresh").await?;
+    let requests = (0..200)
+        .map(|_| heartbeat("capped", generation, &id))
+        .collect();
+    let answers = burst(&mut fresh, 10_000, requests).await?;
+    for answer in &answers {
+        assert_eq!(heartbeat_code(answer), ErrorCode::None.code(), "{answer:?}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn requests_for_a_group_new_to_the_connection_keep_their_order() -> anyhow::Result<()> {
+    // A connection's first requests for a group go through the supervisor (which returns the
+    // group's address); later ones go to the group directly. The direct ones must not overtake
+    // routed ones still queued at the supervisor: here a LeaveGroup written right after a burst
+    // of heartbeats must be carried out after all of them.
+    let server = start_server(fast_config());
+    let addr = server.local_addr();
+    for round in 0..8 {
+        let group = format!("routed-{round}");
+        let members = form_group(addr, &group, 2, LONG_MS, LONG_MS).await?;
+        let (generation, leaving) = (members[1].generation, members[1].id.clone());
+        let mut conn = Conn::connect(addr, "fresh").await?;
+        let beats: Vec<_> = (0..500u32)
+            .map(|i| {
+                let id = 10_000 + i;
+                (
+                    conn.expect(id),
+                    frame(&payload(id, heartbeat(&group, generation, &leaving))),
+                )
+            })
+            .collect();
+        let mut bytes = Vec::new();
+        let mut answers = Vec::new();
+        for (answer, frame) in beats {
+            answers.push(answer);
+            bytes.extend(frame);
+        }
+        conn.write_raw(&bytes).await?;
+        let left = conn.expect(20_000);
+        conn.write_raw(&frame(&payload(20_000, leave(&group, &[&leaving]))))
+            .await?;
+        for (i, answer) in answers.into_iter().enumerate() {
+            let answer = wait(answer).await?;
+            assert_eq!(
+                heartbeat_code(&answer),
+                ErrorCode::None.code(),
+                "round {round}, heartbeat {i}: {answer:?}"
+            );
+        }
+        match wait(left).await? {
+            Response::LeaveGroup(r) => assert_eq!(r.error_code, ErrorCode::None.code()),
+            other => panic!("expected the LeaveGroup answer, got {other:?}"),
+        }
+    }
     Ok(())
 }

@@ -205,6 +205,20 @@ where
     }
 }
 
+/// A group a connection reaches through the supervisor. Its requests must not overtake each
+/// other: until every routed one is handled, nothing goes to the group directly.
+#[derive(Default)]
+struct Routing {
+    /// Requests routed and not yet handled by the supervisor.
+    outstanding: u32,
+    /// The group's id and address, once a routed request found the group.
+    found: Option<(Arc<str>, GroupAddr)>,
+    /// Requests that came after the group was found: held (neither routed nor sent) until the
+    /// outstanding ones are handled, then sent to the group in order. Routing them instead
+    /// could go on for as long as the client keeps requests in flight.
+    held: Vec<(Request, Slot)>,
+}
+
 /// Group requests of the current burst bound for one group, not yet sent.
 struct PendingBatch {
     addr: GroupAddr,
@@ -230,6 +244,8 @@ pub struct Session {
     /// Group id → address, both shared with the supervisor's registry (an entry costs this
     /// map's slot, not copies).
     groups: HashMap<Arc<str>, GroupAddr>,
+    /// Groups this connection is reaching through the supervisor (not cached yet).
+    routing: HashMap<String, Routing>,
     batch: Option<PendingBatch>,
     reader: Option<FramedRead<tokio::io::ReadHalf<TcpStream>, LengthDelimitedCodec>>,
     writer: Option<(WriteHalf<TcpStream>, mpsc::UnboundedReceiver<ToWriter>)>,
@@ -267,6 +283,7 @@ impl Session {
             tx,
             permits,
             groups: HashMap::new(),
+            routing: HashMap::new(),
             batch: None,
             reader: Some(FramedRead::new(read, codec)),
             writer: Some((write, rx)),
@@ -419,6 +436,12 @@ impl Session {
                 return;
             }
         }
+        if let Some(routing) = self.routing.get_mut(group_id) {
+            if routing.found.is_some() {
+                routing.held.push((request, slot));
+                return;
+            }
+        }
         let call = GroupCall {
             request,
             reply: self.reply(slot),
@@ -474,19 +497,43 @@ impl Session {
         }
     }
 
+    /// Sends every held request through the supervisor, behind the routed ones it waits for
+    /// (in order, as the supervisor handles its mailbox in order).
+    fn route_held(&mut self, ctx: &mut Context<Self>) {
+        let held: Vec<_> = self
+            .routing
+            .values_mut()
+            .flat_map(|routing| std::mem::take(&mut routing.held))
+            .collect();
+        for (request, slot) in held {
+            let call = GroupCall {
+                request,
+                reply: self.reply(slot),
+                client: self.client.clone(),
+            };
+            self.route(call, ctx);
+        }
+    }
+
     fn route(&mut self, call: GroupCall, ctx: &mut Context<Self>) {
         let group_id = group_of(&call.request).unwrap_or_default().to_owned();
         self.groups.remove(group_id.as_str());
-        let route = Route { group_id, call };
+        self.routing
+            .entry(group_id.clone())
+            .or_default()
+            .outstanding += 1;
+        let route = Route {
+            group_id: group_id.clone(),
+            call,
+        };
         // The request must not be tied to this session's lifetime: actix skips a message whose
         // sender dropped the answer future, so a request routed just before the client closed
         // (a LeaveGroup on shutdown, say) would be lost with the session's futures.
         let routed = self.settings.supervisor.send(route);
         let session = ctx.address();
         actix::spawn(async move {
-            if let Ok(Some((group_id, addr))) = routed.await {
-                session.do_send(CacheGroup { group_id, addr });
-            }
+            let found = routed.await.ok().flatten();
+            session.do_send(Routed { group_id, found });
         });
     }
 }
@@ -532,8 +579,10 @@ impl Actor for Session {
 
     fn stopped(&mut self, ctx: &mut Self::Context) {
         // Requests read before the connection ended still reach their groups (a LeaveGroup
-        // sent just before closing, say); their answers have nowhere to go.
+        // sent just before closing, say); their answers have nowhere to go. Held ones go
+        // through the supervisor, behind the routed ones they wait for.
         self.flush(ctx);
+        self.route_held(ctx);
         if let Some(close) = self.close_tx.take() {
             let _ = close.send(());
         }
@@ -573,9 +622,12 @@ impl StreamHandler<Incoming> for Session {
             // written.
             Ok(()) => self.on_frame(frame, now, ctx),
             Err(_) => {
-                // Every slot is taken: send what this burst gathered (its answers are what
-                // frees slots), then stop reading (ctx.wait) until a response is written.
+                // Every slot is taken: send what this burst gathered and what is held (their
+                // answers are what frees slots; a held request would otherwise wait for a
+                // message the session does not read while it waits), then stop reading
+                // (ctx.wait) until a response is written.
                 self.flush(ctx);
+                self.route_held(ctx);
                 let permits = Arc::clone(&self.permits);
                 ctx.wait(
                     async move { permits.acquire().await.map(|permit| permit.forget()) }
@@ -599,23 +651,46 @@ impl StreamHandler<Incoming> for Session {
 #[rtype(result = "()")]
 struct WriterDone;
 
-/// The supervisor routed a request of this session to `addr`: later requests for the group
-/// go there directly.
+/// The supervisor handled a request this session routed (and, if the group exists, returned
+/// its id and address). Once every routed request for the group is handled, later requests go
+/// to the group directly.
 #[derive(Message)]
 #[rtype(result = "()")]
-struct CacheGroup {
-    group_id: Arc<str>,
-    addr: GroupAddr,
+struct Routed {
+    group_id: String,
+    found: Option<(Arc<str>, GroupAddr)>,
 }
 
-impl Handler<CacheGroup> for Session {
+impl Handler<Routed> for Session {
     type Result = ();
 
-    fn handle(&mut self, msg: CacheGroup, _: &mut Self::Context) {
+    fn handle(&mut self, msg: Routed, ctx: &mut Self::Context) {
+        let Some(routing) = self.routing.get_mut(msg.group_id.as_str()) else {
+            return;
+        };
+        routing.outstanding = routing.outstanding.saturating_sub(1);
+        if routing.found.is_none() {
+            routing.found = msg.found;
+        }
+        if routing.outstanding > 0 {
+            return;
+        }
+        let Some(Routing { found, held, .. }) = self.routing.remove(msg.group_id.as_str()) else {
+            return;
+        };
+        // Only requests after the group was found are held.
+        let Some((group_id, addr)) = found else {
+            return;
+        };
         if self.groups.len() >= GROUP_CACHE_LIMIT {
             self.groups.clear();
         }
-        self.groups.insert(msg.group_id, msg.addr);
+        self.groups.insert(group_id, Arc::clone(&addr));
+        if !held.is_empty() {
+            self.flush(ctx);
+            self.batch = Some(PendingBatch { addr, calls: held });
+            self.flush(ctx);
+        }
     }
 }
 
