@@ -296,6 +296,15 @@ impl Session {
         ReplyTo::new(self.tx.clone(), slot)
     }
 
+    /// One request on its way to its group alone (not in a batch).
+    fn group_call(&self, request: Request, slot: Slot) -> GroupCall {
+        GroupCall {
+            request,
+            reply: self.reply(slot),
+            client: self.client.clone(),
+        }
+    }
+
     /// An answer path for a frame that never took an in-flight slot.
     fn reply_unslotted(&self, correlation_id: u32) -> ReplyTo {
         self.reply(Slot {
@@ -442,11 +451,7 @@ impl Session {
                 return;
             }
         }
-        let call = GroupCall {
-            request,
-            reply: self.reply(slot),
-            client: self.client.clone(),
-        };
+        let call = self.group_call(request, slot);
         self.route(call, ctx);
     }
 
@@ -460,11 +465,7 @@ impl Session {
             let Some((request, slot)) = calls.pop() else {
                 return;
             };
-            let call = GroupCall {
-                request,
-                reply: self.reply(slot),
-                client: self.client.clone(),
-            };
+            let call = self.group_call(request, slot);
             match addr.try_send(call) {
                 Ok(()) => return,
                 // A busy group: queue anyway; this connection's in-flight cap bounds it.
@@ -483,11 +484,7 @@ impl Session {
                 Err(SendError::Closed(mut batch)) => batch
                     .take_calls()
                     .into_iter()
-                    .map(|(request, slot)| GroupCall {
-                        request,
-                        reply: self.reply(slot),
-                        client: self.client.clone(),
-                    })
+                    .map(|(request, slot)| self.group_call(request, slot))
                     .collect(),
             }
         };
@@ -506,11 +503,7 @@ impl Session {
             .flat_map(|routing| std::mem::take(&mut routing.held))
             .collect();
         for (request, slot) in held {
-            let call = GroupCall {
-                request,
-                reply: self.reply(slot),
-                client: self.client.clone(),
-            };
+            let call = self.group_call(request, slot);
             self.route(call, ctx);
         }
     }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use actix::prelude::*;
-use muster_protocol::{ErrorCode, HeartbeatResponse, Request, Response};
+use muster_protocol::{ErrorCode, HeartbeatRequest, HeartbeatResponse, Request, Response};
 use tracing::{debug, error, info, warn};
 use uuid::Uuid;
 
@@ -72,10 +72,7 @@ impl GroupActor {
         match request {
             Request::Heartbeat(r) => {
                 // The hot path: answered at once, no allocation, no timer work.
-                let code = self.group.heartbeat(now, &r);
-                reply.send(Response::Heartbeat(HeartbeatResponse {
-                    error_code: code.code(),
-                }));
+                reply.send(self.heartbeat(now, &r));
                 return;
             }
             Request::JoinGroup(r) => {
@@ -105,6 +102,14 @@ impl GroupActor {
             )),
         }
         self.finish(out, ctx);
+    }
+
+    /// A heartbeat's answer (a heartbeat changes nothing the actor must carry out: only the
+    /// member's last-heard time, which pushes deadlines later).
+    fn heartbeat(&mut self, now: Millis, request: &HeartbeatRequest) -> Response {
+        Response::Heartbeat(HeartbeatResponse {
+            error_code: self.group.heartbeat(now, request).code(),
+        })
     }
 
     /// Offsets are answered only once durable, and only then visible to OffsetFetch.
@@ -261,12 +266,7 @@ impl Handler<GroupBatch> for GroupActor {
         let mut answers = Vec::new();
         for (request, slot) in calls {
             match request {
-                Request::Heartbeat(r) => {
-                    let code = self.group.heartbeat(now, &r);
-                    answers.push(slot.answer(Response::Heartbeat(HeartbeatResponse {
-                        error_code: code.code(),
-                    })));
-                }
+                Request::Heartbeat(r) => answers.push(slot.answer(self.heartbeat(now, &r))),
                 request => {
                     let call = GroupCall {
                         request,
