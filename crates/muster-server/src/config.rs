@@ -9,7 +9,7 @@
 //! Every setting is one row of the `settings!` table below: name, type, default, help text,
 //! and optionally its allowed range or a check function. The flag, the environment variable,
 //! the TOML key, the `--help` line (with its default and range), the file's struct, the
-//! layering and the validation are all derived from that row by the macro in [`table`], whose
+//! layering and the validation are all derived from that row by the macro in `config/table.rs`, whose
 //! expansion is plain clap builder calls, a serde struct and one `if` per setting. Adding a
 //! setting is one row (plus a line in the annotated example of `docs/operations.md`, which a
 //! test checks lists every setting, and the code that uses it).
