@@ -9,10 +9,10 @@
 //! Every setting is one row of the `settings!` table below: name, type, default, help text,
 //! and optionally its allowed range or a check function. The flag, the environment variable,
 //! the TOML key, the `--help` line (with its default and range), the file's struct, the
-//! layering and the validation are all derived from that row by the macro in `config/table.rs`, whose
-//! expansion is plain clap builder calls, a serde struct and one `if` per setting. Adding a
-//! setting is one row (plus a line in the annotated example of `docs/operations.md`, which a
-//! test checks lists every setting, and the code that uses it).
+//! layering and the validation are all derived from that row by the macro in
+//! `config/table.rs`, whose expansion is plain clap builder calls, a serde struct and one `if`
+//! per setting. Adding a setting is one row (plus a line in the annotated example of
+//! `docs/operations.md`, which a test checks lists every setting, and the code that uses it).
 //!
 //! Why not clap's derive alone: it cannot name the variables `MUSTER_…` without every row
 //! spelling its variable out, nor show a range in `--help` from the same tokens that are
