@@ -1,11 +1,12 @@
 //! `muster-bench`: load generator for `musterd`. See the crate docs and `docs/benchmarks.md`.
 
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
 use muster_bench::scenario::{self, Common, Report};
-use muster_bench::target::Target;
+use muster_bench::target::{locate_musterd, Target, MUSTERD_ENV};
 
 /// Benchmarks for musterd.
 #[derive(Debug, Parser)]
@@ -15,13 +16,22 @@ struct Cli {
     #[arg(long, global = true, default_value = "127.0.0.1:7450")]
     server: String,
 
-    /// Start a server in this process instead (temporary data dir, initial rebalance delay 0,
-    /// minimum session timeout 100 ms). Convenient, but it shares this process's CPU.
+    /// Start a musterd child process instead, on 127.0.0.1:0 with a temporary data dir,
+    /// --admin-listen off, --initial-rebalance-delay-ms 0 and --min-session-timeout-ms 100;
+    /// it is killed at the end.
     #[arg(long, global = true)]
     spawn: bool,
 
-    /// Process id of the server (for `idle`).
-    #[arg(long, global = true)]
+    /// The musterd binary for --spawn (default: the musterd next to this executable).
+    #[arg(long, global = true, env = MUSTERD_ENV, value_name = "PATH")]
+    musterd: Option<PathBuf>,
+
+    /// With --spawn: write the server's log to this file.
+    #[arg(long, global = true, value_name = "FILE", requires = "spawn")]
+    musterd_log: Option<PathBuf>,
+
+    /// Process id of the server (for `idle`; --spawn knows its child's).
+    #[arg(long, global = true, conflicts_with = "spawn")]
     pid: Option<u32>,
 
     /// Print the figures as JSON (one document) instead of text.
@@ -99,7 +109,7 @@ enum Command {
         #[arg(long, default_value_t = 1.0)]
         warmup: f64,
     },
-    /// Server memory per idle member and per group (needs --pid).
+    /// Server memory per idle member and per group (needs --pid or --spawn).
     Idle {
         #[arg(long)]
         groups: usize,
@@ -171,8 +181,12 @@ fn cores() -> usize {
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
-    // Before the client runtime exists: an in-process server runs on its own threads.
-    let target = Target::resolve(&cli.server, cli.spawn, cli.pid)?;
+    let target = if cli.spawn {
+        let musterd = locate_musterd(cli.musterd.as_deref())?;
+        Target::spawn(&musterd, cli.musterd_log.as_deref())?
+    } else {
+        Target::remote(&cli.server, cli.pid)?
+    };
     let run_id = format!(
         "bench-{}",
         SystemTime::now()
@@ -183,7 +197,6 @@ fn main() -> Result<()> {
     let common = Common {
         addr: target.addr,
         run_id,
-        in_process: target.in_process,
         pid: target.pid,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()

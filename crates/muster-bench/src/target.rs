@@ -1,68 +1,227 @@
-//! The server under test: a separately started `musterd` (`--server ADDR`), or one started in
-//! this process (`--spawn`) on a temporary data directory with `initial_rebalance_delay_ms: 0`.
-//! Also reads a process's resident memory for `idle`.
+//! The server under test: a separately started `musterd` (`--server ADDR`), or a `musterd`
+//! child process this run starts (`--spawn`) and kills at the end. Also reads a process's
+//! resident memory for `idle`.
+//!
+//! A spawned `musterd` is the real binary, not a server in this process, so that the bench
+//! does not compile the server and the memory `idle` reads is the server's alone. It listens
+//! on `127.0.0.1:0` and says where in its `musterd listening` log line (`local_addr=…`), the
+//! line the server's own process tests read; its data directory is a fresh temporary one.
 
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context as _, Result};
-use muster_coordinator::storage::RedbStore;
-use muster_server::{ServerOptions, ServerThread};
+
+/// The flags a spawned `musterd` gets besides its address and data directory:
+/// `--initial-rebalance-delay-ms 0` (with the default 3 s every formation would take 3 s) and
+/// `--min-session-timeout-ms 100` (for `expiry`). The same as `run-all.sh` used to give a
+/// separately started server.
+pub const SPAWN_FLAGS: &[&str] = &[
+    "--admin-listen",
+    "off",
+    "--initial-rebalance-delay-ms",
+    "0",
+    "--min-session-timeout-ms",
+    "100",
+];
+
+/// The environment variable naming the `musterd` binary for `--spawn`.
+pub const MUSTERD_ENV: &str = "MUSTER_BENCH_MUSTERD";
+
+/// How long a spawned `musterd` may take to report its address (loading an empty data
+/// directory takes milliseconds; a busy machine may be slow to start a process).
+const STARTUP_LIMIT: Duration = Duration::from_secs(30);
 
 /// Where the load goes.
 pub struct Target {
     pub addr: SocketAddr,
     /// The server's process id, when known (for `idle`).
     pub pid: Option<u32>,
-    /// Whether the server runs inside this process (it then shares the CPU with the client
-    /// threads, and its memory cannot be told apart from the client's).
-    pub in_process: bool,
-    // Kept for the server's lifetime; the directory goes after the server stops.
-    server: Option<ServerThread>,
-    _data: Option<tempfile::TempDir>,
+    // A spawned server; killed when the target goes.
+    spawned: Option<Spawned>,
 }
 
 impl Target {
-    /// Resolves `--server` or starts an in-process server (`spawn`).
-    pub fn resolve(server: &str, spawn: bool, pid: Option<u32>) -> Result<Target> {
-        if !spawn {
-            let addr = server
-                .to_socket_addrs()
-                .with_context(|| format!("cannot resolve {server}"))?
-                .next()
-                .ok_or_else(|| anyhow!("{server} resolves to no address"))?;
-            return Ok(Target {
-                addr,
-                pid,
-                in_process: false,
-                server: None,
-                _data: None,
-            });
-        }
+    /// A `musterd` started by someone else, at `server` (process id `pid`, if given).
+    pub fn remote(server: &str, pid: Option<u32>) -> Result<Target> {
+        let addr = server
+            .to_socket_addrs()
+            .with_context(|| format!("cannot resolve {server}"))?
+            .next()
+            .ok_or_else(|| anyhow!("{server} resolves to no address"))?;
+        Ok(Target {
+            addr,
+            pid,
+            spawned: None,
+        })
+    }
+
+    /// Starts the `musterd` binary at `musterd` as a child process on `127.0.0.1:0` with a
+    /// temporary data directory and [`SPAWN_FLAGS`]. Its log goes to `log` if given (and is
+    /// otherwise read and dropped).
+    pub fn spawn(musterd: &Path, log: Option<&Path>) -> Result<Target> {
+        let spawned = Spawned::start(musterd, log)?;
+        Ok(Target {
+            addr: spawned.addr,
+            pid: Some(spawned.child.id()),
+            spawned: Some(spawned),
+        })
+    }
+
+    /// Stops a spawned server (a no-op for a remote one).
+    pub fn stop(mut self) {
+        self.spawned.take();
+    }
+}
+
+/// A running child `musterd` and its data directory.
+struct Spawned {
+    child: Child,
+    addr: SocketAddr,
+    // Removed after the child is gone (fields drop after `Drop::drop` has run).
+    _data: tempfile::TempDir,
+}
+
+impl Spawned {
+    fn start(musterd: &Path, log: Option<&Path>) -> Result<Spawned> {
         let data = tempfile::Builder::new()
             .prefix("muster-bench-")
             .tempdir()
             .context("cannot create a temporary data directory")?;
-        let store = RedbStore::open(data.path()).context("cannot open the store")?;
-        let mut options = ServerOptions::new("127.0.0.1:0", Arc::new(store));
-        options.group.initial_rebalance_delay_ms = 0;
-        options.group.min_session_timeout_ms = 100;
-        let server = muster_server::spawn(options).context("cannot start the server")?;
-        Ok(Target {
-            addr: server.local_addr(),
-            pid: Some(pid.unwrap_or_else(std::process::id)),
-            in_process: true,
-            server: Some(server),
-            _data: Some(data),
-        })
-    }
-
-    /// Stops an in-process server (a no-op for a remote one).
-    pub fn stop(mut self) {
-        if let Some(server) = self.server.take() {
-            server.stop();
+        let log = log
+            .map(|path| File::create(path).with_context(|| format!("cannot create {path:?}")))
+            .transpose()?;
+        let mut command = Command::new(musterd);
+        command
+            .args(["--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data.path())
+            .args(SPAWN_FLAGS)
+            // The address is read from the text log at INFO (RUST_LOG would win over
+            // --log-level).
+            .args(["--log-format", "text", "--log-level", "info"])
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        // Exactly the flags above: no MUSTER_* setting of the caller's environment (a config
+        // file, another log format) reaches the server under test.
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("MUSTER_") {
+                command.env_remove(key);
+            }
+        }
+        let mut child = command
+            .spawn()
+            .with_context(|| format!("cannot start {}", musterd.display()))?;
+        let Some(stderr) = child.stderr.take() else {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("no stderr pipe to the spawned musterd");
+        };
+        let (tx, rx) = mpsc::channel();
+        // Reads the log for the address, then keeps draining it (a full pipe would stall the
+        // server), into `log` when given.
+        std::thread::spawn(move || {
+            let mut log = log;
+            let mut before = String::new();
+            let mut tx = Some(tx);
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(file) = log.as_mut() {
+                    let _ = writeln!(file, "{line}");
+                }
+                if let Some(sender) = &tx {
+                    match line
+                        .split_whitespace()
+                        .find_map(|w| w.strip_prefix("local_addr="))
+                    {
+                        Some(addr) => {
+                            let _ = sender.send(Ok(addr.to_owned()));
+                            tx = None;
+                        }
+                        None => {
+                            before.push_str(&line);
+                            before.push('\n');
+                        }
+                    }
+                }
+            }
+            // The log ended before the address: the server exited; say what it said.
+            if let Some(sender) = tx {
+                let _ = sender.send(Err(before));
+            }
+        });
+        let reported = match rx.recv_timeout(STARTUP_LIMIT) {
+            Ok(Ok(addr)) => addr
+                .parse::<SocketAddr>()
+                .with_context(|| format!("musterd reported an unreadable address {addr:?}")),
+            Ok(Err(log)) => Err(anyhow!(
+                "musterd exited before listening; its log:\n{}",
+                log.trim_end()
+            )),
+            Err(_) => Err(anyhow!(
+                "musterd did not report its address within {STARTUP_LIMIT:?}"
+            )),
+        };
+        match reported {
+            Ok(addr) => Ok(Spawned {
+                child,
+                addr,
+                _data: data,
+            }),
+            Err(e) => {
+                // Never leave a server behind.
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(e)
+            }
         }
     }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The `musterd` binary for `--spawn`: `explicit` (`--musterd` or `MUSTER_BENCH_MUSTERD`)
+/// when given, else the `musterd` next to this executable (the same target directory: cargo
+/// puts both binaries of a build there; a test executable lives one level below, in `deps/`).
+pub fn locate_musterd(explicit: Option<&Path>) -> Result<PathBuf> {
+    if let Some(path) = explicit {
+        return Ok(path.to_owned());
+    }
+    let exe = std::env::current_exe().context("cannot find this executable's path")?;
+    let name = format!("musterd{}", std::env::consts::EXE_SUFFIX);
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    let mut candidates = vec![dir.join(&name)];
+    if dir.file_name().is_some_and(|d| d == "deps") {
+        if let Some(profile_dir) = dir.parent() {
+            candidates.push(profile_dir.join(&name));
+        }
+    }
+    candidates
+        .iter()
+        .find(|path| path.is_file())
+        .cloned()
+        .ok_or_else(|| {
+            anyhow!(
+                "no musterd binary at {}: build it (cargo build -p muster-server --bin musterd, \
+                 with the same profile) or name it with --musterd PATH or {MUSTERD_ENV}",
+                candidates
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            )
+        })
 }
 
 /// Resident set size of process `pid`, in bytes (`VmRSS` of `/proc/PID/status`).

@@ -1,17 +1,98 @@
-//! Every scenario, tiny, against an in-process server: the benchmark keeps working as the
-//! server changes. (Figures are not checked: this machine is shared; see docs/benchmarks.md.)
+//! Every scenario, tiny, against a real `musterd` started by `--spawn`'s code: the benchmark
+//! keeps working as the server changes. (Figures are not checked: this machine is shared; see
+//! docs/benchmarks.md.)
+//!
+//! The `musterd` binary is `MUSTER_BENCH_MUSTERD` when set, else the one in this test's
+//! target directory and profile (`cargo test --workspace` builds it before any test runs).
+//! When that one is missing or older than the server's sources, the test builds it with the
+//! cargo that built the test, so it never runs an old server. (A dependency cannot hand
+//! another package's binary to a test: `CARGO_BIN_EXE_*` is only for the test's own package.
+//! Building every time would not do either: `cargo build -p muster-server` resolves features
+//! for that package alone and would rebuild a workspace build's dependencies.)
 
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, SystemTime};
 
-use anyhow::Result;
+use anyhow::{bail, Context as _, Result};
 use muster_bench::scenario::{self, Common};
-use muster_bench::target::Target;
+use muster_bench::target::{locate_musterd, Target, MUSTERD_ENV};
+
+/// The `musterd` to run: `MUSTER_BENCH_MUSTERD`, or an up-to-date build next to this test.
+fn musterd() -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os(MUSTERD_ENV) {
+        return Ok(path.into());
+    }
+    if let Ok(found) = locate_musterd(None) {
+        if !server_sources_newer_than(&found) {
+            return Ok(found);
+        }
+    }
+    // This test runs as <target dir>/<profile dir>/deps/smoke-<hash>.
+    let exe = std::env::current_exe()?;
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .context("test executable outside a target directory")?;
+    let target_dir = profile_dir.parent().context("no target directory")?;
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => "dev",
+        Some(other) => other,
+    };
+    let output = Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "--locked",
+            "-p",
+            "muster-server",
+            "--bin",
+            "musterd",
+        ])
+        .args(["--profile", profile, "--target-dir"])
+        .arg(target_dir)
+        .output()
+        .context("run cargo build for musterd")?;
+    if !output.status.success() {
+        bail!(
+            "cargo build of musterd failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    locate_musterd(None)
+}
+
+/// Whether a file of the crates `musterd` is built from, or `Cargo.lock`, changed after
+/// `binary` was built.
+fn server_sources_newer_than(binary: &Path) -> bool {
+    let Ok(built) = std::fs::metadata(binary).and_then(|m| m.modified()) else {
+        return true;
+    };
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    ["muster-server", "muster-coordinator", "muster-protocol"]
+        .iter()
+        .map(|c| crates.join(c))
+        .chain([crates.join("../Cargo.lock")])
+        .any(|path| modified_after(&path, built))
+}
+
+fn modified_after(path: &Path, time: SystemTime) -> bool {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return false;
+    };
+    if meta.is_dir() {
+        return std::fs::read_dir(path)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|entry| modified_after(&entry.path(), time));
+    }
+    meta.modified().is_ok_and(|m| m > time)
+}
 
 fn common(target: &Target, name: &str) -> Common {
     Common {
         addr: target.addr,
         run_id: format!("smoke-{name}"),
-        in_process: target.in_process,
         pid: target.pid,
     }
 }
@@ -25,7 +106,9 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 
 #[test]
 fn every_scenario_runs() -> Result<()> {
-    let target = Target::resolve("", true, None)?;
+    let target = Target::spawn(&musterd()?, None)?;
+    // `idle` reads the server's memory, not this process's.
+    assert!(target.pid.is_some_and(|pid| pid != std::process::id()));
     let rt = runtime()?;
     rt.block_on(async {
         let report = scenario::rebalance::run(
@@ -132,4 +215,20 @@ fn every_scenario_runs() -> Result<()> {
     drop(rt);
     target.stop();
     Ok(())
+}
+
+/// A server that cannot start is an error naming the cause, not a hang.
+#[test]
+fn a_musterd_that_cannot_start_is_reported() {
+    let e = Target::spawn(std::path::Path::new("/nonexistent/musterd"), None)
+        .err()
+        .expect("no such binary");
+    assert!(e.to_string().contains("/nonexistent/musterd"), "{e:#}");
+    // `false` exits at once without a log line.
+    if std::path::Path::new("/bin/false").exists() {
+        let e = Target::spawn(std::path::Path::new("/bin/false"), None)
+            .err()
+            .expect("exits at once");
+        assert!(e.to_string().contains("exited before listening"), "{e:#}");
+    }
 }

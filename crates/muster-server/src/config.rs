@@ -3,139 +3,105 @@
 //! are the flag names with `_` for `-`), then defaults. Every value, wherever it came from, is
 //! checked by [`Settings::validate`]; a bad one stops startup with a message naming the
 //! setting, the value and what is allowed.
+//!
+//! # One table
+//!
+//! Every setting is one row of the `settings!` table below: name, type, default, help text,
+//! and optionally its allowed range or a check function. The flag, the environment variable,
+//! the TOML key, the `--help` line (with its default and range), the file's struct, the
+//! layering and the validation are all derived from that row by the macro in
+//! `config/table.rs`, whose expansion is plain clap builder calls, a serde struct and one `if`
+//! per setting. Adding a setting is one row (plus a line in the annotated example of
+//! `docs/operations.md`, which a test checks lists every setting, and the code that uses it).
+//!
+//! Why not clap's derive alone: it cannot name the variables `MUSTER_…` without every row
+//! spelling its variable out, nor show a range in `--help` from the same tokens that are
+//! checked, and the file layer and the validation would still be separate lists. So clap is
+//! used through its builder, and clap still does the parsing, the flag > environment >
+//! default order and the help; the file is layered under whatever clap did not take from its
+//! default.
+
+mod table;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clap::parser::ValueSource;
-use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
+use clap::{Arg, ArgMatches, Command};
 use muster_coordinator::GroupConfig;
-use serde::Deserialize;
 
 use crate::telemetry::LogFormat;
+use table::settings;
 
-/// Muster consumer-group coordinator.
-///
-/// Every setting can be given as a flag, as an environment variable MUSTER_<FLAG_IN_CAPS>, or
-/// in the TOML file named by --config (keys are flag names with underscores); flags win over
-/// the environment, which wins over the file.
-#[derive(Debug, Clone, Parser)]
-#[command(name = "musterd", version, about, long_about)]
-pub struct Settings {
-    /// TOML file with settings (see docs/operations.md for an annotated example).
-    #[arg(long, env = "MUSTER_CONFIG")]
-    pub config: Option<PathBuf>,
-
+settings! {
     /// Address to accept client connections on.
-    #[arg(long, env = "MUSTER_LISTEN", default_value = "127.0.0.1:7450")]
-    pub listen: String,
+    listen: String = "127.0.0.1:7450", check(address);
 
     /// Address of the HTTP listener for /metrics, /healthz and /readyz ("off" disables it).
-    #[arg(long, env = "MUSTER_ADMIN_LISTEN", default_value = "127.0.0.1:7451")]
-    pub admin_listen: String,
+    admin_listen: String = "127.0.0.1:7451", check(address_or_off);
 
     /// Directory holding durable state (offsets, groups, topics).
-    #[arg(long, env = "MUSTER_DATA_DIR", default_value = "./muster-data")]
-    pub data_dir: PathBuf,
+    data_dir: PathBuf = "./muster-data";
 
-    /// Smallest session timeout a member may ask for [1..=max-session-timeout-ms].
-    #[arg(long, env = "MUSTER_MIN_SESSION_TIMEOUT_MS", default_value_t = 6_000)]
-    pub min_session_timeout_ms: u32,
+    /// Smallest session timeout a member may ask for.
+    min_session_timeout_ms: u32 = "6000", range(1 ..= max_session_timeout_ms);
 
-    /// Largest session timeout a member may ask for [min-session-timeout-ms..=86400000].
-    #[arg(
-        long,
-        env = "MUSTER_MAX_SESSION_TIMEOUT_MS",
-        default_value_t = 1_800_000
-    )]
-    pub max_session_timeout_ms: u32,
+    /// Largest session timeout a member may ask for.
+    max_session_timeout_ms: u32 = "1800000", range(min_session_timeout_ms ..= 86_400_000);
 
-    /// How long the first rebalance of an empty group waits for more members [0..=3600000].
-    #[arg(
-        long,
-        env = "MUSTER_INITIAL_REBALANCE_DELAY_MS",
-        default_value_t = 3_000
-    )]
-    pub initial_rebalance_delay_ms: u32,
+    /// How long the first rebalance of an empty group waits for more members.
+    initial_rebalance_delay_ms: u32 = "3000", range(0 ..= 3_600_000);
 
     /// Most members per group (0 = unlimited).
-    #[arg(long, env = "MUSTER_MAX_GROUP_SIZE", default_value_t = 0)]
-    pub max_group_size: u32,
+    max_group_size: u32 = "0";
 
-    /// Largest frame payload accepted, in bytes [64..=1073741824].
-    #[arg(long, env = "MUSTER_MAX_FRAME_BYTES", default_value_t = 1_048_576)]
-    pub max_frame_bytes: u32,
+    /// Largest frame payload accepted, in bytes.
+    max_frame_bytes: u32 = "1048576", range(64 ..= 1_073_741_824);
 
-    /// Requests one connection may have in flight before the server stops reading from it
-    /// [1..=1000000].
-    #[arg(long, env = "MUSTER_MAX_IN_FLIGHT", default_value_t = 1024)]
-    pub max_in_flight: u32,
+    /// Requests one connection may have in flight before the server stops reading from it.
+    max_in_flight: u32 = "1024", range(1 ..= 1_000_000);
 
-    /// Most client connections open at once; more are answered TOO_MANY_CONNECTIONS and closed
-    /// [1..=1000000].
-    #[arg(long, env = "MUSTER_MAX_CONNECTIONS", default_value_t = 10_000)]
-    pub max_connections: u32,
+    /// Most client connections open at once; more are answered TOO_MANY_CONNECTIONS and
+    /// closed.
+    max_connections: u32 = "10000", range(1 ..= 1_000_000);
 
-    /// A connection with nothing in flight and no request for this long is closed (0 = never)
-    /// [0..=86400000].
-    #[arg(long, env = "MUSTER_IDLE_TIMEOUT_MS", default_value_t = 600_000)]
-    pub idle_timeout_ms: u64,
+    /// A connection with nothing in flight and no request for this long is closed (0 = never).
+    idle_timeout_ms: u64 = "600000", range(0 ..= 86_400_000);
 
     /// Offsets of a group that has been Empty this long expire; an Empty group with no offsets
-    /// left is then removed [1..=1099511627776].
-    #[arg(
-        long,
-        env = "MUSTER_OFFSETS_RETENTION_MINUTES",
-        default_value_t = 10_080
-    )]
-    pub offsets_retention_minutes: u64,
+    /// left is then removed.
+    offsets_retention_minutes: u64 = "10080", range(1 ..= 1_099_511_627_776);
 
-    /// Worker threads for connections and groups (0 = one per core) [0..=1024].
-    #[arg(long, env = "MUSTER_WORKERS", default_value_t = 0)]
-    pub workers: usize,
+    /// Worker threads for connections and groups (0 = one per core).
+    workers: usize = "0", range(0 ..= 1024);
 
     /// On SIGTERM/SIGINT, how long to wait for held requests to be answered and storage to be
-    /// flushed before exiting anyway [0..=600000].
-    #[arg(long, env = "MUSTER_SHUTDOWN_TIMEOUT_MS", default_value_t = 10_000)]
-    pub shutdown_timeout_ms: u64,
+    /// flushed before exiting anyway.
+    shutdown_timeout_ms: u64 = "10000", range(0 ..= 600_000);
 
     /// Log line format.
-    #[arg(long, env = "MUSTER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
+    log_format: LogFormat = "text";
 
     /// Log filter (e.g. "info" or "info,muster_coordinator=debug"); RUST_LOG, when set, wins.
-    #[arg(long, env = "MUSTER_LOG_LEVEL", default_value = "info")]
-    pub log_level: String,
+    log_level: String = "info", check(log_filter);
 }
 
-/// The TOML file: every setting optional, unknown keys refused (a typo must not pass silently).
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileSettings {
-    listen: Option<String>,
-    admin_listen: Option<String>,
-    data_dir: Option<PathBuf>,
-    min_session_timeout_ms: Option<u32>,
-    max_session_timeout_ms: Option<u32>,
-    initial_rebalance_delay_ms: Option<u32>,
-    max_group_size: Option<u32>,
-    max_frame_bytes: Option<u32>,
-    max_in_flight: Option<u32>,
-    max_connections: Option<u32>,
-    idle_timeout_ms: Option<u64>,
-    offsets_retention_minutes: Option<u64>,
-    workers: Option<usize>,
-    shutdown_timeout_ms: Option<u64>,
-    log_format: Option<LogFormat>,
-    log_level: Option<String>,
-}
+/// The one argument outside the table: where the file layer comes from.
+const CONFIG: &str = "config";
+
+/// `musterd -h`'s first line: the package's description.
+const ABOUT: &str = env!("CARGO_PKG_DESCRIPTION");
+
+/// `musterd --help`'s introduction.
+const LONG_ABOUT: &str = "Muster consumer-group coordinator.\n\nEvery setting can be given as \
+a flag, as an environment variable MUSTER_<FLAG_IN_CAPS>, or in the TOML file named by --config \
+(keys are flag names with underscores); flags win over the environment, which wins over the file.";
 
 /// A setting that stops startup.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("invalid setting {setting} = {value}: {allowed}")]
     Invalid {
-        setting: &'static str,
+        setting: String,
         value: String,
         allowed: String,
     },
@@ -143,9 +109,31 @@ pub enum ConfigError {
     File { path: PathBuf, reason: String },
     #[error(transparent)]
     Cli(#[from] clap::Error),
+    /// Cannot happen (every setting has a default); an error rather than a panic all the same.
+    #[error("setting {0} has no value")]
+    Missing(String),
 }
 
 impl Settings {
+    /// The command line `musterd` accepts: `--config` and every setting of the table.
+    pub fn command() -> Command {
+        Command::new("musterd")
+            .version(env!("CARGO_PKG_VERSION"))
+            .about(ABOUT)
+            .long_about(LONG_ABOUT)
+            .arg(
+                Arg::new(CONFIG)
+                    .long(CONFIG)
+                    .env("MUSTER_CONFIG")
+                    .value_name("CONFIG")
+                    .value_parser(clap::value_parser!(PathBuf))
+                    .help(
+                        "TOML file with settings (see docs/operations.md for an annotated example)",
+                    ),
+            )
+            .args(Settings::args())
+    }
+
     /// Flags and environment from `args`, then the config file, then validation.
     pub fn load<I, T>(args: I) -> Result<Settings, ConfigError>
     where
@@ -153,7 +141,7 @@ impl Settings {
         T: Into<std::ffi::OsString> + Clone,
     {
         let matches = Settings::command().try_get_matches_from(args)?;
-        let mut settings = Settings::from_arg_matches(&matches)?;
+        let mut settings = Settings::from_matches(&matches)?;
         if let Some(path) = settings.config.clone() {
             settings.apply_file(&path, &matches)?;
         }
@@ -169,111 +157,13 @@ impl Settings {
         };
         let text = std::fs::read_to_string(path).map_err(|e| file_error(e.to_string()))?;
         let file: FileSettings = toml::from_str(&text).map_err(|e| file_error(e.to_string()))?;
-        let defaulted = |id: &str| {
-            matches
-                .value_source(id)
-                .is_none_or(|s| s == ValueSource::DefaultValue)
-        };
-        macro_rules! layer {
-            ($($field:ident),* $(,)?) => {$(
-                if let Some(value) = file.$field {
-                    if defaulted(stringify!($field)) {
-                        self.$field = value;
-                    }
-                }
-            )*};
-        }
-        layer!(
-            listen,
-            admin_listen,
-            data_dir,
-            min_session_timeout_ms,
-            max_session_timeout_ms,
-            initial_rebalance_delay_ms,
-            max_group_size,
-            max_frame_bytes,
-            max_in_flight,
-            max_connections,
-            idle_timeout_ms,
-            offsets_retention_minutes,
-            workers,
-            shutdown_timeout_ms,
-            log_format,
-            log_level,
-        );
+        self.layer_file(file, matches);
         Ok(())
     }
 
-    /// Checks every value against its allowed range.
+    /// Checks every value against its allowed range and checks, in table order.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        fn within<T: PartialOrd + std::fmt::Display + Copy>(
-            setting: &'static str,
-            value: T,
-            min: T,
-            max: T,
-        ) -> Result<(), ConfigError> {
-            if value < min || value > max {
-                return Err(ConfigError::Invalid {
-                    setting,
-                    value: value.to_string(),
-                    allowed: format!("allowed range is {min}..={max}"),
-                });
-            }
-            Ok(())
-        }
-        within(
-            "min-session-timeout-ms",
-            self.min_session_timeout_ms,
-            1,
-            self.max_session_timeout_ms.max(1),
-        )?;
-        within(
-            "max-session-timeout-ms",
-            self.max_session_timeout_ms,
-            self.min_session_timeout_ms,
-            86_400_000,
-        )?;
-        within(
-            "initial-rebalance-delay-ms",
-            self.initial_rebalance_delay_ms,
-            0,
-            3_600_000,
-        )?;
-        within("max-frame-bytes", self.max_frame_bytes, 64, 1 << 30)?;
-        within("max-in-flight", self.max_in_flight, 1, 1_000_000)?;
-        within("max-connections", self.max_connections, 1, 1_000_000)?;
-        within("idle-timeout-ms", self.idle_timeout_ms, 0, 86_400_000)?;
-        within(
-            "offsets-retention-minutes",
-            self.offsets_retention_minutes,
-            1,
-            1 << 40,
-        )?;
-        within("workers", self.workers, 0, 1024)?;
-        within("shutdown-timeout-ms", self.shutdown_timeout_ms, 0, 600_000)?;
-        for (setting, addr) in [
-            ("listen", &self.listen),
-            ("admin-listen", &self.admin_listen),
-        ] {
-            if setting == "admin-listen" && addr == "off" {
-                continue;
-            }
-            if addr.parse::<std::net::SocketAddr>().is_err() && !addr.contains(':') {
-                return Err(ConfigError::Invalid {
-                    setting,
-                    value: addr.clone(),
-                    allowed: "expected HOST:PORT".into(),
-                });
-            }
-        }
-        if self.log_level.trim().is_empty() {
-            return Err(ConfigError::Invalid {
-                setting: "log-level",
-                value: String::new(),
-                allowed: "expected a filter such as \"info\"".into(),
-            });
-        }
-        Ok(())
+        self.check_each()
     }
 
     /// The group rules these settings describe.
@@ -296,6 +186,38 @@ impl Settings {
     pub fn idle_timeout(&self) -> Option<Duration> {
         (self.idle_timeout_ms > 0).then(|| Duration::from_millis(self.idle_timeout_ms))
     }
+}
+
+/// A listening address: `HOST:PORT` (a name is resolved when binding, not here).
+fn address(name: &str, addr: &str) -> Result<(), ConfigError> {
+    if addr.parse::<std::net::SocketAddr>().is_err() && !addr.contains(':') {
+        return Err(ConfigError::Invalid {
+            setting: table::flag(name),
+            value: addr.to_owned(),
+            allowed: "expected HOST:PORT".into(),
+        });
+    }
+    Ok(())
+}
+
+/// [`address`], or `off`.
+fn address_or_off(name: &str, addr: &str) -> Result<(), ConfigError> {
+    if addr == "off" {
+        return Ok(());
+    }
+    address(name, addr)
+}
+
+/// A log filter must say something (its syntax is checked when logging starts).
+fn log_filter(name: &str, level: &str) -> Result<(), ConfigError> {
+    if level.trim().is_empty() {
+        return Err(ConfigError::Invalid {
+            setting: table::flag(name),
+            value: String::new(),
+            allowed: "expected a filter such as \"info\"".into(),
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -455,5 +377,54 @@ mod tests {
         ] {
             assert!(help.contains(flag), "help lacks {flag}");
         }
+    }
+
+    /// Every row of the table is a flag with its default and environment variable in
+    /// `--help`, and a key of the documented example file.
+    #[test]
+    fn every_setting_is_in_help_and_in_the_documented_example() {
+        let help = Settings::command().render_long_help().to_string();
+        let doc = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/operations.md"
+        ))
+        .expect("docs/operations.md");
+        for name in SETTINGS {
+            let flag = format!("--{}", name.replace('_', "-"));
+            // The flag's line and the lines under it, up to the next flag.
+            let entry: String = help
+                .lines()
+                .skip_while(|l| !l.trim_start().starts_with(&format!("{flag} <")))
+                .enumerate()
+                .take_while(|(i, l)| *i == 0 || !l.trim_start().starts_with("--"))
+                .map(|(_, l)| l)
+                .collect();
+            assert!(!entry.is_empty(), "help lacks {flag}:\n{help}");
+            let env = format!("[env: MUSTER_{}=", name.to_uppercase());
+            assert!(entry.contains(&env), "{flag} lacks {env}: {entry}");
+            assert!(entry.contains("[default: "), "{flag} lacks its default");
+            assert!(
+                doc.contains(&format!("\n{name} = ")),
+                "docs/operations.md's example lacks {name}"
+            );
+        }
+    }
+
+    #[test]
+    fn ranges_show_in_help_as_checked() {
+        let help = Settings::command().render_help().to_string();
+        for line in [
+            "Smallest session timeout a member may ask for [1..=max-session-timeout-ms]",
+            "Largest session timeout a member may ask for [min-session-timeout-ms..=86400000]",
+            "Largest frame payload accepted, in bytes [64..=1073741824]",
+        ] {
+            assert!(help.contains(line), "help lacks {line:?}:\n{help}");
+        }
+        // An upper bound from another setting never reads as an empty range.
+        let e = load(&["--max-session-timeout-ms", "0"]).expect_err("min above max");
+        assert_eq!(
+            e.to_string(),
+            "invalid setting min-session-timeout-ms = 6000: allowed range is 1..=1"
+        );
     }
 }

@@ -66,7 +66,6 @@ impl Source for Commits {
 #[derive(Debug, Serialize)]
 struct Figures {
     scenario: &'static str,
-    in_process_server: bool,
     connections: usize,
     partitions_per_commit: i32,
     pipeline: usize,
@@ -110,7 +109,6 @@ pub async fn run(common: &Common, opts: &Options) -> Result<Report> {
     let per_second = stats.per_second();
     let figures = Figures {
         scenario: "commit",
-        in_process_server: common.in_process,
         connections: n,
         partitions_per_commit: partitions,
         pipeline: opts.pipeline,

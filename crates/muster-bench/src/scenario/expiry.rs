@@ -36,7 +36,6 @@ pub struct Options {
 #[derive(Debug, Serialize)]
 struct Figures {
     scenario: &'static str,
-    in_process_server: bool,
     members: usize,
     session_timeout_ms: u32,
     heartbeat_ms: u64,
@@ -141,7 +140,6 @@ pub async fn run(common: &Common, opts: &Options) -> Result<Report> {
     }
     let figures = Figures {
         scenario: "expiry",
-        in_process_server: common.in_process,
         members,
         session_timeout_ms: opts.session_timeout_ms,
         heartbeat_ms,

@@ -86,7 +86,6 @@ impl LoadFigures {
 #[derive(Debug, Serialize)]
 struct Figures {
     scenario: &'static str,
-    in_process_server: bool,
     muster: Option<LoadFigures>,
     echo: Option<LoadFigures>,
     /// muster / echo heartbeats per second.
@@ -187,13 +186,13 @@ pub async fn run(common: &Common, opts: &Options) -> Result<Report> {
     } else {
         None
     };
-    Ok(report(common, Some(muster), echo))
+    Ok(report(Some(muster), echo))
 }
 
 /// `echo`: the same load against the built-in echo server only.
 pub async fn run_echo(common: &Common, opts: &Options) -> Result<Report> {
     let echo = run_echo_load(common, opts).await?;
-    Ok(report(common, None, Some(echo)))
+    Ok(report(None, Some(echo)))
 }
 
 async fn run_echo_load(common: &Common, opts: &Options) -> Result<LoadFigures> {
@@ -206,7 +205,7 @@ async fn run_echo_load(common: &Common, opts: &Options) -> Result<LoadFigures> {
     figures
 }
 
-fn report(common: &Common, muster: Option<LoadFigures>, echo: Option<LoadFigures>) -> Report {
+fn report(muster: Option<LoadFigures>, echo: Option<LoadFigures>) -> Report {
     let ratio = match (&muster, &echo) {
         (Some(m), Some(e)) if e.per_second > 0.0 => Some(m.per_second / e.per_second),
         _ => None,
@@ -224,7 +223,6 @@ fn report(common: &Common, muster: Option<LoadFigures>, echo: Option<LoadFigures
     }
     let figures = Figures {
         scenario: "heartbeat",
-        in_process_server: common.in_process,
         muster,
         echo,
         ratio,

@@ -46,7 +46,6 @@ pub struct Options {
 #[derive(Debug, Serialize)]
 struct Figures {
     scenario: &'static str,
-    in_process_server: bool,
     groups: usize,
     members_per_group: usize,
     connections: usize,
@@ -70,9 +69,6 @@ pub async fn run(common: &Common, opts: &Options) -> Result<Report> {
     let Some(pid) = common.pid else {
         bail!("idle needs the server's process id: --pid PID (or --spawn)");
     };
-    if common.in_process {
-        eprintln!("note: in-process server: RSS includes the benchmark client's own memory");
-    }
     let groups = opts.groups.max(1);
     let members = opts.members.max(1);
     let total = groups * members;
@@ -140,7 +136,6 @@ pub async fn run(common: &Common, opts: &Options) -> Result<Report> {
     let all_in = delta(rss_full, rss_connected) / total as f64;
     let figures = Figures {
         scenario: "idle",
-        in_process_server: common.in_process,
         groups,
         members_per_group: members,
         connections,

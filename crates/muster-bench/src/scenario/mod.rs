@@ -18,8 +18,7 @@ pub struct Common {
     /// Prefix of every group id this run creates, unique per run so that runs against the
     /// same server never meet each other's groups.
     pub run_id: String,
-    /// The server shares this process (and its CPU) with the client.
-    pub in_process: bool,
+    /// The server's process id, when known (for `idle`, which reads its resident memory).
     pub pid: Option<u32>,
 }
 

@@ -52,7 +52,6 @@ struct Figures {
     total_members: usize,
     connections: usize,
     heartbeat_ms: u64,
-    in_process_server: bool,
     /// Last JoinGroup sent → last SyncGroup answered, one value per repeat.
     join_to_sync: Series,
     /// First JoinGroup sent → last SyncGroup answered.
@@ -226,7 +225,6 @@ pub async fn run(common: &Common, opts: &Options) -> Result<Report> {
         total_members: total,
         connections,
         heartbeat_ms,
-        in_process_server: common.in_process,
         join_to_sync: Series::from_durations(&join_to_sync),
         formation_total: Series::from_durations(&formation),
         joins_sent,
