@@ -172,38 +172,12 @@ impl Failure {
     }
 }
 
-/// What an error code means, said for an operator.
+/// What an error code means, said for an operator: the protocol crate's description, except
+/// where the operator's fix is a `muster` option.
 pub fn explain(code: ErrorCode) -> &'static str {
     match code {
-        ErrorCode::None => "no error",
-        ErrorCode::UnknownServerError => "the server failed unexpectedly; see its log",
-        ErrorCode::UnknownTopicOrPartition => "no such topic or partition",
-        ErrorCode::MessageTooLarge => "the request is larger than the server accepts",
-        ErrorCode::OffsetMetadataTooLarge => "the offset metadata is too long",
-        ErrorCode::CoordinatorLoadInProgress => "the server is still loading; try again",
-        ErrorCode::CoordinatorNotAvailable => "the coordinator is not available; try again",
-        ErrorCode::NotCoordinator => "this server is not the group's coordinator",
-        ErrorCode::InvalidTopic => "topic names are 1 to 249 characters of [A-Za-z0-9._-]",
-        ErrorCode::IllegalGeneration => "the group's generation changed",
-        ErrorCode::InconsistentGroupProtocol => "no assignor in common with the group",
-        ErrorCode::InvalidGroupId => "group ids are 1 to 255 bytes without control characters",
-        ErrorCode::UnknownMemberId => "the group does not know this member",
-        ErrorCode::InvalidSessionTimeout => "the session timeout is outside the server's range",
-        ErrorCode::RebalanceInProgress => "the group is rebalancing",
-        ErrorCode::GroupAuthorizationFailed => "this principal may not touch the group",
-        ErrorCode::UnsupportedVersion => "the server does not speak this protocol version",
-        ErrorCode::InvalidPartitions => {
-            "a partition count must be at least 1 and can only be raised"
-        }
-        ErrorCode::InvalidRequest => "the server could not decode the request",
         ErrorCode::AuthenticationFailed => "the token (--token / MUSTER_TOKEN) was refused",
-        ErrorCode::NonEmptyGroup => "the group still has members",
-        ErrorCode::GroupIdNotFound => "no such group",
-        ErrorCode::MemberIdRequired => "the server asks the member to rejoin with an id",
-        ErrorCode::GroupMaxSizeReached => "the group is full",
-        ErrorCode::FencedInstanceId => "another member took over this instance id",
-        ErrorCode::IllegalState => "the server expected Hello first",
-        ErrorCode::TooManyConnections => "the server is at its connection limit; try again",
+        other => other.description(),
     }
 }
 

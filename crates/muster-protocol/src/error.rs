@@ -4,146 +4,110 @@
 //!
 //! On the wire an error code is a raw `i16` (so that a peer newer than us, with codes we do not
 //! know, still decodes). [`ErrorCode::from_code`] names the values this version knows.
+//!
+//! Every code is written once, in the table at the end of this file: number, variant, wire
+//! name (as in `docs/protocol.md` §4) and a one-line description. The enum, [`ErrorCode::ALL`],
+//! [`ErrorCode::from_code`], [`ErrorCode::name`] and [`ErrorCode::description`] are generated
+//! from it, so they cannot disagree; `tests/doc_error_codes.rs` checks the doc's §4 table
+//! against it.
 
 use core::fmt;
 
-/// A protocol error code. On the wire it is a raw `i16`; see [`ErrorCode::code`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(i16)]
-pub enum ErrorCode {
-    None = 0,
-    UnknownServerError = -1,
-    UnknownTopicOrPartition = 3,
-    MessageTooLarge = 10,
-    OffsetMetadataTooLarge = 12,
-    CoordinatorLoadInProgress = 14,
-    CoordinatorNotAvailable = 15,
-    NotCoordinator = 16,
-    InvalidTopic = 17,
-    IllegalGeneration = 22,
-    InconsistentGroupProtocol = 23,
-    InvalidGroupId = 24,
-    UnknownMemberId = 25,
-    InvalidSessionTimeout = 26,
-    RebalanceInProgress = 27,
-    GroupAuthorizationFailed = 30,
-    UnsupportedVersion = 35,
-    InvalidPartitions = 37,
-    InvalidRequest = 42,
-    AuthenticationFailed = 58,
-    NonEmptyGroup = 68,
-    GroupIdNotFound = 69,
-    MemberIdRequired = 79,
-    GroupMaxSizeReached = 81,
-    FencedInstanceId = 82,
-    IllegalState = 200,
-    TooManyConnections = 201,
+/// Generates [`ErrorCode`] and its lookups from one table of
+/// `number => Variant, "WIRE_NAME", "description";` rows, in ascending numeric order.
+macro_rules! error_codes {
+    ($($code:literal => $variant:ident, $name:literal, $description:literal;)*) => {
+        /// A protocol error code. On the wire it is a raw `i16`; see [`ErrorCode::code`].
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[repr(i16)]
+        pub enum ErrorCode {
+            $(
+                #[doc = concat!("`", $name, "` (", stringify!($code), "): ", $description, ".")]
+                $variant = $code,
+            )*
+        }
+
+        impl ErrorCode {
+            /// Every code of protocol v1, in ascending numeric order.
+            pub const ALL: [ErrorCode; [$($code),*].len()] = [$(ErrorCode::$variant),*];
+
+            /// The code for a wire value, or `None` for a number this version does not know (a
+            /// newer peer may send one: treat it as an error you cannot interpret, not as a
+            /// decode failure).
+            pub const fn from_code(code: i16) -> Option<ErrorCode> {
+                match code {
+                    $($code => Some(ErrorCode::$variant),)*
+                    _ => None,
+                }
+            }
+
+            /// The protocol name of the code, as in `docs/protocol.md` (e.g.
+            /// `"REBALANCE_IN_PROGRESS"`).
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(ErrorCode::$variant => $name,)*
+                }
+            }
+
+            /// What the code means, in a few words (e.g. `"the group is rebalancing"`), for
+            /// messages shown to people. `docs/protocol.md` §4 says when each code is sent.
+            pub const fn description(self) -> &'static str {
+                match self {
+                    $(ErrorCode::$variant => $description,)*
+                }
+            }
+        }
+    };
 }
 
-impl ErrorCode {
-    /// Every code of protocol v1, in ascending numeric order.
-    pub const ALL: [ErrorCode; 27] = [
-        ErrorCode::UnknownServerError,
-        ErrorCode::None,
-        ErrorCode::UnknownTopicOrPartition,
-        ErrorCode::MessageTooLarge,
-        ErrorCode::OffsetMetadataTooLarge,
-        ErrorCode::CoordinatorLoadInProgress,
-        ErrorCode::CoordinatorNotAvailable,
-        ErrorCode::NotCoordinator,
-        ErrorCode::InvalidTopic,
-        ErrorCode::IllegalGeneration,
-        ErrorCode::InconsistentGroupProtocol,
-        ErrorCode::InvalidGroupId,
-        ErrorCode::UnknownMemberId,
-        ErrorCode::InvalidSessionTimeout,
-        ErrorCode::RebalanceInProgress,
-        ErrorCode::GroupAuthorizationFailed,
-        ErrorCode::UnsupportedVersion,
-        ErrorCode::InvalidPartitions,
-        ErrorCode::InvalidRequest,
-        ErrorCode::AuthenticationFailed,
-        ErrorCode::NonEmptyGroup,
-        ErrorCode::GroupIdNotFound,
-        ErrorCode::MemberIdRequired,
-        ErrorCode::GroupMaxSizeReached,
-        ErrorCode::FencedInstanceId,
-        ErrorCode::IllegalState,
-        ErrorCode::TooManyConnections,
-    ];
+error_codes! {
+    -1 => UnknownServerError, "UNKNOWN_SERVER_ERROR", "the server failed unexpectedly; see its log";
+    0 => None, "NONE", "no error";
+    3 => UnknownTopicOrPartition, "UNKNOWN_TOPIC_OR_PARTITION", "no such topic or partition";
+    10 => MessageTooLarge, "MESSAGE_TOO_LARGE", "the request is larger than the server accepts";
+    12 => OffsetMetadataTooLarge, "OFFSET_METADATA_TOO_LARGE", "the offset metadata is too long";
+    14 => CoordinatorLoadInProgress, "COORDINATOR_LOAD_IN_PROGRESS", "the server is still loading; try again";
+    15 => CoordinatorNotAvailable, "COORDINATOR_NOT_AVAILABLE", "the coordinator is not available; try again";
+    16 => NotCoordinator, "NOT_COORDINATOR", "this server is not the group's coordinator";
+    17 => InvalidTopic, "INVALID_TOPIC", "topic names are 1 to 249 characters of [A-Za-z0-9._-]";
+    22 => IllegalGeneration, "ILLEGAL_GENERATION", "the group's generation changed";
+    23 => InconsistentGroupProtocol, "INCONSISTENT_GROUP_PROTOCOL", "no assignor in common with the group, or not the group's assignor";
+    24 => InvalidGroupId, "INVALID_GROUP_ID", "group ids are 1 to 255 bytes without control characters";
+    25 => UnknownMemberId, "UNKNOWN_MEMBER_ID", "the group does not know this member";
+    26 => InvalidSessionTimeout, "INVALID_SESSION_TIMEOUT", "the session timeout is outside the server's range";
+    27 => RebalanceInProgress, "REBALANCE_IN_PROGRESS", "the group is rebalancing";
+    30 => GroupAuthorizationFailed, "GROUP_AUTHORIZATION_FAILED", "this principal may not touch the group";
+    35 => UnsupportedVersion, "UNSUPPORTED_VERSION", "the server does not speak this protocol version";
+    37 => InvalidPartitions, "INVALID_PARTITIONS", "a partition count must be at least 1 and can only be raised";
+    42 => InvalidRequest, "INVALID_REQUEST", "the request could not be decoded, or a field is out of range";
+    58 => AuthenticationFailed, "AUTHENTICATION_FAILED", "the auth token was missing or refused";
+    68 => NonEmptyGroup, "NON_EMPTY_GROUP", "the group still has members";
+    69 => GroupIdNotFound, "GROUP_ID_NOT_FOUND", "no such group";
+    79 => MemberIdRequired, "MEMBER_ID_REQUIRED", "the server asks the member to rejoin with an id";
+    81 => GroupMaxSizeReached, "GROUP_MAX_SIZE_REACHED", "the group is full";
+    82 => FencedInstanceId, "FENCED_INSTANCE_ID", "another member took over this instance id";
+    200 => IllegalState, "ILLEGAL_STATE", "the server expected Hello first";
+    201 => TooManyConnections, "TOO_MANY_CONNECTIONS", "the server is at its connection limit; try again";
+}
 
+// The table must stay in ascending numeric order: `ALL` promises it, and duplicates of a number
+// are already refused by the enum's explicit discriminants.
+const _: () = {
+    let mut i = 1;
+    while i < ErrorCode::ALL.len() {
+        assert!(
+            ErrorCode::ALL[i - 1].code() < ErrorCode::ALL[i].code(),
+            "error_codes! rows must be in ascending numeric order"
+        );
+        i += 1;
+    }
+};
+
+impl ErrorCode {
     /// The wire value.
     #[inline]
     pub const fn code(self) -> i16 {
         self as i16
-    }
-
-    /// The code for a wire value, or `None` for a number this version does not know (a newer
-    /// peer may send one: treat it as an error you cannot interpret, not as a decode failure).
-    pub const fn from_code(code: i16) -> Option<ErrorCode> {
-        Some(match code {
-            0 => ErrorCode::None,
-            -1 => ErrorCode::UnknownServerError,
-            3 => ErrorCode::UnknownTopicOrPartition,
-            10 => ErrorCode::MessageTooLarge,
-            12 => ErrorCode::OffsetMetadataTooLarge,
-            14 => ErrorCode::CoordinatorLoadInProgress,
-            15 => ErrorCode::CoordinatorNotAvailable,
-            16 => ErrorCode::NotCoordinator,
-            17 => ErrorCode::InvalidTopic,
-            22 => ErrorCode::IllegalGeneration,
-            23 => ErrorCode::InconsistentGroupProtocol,
-            24 => ErrorCode::InvalidGroupId,
-            25 => ErrorCode::UnknownMemberId,
-            26 => ErrorCode::InvalidSessionTimeout,
-            27 => ErrorCode::RebalanceInProgress,
-            30 => ErrorCode::GroupAuthorizationFailed,
-            35 => ErrorCode::UnsupportedVersion,
-            37 => ErrorCode::InvalidPartitions,
-            42 => ErrorCode::InvalidRequest,
-            58 => ErrorCode::AuthenticationFailed,
-            68 => ErrorCode::NonEmptyGroup,
-            69 => ErrorCode::GroupIdNotFound,
-            79 => ErrorCode::MemberIdRequired,
-            81 => ErrorCode::GroupMaxSizeReached,
-            82 => ErrorCode::FencedInstanceId,
-            200 => ErrorCode::IllegalState,
-            201 => ErrorCode::TooManyConnections,
-            _ => return None,
-        })
-    }
-
-    /// The protocol name of the code, as in `docs/protocol.md` (e.g. `"REBALANCE_IN_PROGRESS"`).
-    pub const fn name(self) -> &'static str {
-        match self {
-            ErrorCode::None => "NONE",
-            ErrorCode::UnknownServerError => "UNKNOWN_SERVER_ERROR",
-            ErrorCode::UnknownTopicOrPartition => "UNKNOWN_TOPIC_OR_PARTITION",
-            ErrorCode::MessageTooLarge => "MESSAGE_TOO_LARGE",
-            ErrorCode::OffsetMetadataTooLarge => "OFFSET_METADATA_TOO_LARGE",
-            ErrorCode::CoordinatorLoadInProgress => "COORDINATOR_LOAD_IN_PROGRESS",
-            ErrorCode::CoordinatorNotAvailable => "COORDINATOR_NOT_AVAILABLE",
-            ErrorCode::NotCoordinator => "NOT_COORDINATOR",
-            ErrorCode::InvalidTopic => "INVALID_TOPIC",
-            ErrorCode::IllegalGeneration => "ILLEGAL_GENERATION",
-            ErrorCode::InconsistentGroupProtocol => "INCONSISTENT_GROUP_PROTOCOL",
-            ErrorCode::InvalidGroupId => "INVALID_GROUP_ID",
-            ErrorCode::UnknownMemberId => "UNKNOWN_MEMBER_ID",
-            ErrorCode::InvalidSessionTimeout => "INVALID_SESSION_TIMEOUT",
-            ErrorCode::RebalanceInProgress => "REBALANCE_IN_PROGRESS",
-            ErrorCode::GroupAuthorizationFailed => "GROUP_AUTHORIZATION_FAILED",
-            ErrorCode::UnsupportedVersion => "UNSUPPORTED_VERSION",
-            ErrorCode::InvalidPartitions => "INVALID_PARTITIONS",
-            ErrorCode::InvalidRequest => "INVALID_REQUEST",
-            ErrorCode::AuthenticationFailed => "AUTHENTICATION_FAILED",
-            ErrorCode::NonEmptyGroup => "NON_EMPTY_GROUP",
-            ErrorCode::GroupIdNotFound => "GROUP_ID_NOT_FOUND",
-            ErrorCode::MemberIdRequired => "MEMBER_ID_REQUIRED",
-            ErrorCode::GroupMaxSizeReached => "GROUP_MAX_SIZE_REACHED",
-            ErrorCode::FencedInstanceId => "FENCED_INSTANCE_ID",
-            ErrorCode::IllegalState => "ILLEGAL_STATE",
-            ErrorCode::TooManyConnections => "TOO_MANY_CONNECTIONS",
-        }
     }
 }
 

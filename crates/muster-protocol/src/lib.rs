@@ -41,7 +41,8 @@
 //!   a `Vec<u8>` with one reservation and no intermediate buffer (and the `_payload` variants
 //!   for the payload alone);
 //! - [`check_frame_length`], [`split_frame`], [`correlation_hint`]: the framing rules;
-//! - [`ErrorCode`]: the wire error codes, with names.
+//! - [`ErrorCode`]: the wire error codes, with names and descriptions, from one table;
+//! - [`Request::group_id`]: the group a group-scoped request is addressed to.
 //!
 //! # Why wincode
 //!

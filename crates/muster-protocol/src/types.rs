@@ -500,6 +500,29 @@ wire_enum_helpers!(Response {
     12 => Error(ErrorResponse),
 });
 
+impl Request {
+    /// The one group this request is addressed to: the `group_id` of JoinGroup, SyncGroup,
+    /// Heartbeat, LeaveGroup, OffsetCommit and OffsetFetch, whose answer comes from that
+    /// group's coordinator. `None` for Hello, the topic requests, and the admin requests that
+    /// name any number of groups (DescribeGroups, ListGroups, DeleteGroups), even one.
+    pub fn group_id(&self) -> Option<&str> {
+        match self {
+            Request::JoinGroup(r) => Some(&r.group_id),
+            Request::SyncGroup(r) => Some(&r.group_id),
+            Request::Heartbeat(r) => Some(&r.group_id),
+            Request::LeaveGroup(r) => Some(&r.group_id),
+            Request::OffsetCommit(r) => Some(&r.group_id),
+            Request::OffsetFetch(r) => Some(&r.group_id),
+            Request::Hello(_)
+            | Request::DescribeGroups(_)
+            | Request::ListGroups(_)
+            | Request::DeleteGroups(_)
+            | Request::CreateTopics(_)
+            | Request::DescribeTopics(_) => None,
+        }
+    }
+}
+
 impl Response {
     /// A request-level failure (`Response::Error`), valid as the answer to any request.
     pub fn error(code: ErrorCode, message: impl Into<String>) -> Self {

@@ -47,7 +47,7 @@ fn table() -> BTreeMap<&'static str, Golden> {
                     error_code: ErrorCode::None.code(),
                     min_version: 1,
                     max_version: 1,
-                    server_id: "musterd-1".into(),
+                    server_id: "7f3c9a2e-5b1d-4c8f-a6e0-3d2b1c9f8e47".into(),
                 },
             )),
         ),

@@ -1,0 +1,156 @@
+//! [`Request::group_id`]: one test per request kind. Each group-scoped request carries other
+//! strings (member ids, topics) that must not be mistaken for its group id.
+
+use crate::*;
+
+fn tp(topic: &str) -> TopicPartitions {
+    TopicPartitions {
+        topic: topic.into(),
+        partitions: vec![0],
+    }
+}
+
+#[test]
+fn hello_has_no_group() {
+    let r = Request::from(HelloRequest {
+        protocol_version: 1,
+        client_id: "orders".into(),
+        auth_token: Some("orders".into()),
+    });
+    assert_eq!(r.group_id(), None);
+}
+
+#[test]
+fn join_group_names_its_group() {
+    let r = Request::from(JoinGroupRequest {
+        group_id: "g-join".into(),
+        member_id: "m".into(),
+        group_instance_id: Some("i".into()),
+        topics: vec!["t".into()],
+        ..JoinGroupRequest::default()
+    });
+    assert_eq!(r.group_id(), Some("g-join"));
+}
+
+#[test]
+fn join_group_with_an_empty_group_id_names_it() {
+    // Validation is the coordinator's business: the empty id is still the addressed group.
+    let r = Request::from(JoinGroupRequest::default());
+    assert_eq!(r.group_id(), Some(""));
+}
+
+#[test]
+fn sync_group_names_its_group() {
+    let r = Request::from(SyncGroupRequest {
+        group_id: "g-sync".into(),
+        member_id: "m".into(),
+        assignor: Some("range".into()),
+        assignments: vec![MemberAssignment {
+            member_id: "other".into(),
+            partitions: vec![tp("t")],
+            user_data: vec![],
+        }],
+        ..SyncGroupRequest::default()
+    });
+    assert_eq!(r.group_id(), Some("g-sync"));
+}
+
+#[test]
+fn heartbeat_names_its_group() {
+    let r = Request::from(HeartbeatRequest {
+        group_id: "g-heartbeat".into(),
+        generation_id: 3,
+        member_id: "m".into(),
+        group_instance_id: None,
+    });
+    assert_eq!(r.group_id(), Some("g-heartbeat"));
+}
+
+#[test]
+fn leave_group_names_its_group() {
+    let r = Request::from(LeaveGroupRequest {
+        group_id: "g-leave".into(),
+        members: vec![LeavingMember {
+            member_id: "m".into(),
+            group_instance_id: None,
+            reason: Some("bye".into()),
+        }],
+    });
+    assert_eq!(r.group_id(), Some("g-leave"));
+}
+
+#[test]
+fn offset_commit_names_its_group() {
+    let r = Request::from(OffsetCommitRequest {
+        group_id: "g-commit".into(),
+        generation_id: -1,
+        topics: vec![OffsetCommitTopic {
+            topic: "t".into(),
+            partitions: vec![OffsetCommitPartition {
+                partition: 0,
+                offset: 42,
+                metadata: None,
+            }],
+        }],
+        ..OffsetCommitRequest::default()
+    });
+    assert_eq!(r.group_id(), Some("g-commit"));
+}
+
+#[test]
+fn offset_fetch_names_its_group() {
+    let r = Request::from(OffsetFetchRequest {
+        group_id: "g-fetch".into(),
+        topics: Some(vec![tp("t")]),
+    });
+    assert_eq!(r.group_id(), Some("g-fetch"));
+    let all = Request::from(OffsetFetchRequest {
+        group_id: "g-fetch-all".into(),
+        topics: None,
+    });
+    assert_eq!(all.group_id(), Some("g-fetch-all"));
+}
+
+#[test]
+fn describe_groups_has_no_single_group() {
+    // Even with exactly one id: the answer does not come from one group's coordinator.
+    let r = Request::from(DescribeGroupsRequest {
+        group_ids: vec!["g".into()],
+    });
+    assert_eq!(r.group_id(), None);
+}
+
+#[test]
+fn list_groups_has_no_group() {
+    let r = Request::from(ListGroupsRequest {
+        states: vec!["Stable".into()],
+    });
+    assert_eq!(r.group_id(), None);
+}
+
+#[test]
+fn delete_groups_has_no_single_group() {
+    let r = Request::from(DeleteGroupsRequest {
+        group_ids: vec!["g".into()],
+    });
+    assert_eq!(r.group_id(), None);
+}
+
+#[test]
+fn create_topics_has_no_group() {
+    let r = Request::from(CreateTopicsRequest {
+        topics: vec![TopicInfo {
+            topic: "g".into(),
+            partitions: 1,
+        }],
+    });
+    assert_eq!(r.group_id(), None);
+}
+
+#[test]
+fn describe_topics_has_no_group() {
+    let r = Request::from(DescribeTopicsRequest {
+        topics: Some(vec!["g".into()]),
+    });
+    assert_eq!(r.group_id(), None);
+}
