@@ -14,5 +14,6 @@ pub mod config;
 pub mod engine;
 pub mod metrics;
 pub mod storage;
+pub mod types;
 
 pub use config::GroupConfig;

@@ -10,7 +10,7 @@ use muster_protocol::{AssignorMetadata, TopicPartitions};
 use wincode::config::Configuration;
 use wincode::{SchemaRead, SchemaWrite};
 
-use crate::engine::GroupState;
+use crate::types::GroupState;
 use crate::storage::{CommittedOffset, GroupRecord, MemberRecord};
 
 /// The largest single sequence a decode may preallocate. Far above any real group (it allows
