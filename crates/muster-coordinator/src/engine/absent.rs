@@ -6,7 +6,8 @@ use muster_protocol::{
     ErrorCode, HeartbeatResponse, LeaveGroupResponse, LeaveResult, Request, Response,
 };
 
-use super::{commit_error, fetch_from, join_error, sync_error};
+use super::answers::{join_error, sync_error};
+use super::offsets::{commit_error, fetch_from};
 use crate::config::GroupConfig;
 
 /// Longest group id, in bytes.
