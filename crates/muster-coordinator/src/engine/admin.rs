@@ -16,7 +16,7 @@ impl<R> Group<R> {
                 let held = m.awaiting_join.is_some() || m.awaiting_sync.is_some();
                 let holding = match self.state {
                     GroupState::PreparingRebalance => m.awaiting_join.is_none(),
-                    GroupState::CompletingRebalance => m.pending_sync,
+                    GroupState::CompletingRebalance => self.owes_sync(&m.member_id),
                     _ => false,
                 };
                 DescribedMember {

@@ -68,15 +68,6 @@ impl<R> Group<R> {
             })
             .collect()
     }
-
-    pub(super) fn sync_response(&self, m: &Member<R>) -> Response {
-        Response::SyncGroup(SyncGroupResponse {
-            error_code: NONE,
-            assignor: self.assignor.clone(),
-            partitions: m.assignment.to_vec(),
-            user_data: m.assignment_user_data.to_vec(),
-        })
-    }
 }
 
 pub(super) fn join_error(code: ErrorCode, member_id: &str) -> Response {
@@ -98,5 +89,15 @@ pub(super) fn sync_error(code: ErrorCode) -> Response {
         assignor: None,
         partitions: Vec::new(),
         user_data: Vec::new(),
+    })
+}
+
+/// The SyncGroup answer carrying `m`'s assignment.
+pub(super) fn sync_response<R>(assignor: &Option<String>, m: &Member<R>) -> Response {
+    Response::SyncGroup(SyncGroupResponse {
+        error_code: NONE,
+        assignor: assignor.clone(),
+        partitions: m.assignment.to_vec(),
+        user_data: m.assignment_user_data.to_vec(),
     })
 }

@@ -1,11 +1,55 @@
 //! The join barrier (protocol §5 "Barrier"): entering PreparingRebalance, the initial
 //! rebalance delay, completing early or at the rebalance timeout, evicting dynamic laggards,
 //! the new generation, the assignor vote's result and the leader, and the held JoinGroup answers.
+//!
+//! What only a barrier needs (its deadline, the half-way warning, the initial delay, why and
+//! when it started) is a [`Barrier`], held by the group exactly while it is PreparingRebalance:
+//! closing the barrier drops it.
 
-use muster_protocol::{ErrorCode, JoinGroupResponse, Response};
+use std::sync::Arc;
+
+use muster_protocol::ErrorCode;
 
 use super::answers::sync_error;
-use super::{Ctx, Event, Group, GroupState, Millis, Output, RebalanceTrigger, NONE};
+use super::sync::{MemberSet, SyncWindow};
+use super::{Ctx, Event, Group, GroupState, Millis, Output, RebalanceTrigger};
+
+/// The state of a rebalance in progress (PreparingRebalance). Held joins stay on their members:
+/// a join is held before its barrier opens (the join that starts it) and can be answered while
+/// it stays open (shutdown).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Barrier {
+    /// For the operator's log line.
+    pub(super) started_at: Millis,
+    pub(super) trigger: RebalanceTrigger,
+    /// When the barrier closes (or the initial delay's next step ends). `None` only while a
+    /// zero initial delay closes it at once.
+    pub(super) deadline: Option<Millis>,
+    /// Half-way through an ordinary barrier: warn the operator about who holds it up.
+    pub(super) warn_at: Option<Millis>,
+    pub(super) initial_delay: Option<InitialDelay>,
+}
+
+impl Barrier {
+    /// A barrier opened at `now`, with no deadline yet.
+    pub(super) fn new(now: Millis, trigger: RebalanceTrigger) -> Self {
+        Barrier {
+            started_at: now,
+            trigger,
+            deadline: None,
+            warn_at: None,
+            initial_delay: None,
+        }
+    }
+}
+
+/// The initial-rebalance-delay window (protocol §5: a plain timer, extended while new members
+/// arrive, never past the rebalance timeout).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct InitialDelay {
+    pub(super) remaining_ms: Millis,
+    pub(super) new_member_added: bool,
+}
 
 impl<R> Group<R> {
     /// Moves the group to PreparingRebalance (Kafka's `prepareRebalance`).
@@ -39,40 +83,30 @@ impl<R> Group<R> {
             }
             GroupState::Empty | GroupState::Stable => {}
         }
-        for m in self.members.values_mut() {
-            m.pending_sync = false;
-        }
-        self.num_pending_sync = 0;
-        self.sync_deadline = None;
+        // Nobody owes a SyncGroup for a generation that is being replaced.
+        self.sync_window = None;
         let rebalance_timeout = self.rebalance_timeout_ms();
-        // A zero initial delay is a timer that fires at once: the join completes now.
-        let mut fires_now = false;
+        let mut barrier = Barrier::new(now, trigger);
         if self.state == GroupState::Empty {
+            // A zero initial delay is a timer that fires at once: the join completes now.
             let delay = Millis::from(self.config.initial_rebalance_delay_ms).min(rebalance_timeout);
-            if delay == 0 {
-                self.initial_delay = None;
-                self.join_deadline = None;
-                fires_now = true;
-            } else {
-                self.initial_delay = Some(InitialDelay {
+            if delay > 0 {
+                barrier.initial_delay = Some(InitialDelay {
                     remaining_ms: rebalance_timeout - delay,
                     new_member_added: false,
                 });
-                self.join_deadline = Some(now + delay);
+                barrier.deadline = Some(now + delay);
             }
         } else {
-            self.initial_delay = None;
-            self.join_deadline = Some(now + rebalance_timeout);
+            barrier.deadline = Some(now + rebalance_timeout);
             let warn_at = now + rebalance_timeout / 2;
-            self.barrier_warn_at = Some(warn_at);
+            barrier.warn_at = Some(warn_at);
             self.note_deadline(warn_at);
         }
-        self.rebalance = Some(RebalanceInfo {
-            started_at: now,
-            trigger,
-        });
+        let deadline = barrier.deadline;
+        self.barrier = Some(barrier);
         self.set_state(GroupState::PreparingRebalance, now);
-        if let Some(due) = self.join_deadline {
+        if let Some(due) = deadline {
             self.note_deadline(due);
         }
         out.persist = true;
@@ -80,7 +114,7 @@ impl<R> Group<R> {
             trigger,
             generation: self.generation,
         });
-        if fires_now {
+        if deadline.is_none() {
             self.complete_join(cx, out);
         } else {
             self.maybe_complete_join(cx, out);
@@ -95,11 +129,21 @@ impl<R> Group<R> {
             .unwrap_or(0)
     }
 
+    /// A member new to the group arrived: an initial delay in progress is extended once more.
+    pub(super) fn note_new_member(&mut self) {
+        if let Some(delay) = self.barrier.as_mut().and_then(|b| b.initial_delay.as_mut()) {
+            delay.new_member_added = true;
+        }
+    }
+
     /// Completes the barrier early once every member and pending id has rejoined (never during
     /// the initial delay, which is a plain timer).
     pub(super) fn maybe_complete_join(&mut self, cx: Ctx<'_>, out: &mut Output<R>) {
         if self.state == GroupState::PreparingRebalance
-            && self.initial_delay.is_none()
+            && self
+                .barrier
+                .as_ref()
+                .is_none_or(|b| b.initial_delay.is_none())
             && self.num_awaiting_join == self.members.len()
             && self.pending.is_empty()
         {
@@ -117,33 +161,27 @@ impl<R> Group<R> {
             .filter(|m| m.awaiting_join.is_none() && m.instance_id.is_none())
             .map(|m| m.member_id.to_string())
             .collect();
-        if !laggards.is_empty() {
-            for id in &laggards {
-                self.remove_member(id, out);
-            }
-            out.events.push(Event::EvictedAtBarrier {
-                member_ids: laggards,
-            });
-        }
+        self.evict(laggards, out, |member_ids| Event::EvictedAtBarrier {
+            member_ids,
+        });
 
         if !self.members.is_empty() && self.num_awaiting_join == 0 {
             // Only static members that did not rejoin remain: wait another rebalance timeout
             // for them to rejoin or for their sessions to expire (as Kafka does).
             let due = now + self.rebalance_timeout_ms();
-            self.join_deadline = Some(due);
-            self.initial_delay = None;
+            if let Some(barrier) = self.barrier.as_mut() {
+                barrier.deadline = Some(due);
+                barrier.initial_delay = None;
+            }
             self.note_deadline(due);
             return;
         }
 
-        self.join_deadline = None;
-        self.barrier_warn_at = None;
-        self.initial_delay = None;
+        let barrier = self.barrier.take();
         self.generation += 1;
         out.persist = true;
-        let info = self.rebalance.take();
-        let trigger = info.map_or(RebalanceTrigger::Join, |i| i.trigger);
-        let barrier_ms = info.map_or(0, |i| now.saturating_sub(i.started_at));
+        let trigger = barrier.map_or(RebalanceTrigger::Join, |b| b.trigger);
+        let barrier_ms = barrier.map_or(0, |b| now.saturating_sub(b.started_at));
         // Members that joined during this rebalance are the ones still marked new.
         let added = self
             .members
@@ -186,51 +224,39 @@ impl<R> Group<R> {
         }
         self.set_state(GroupState::CompletingRebalance, now);
 
-        let leader = self.leader.clone().unwrap_or_default();
-        let leader_response = self.join_response(&leader, true, false, cx);
-        let generation = self.generation;
-        let assignor = self.assignor.clone();
-        let members_now = self.members.len();
-        let mut answered = 0;
+        // Only members that rejoined are expected to sync; a static member that missed the
+        // barrier is not removed for it (protocol §5 "Static membership").
+        let mut answered = Vec::new();
         for m in self.members.values_mut() {
             m.clear_assignment();
-            // Only members that rejoined are expected to sync; a static member that missed
-            // the barrier is not removed for it (protocol §5 "Static membership").
             if let Some(r) = m.awaiting_join.take() {
-                answered += 1;
-                m.pending_sync = true;
                 m.is_new = false;
                 m.last_heard = now;
-                let response = if m.member_id == leader {
-                    leader_response.clone()
-                } else {
-                    Response::JoinGroup(JoinGroupResponse {
-                        error_code: NONE,
-                        generation_id: generation,
-                        assignor: assignor.clone(),
-                        leader_id: leader.to_string(),
-                        member_id: m.member_id.to_string(),
-                        skip_assignment: false,
-                        members: Vec::new(),
-                        topics: Vec::new(),
-                    })
-                };
-                out.reply(r, response);
+                answered.push((Arc::clone(&m.member_id), r));
             }
         }
         self.num_awaiting_join = 0;
-        self.num_pending_sync = answered;
+        let leader = self.leader.clone().unwrap_or_default();
+        let mut owe_sync = MemberSet::default();
+        for (member_id, r) in answered {
+            let is_leader = member_id == leader;
+            out.reply(r, self.join_response(&member_id, is_leader, false, cx));
+            owe_sync.insert(member_id);
+        }
         let sync_due = now + self.rebalance_timeout_ms();
-        self.sync_deadline = Some(sync_due);
+        self.sync_window = Some(SyncWindow {
+            deadline: sync_due,
+            pending: owe_sync,
+        });
         self.note_deadline(sync_due);
         // Answered members' sessions run again from now.
         if let Some(shortest) = self.members.values().map(|m| m.session_timeout_ms).min() {
             self.note_deadline(now + Millis::from(shortest));
         }
         out.events.push(Event::RebalanceCompleted {
-            generation,
-            members: members_now,
-            assignor,
+            generation: self.generation,
+            members: self.members.len(),
+            assignor: self.assignor.clone(),
             barrier_ms,
             trigger,
             added,
@@ -255,35 +281,24 @@ impl<R> Group<R> {
         }
     }
 
+    /// The barrier's deadline passed: the initial delay takes another step if a new member
+    /// arrived during the last one, otherwise the barrier closes.
     pub(super) fn on_join_deadline(&mut self, cx: Ctx<'_>, out: &mut Output<R>) {
-        if let Some(delay) = self.initial_delay {
-            if delay.new_member_added && delay.remaining_ms > 0 {
-                let step =
-                    Millis::from(self.config.initial_rebalance_delay_ms).min(delay.remaining_ms);
-                self.initial_delay = Some(InitialDelay {
-                    remaining_ms: delay.remaining_ms - step,
-                    new_member_added: false,
-                });
-                self.join_deadline = Some(cx.now + step);
-                self.note_deadline(cx.now + step);
-                return;
+        let step_config = Millis::from(self.config.initial_rebalance_delay_ms);
+        if let Some(barrier) = self.barrier.as_mut() {
+            if let Some(delay) = barrier.initial_delay {
+                if delay.new_member_added && delay.remaining_ms > 0 {
+                    let step = step_config.min(delay.remaining_ms);
+                    barrier.initial_delay = Some(InitialDelay {
+                        remaining_ms: delay.remaining_ms - step,
+                        new_member_added: false,
+                    });
+                    barrier.deadline = Some(cx.now + step);
+                    self.note_deadline(cx.now + step);
+                    return;
+                }
             }
         }
         self.complete_join(cx, out);
     }
-}
-
-/// The initial-rebalance-delay window (protocol §5: a plain timer, extended while new members
-/// arrive, never past the rebalance timeout).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct InitialDelay {
-    pub(super) remaining_ms: Millis,
-    pub(super) new_member_added: bool,
-}
-
-/// Bookkeeping of the rebalance in progress, for the operator's log line.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct RebalanceInfo {
-    pub(super) started_at: Millis,
-    pub(super) trigger: RebalanceTrigger,
 }

@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use super::answers::{join_error, sync_error};
 use super::{ClientInfo, Ctx, Group, GroupState, Held, Member, Millis, Output, RebalanceTrigger};
+use crate::config::GroupConfig;
 
 impl<R> Group<R> {
     /// JoinGroup (protocol §5 "JoinGroup", "Barrier", "Static membership").
@@ -23,7 +24,7 @@ impl<R> Group<R> {
         out: &mut Output<R>,
     ) {
         let now = cx.now;
-        if let Some(code) = self.check_session_timeout(&req) {
+        if let Err(code) = check_session_timeout(&self.config, req.session_timeout_ms) {
             return out.reply(reply, join_error(code, &req.member_id));
         }
         if self.state == GroupState::Dead {
@@ -144,16 +145,8 @@ impl<R> Group<R> {
         let expires = cx.now + Millis::from(req.session_timeout_ms);
         self.pending.insert(member_id.clone(), expires);
         self.note_deadline(expires);
-        if let Some(delay) = self.initial_delay.as_mut() {
-            delay.new_member_added = true;
-        }
+        self.note_new_member();
         out.reply(reply, join_error(ErrorCode::MemberIdRequired, &member_id));
-    }
-
-    pub(super) fn check_session_timeout(&self, req: &JoinGroupRequest) -> Option<ErrorCode> {
-        let t = req.session_timeout_ms;
-        (t < self.config.min_session_timeout_ms || t > self.config.max_session_timeout_ms)
-            .then_some(ErrorCode::InvalidSessionTimeout)
     }
 
     /// Whether a member the group does not know yet may join (protocol §5, Kafka's
@@ -172,7 +165,7 @@ impl<R> Group<R> {
         &mut self,
         cx: Ctx<'_>,
         member_id: String,
-        req: JoinGroupRequest,
+        mut req: JoinGroupRequest,
         client: &ClientInfo,
         reply: R,
         out: &mut Output<R>,
@@ -186,31 +179,16 @@ impl<R> Group<R> {
         if self.leader.is_none() {
             self.leader = Some(Arc::clone(&member_id));
         }
-        let member = Member {
-            member_id: Arc::clone(&member_id),
-            instance_id: req.group_instance_id.map(String::into_boxed_str),
-            client: client.clone(),
-            session_timeout_ms: req.session_timeout_ms,
-            rebalance_timeout_ms: req.rebalance_timeout_ms,
-            topics: req.topics.into_boxed_slice(),
-            assignors: req.assignors.into_boxed_slice(),
-            owned_partitions: req.owned_partitions.into_boxed_slice(),
-            assignment: Box::default(),
-            assignment_user_data: Box::default(),
-            last_heard: now,
-            is_new: true,
-            joined_at: now,
-            awaiting_join: Held::some(reply),
-            awaiting_sync: Held::none(),
-            pending_sync: false,
-        };
+        let instance_id = req.group_instance_id.take();
+        let mut member = Member::new(Arc::clone(&member_id), instance_id, client.clone(), now);
+        member.update_from(req);
+        member.is_new = true;
+        member.awaiting_join = Held::some(reply);
         Self::count_support(&mut self.assignor_support, &member.assignors, true);
         self.members.insert(member_id, Box::new(member));
         self.num_awaiting_join += 1;
         self.note_deadline(now + Millis::from(self.config.new_member_join_timeout_ms));
-        if let Some(delay) = self.initial_delay.as_mut() {
-            delay.new_member_added = true;
-        }
+        self.note_new_member();
         if self.state == GroupState::PreparingRebalance {
             self.maybe_complete_join(cx, out);
         } else {
@@ -285,6 +263,12 @@ impl<R> Group<R> {
             Self::count_support(&mut self.assignor_support, &member.assignors, true);
         }
         self.statics.insert(instance, Arc::clone(&new_member_id));
+        if let Some(window) = self.sync_window.as_mut() {
+            // The new id owes the SyncGroup the old one did.
+            if window.pending.remove(old_member_id.as_str()) {
+                window.pending.insert(Arc::clone(&new_member_id));
+            }
+        }
         let was_leader = self.leader.as_deref() == Some(old_member_id.as_str());
         if was_leader {
             self.leader = Some(Arc::clone(&new_member_id));
@@ -330,5 +314,18 @@ impl<R> Group<R> {
                 self.num_awaiting_join += 1;
             }
         }
+    }
+}
+
+/// Protocol §5 "JoinGroup": a session timeout outside the server's [min, max] is refused first
+/// (also when the group does not exist).
+pub(super) fn check_session_timeout(
+    config: &GroupConfig,
+    timeout_ms: u32,
+) -> Result<(), ErrorCode> {
+    if timeout_ms < config.min_session_timeout_ms || timeout_ms > config.max_session_timeout_ms {
+        Err(ErrorCode::InvalidSessionTimeout)
+    } else {
+        Ok(())
     }
 }

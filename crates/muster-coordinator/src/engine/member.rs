@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use muster_protocol::{AssignorMetadata, ErrorCode};
 
 use super::answers::{join_error, sync_error};
-use super::{Group, Millis, Output};
+use super::{Event, Group, Millis, Output};
 
 impl<R> Group<R> {
     /// Whether `assignors` has one in common with every current member (other than `except`).
@@ -121,8 +121,8 @@ impl<R> Group<R> {
         if let Some(r) = m.awaiting_sync.take() {
             out.reply(r, sync_error(ErrorCode::UnknownMemberId));
         }
-        if m.pending_sync {
-            self.num_pending_sync -= 1;
+        if let Some(window) = self.sync_window.as_mut() {
+            window.pending.remove(member_id);
         }
         if let Some(instance) = &m.instance_id {
             if self.statics.get(&**instance).map(|id| &**id) == Some(member_id) {
@@ -134,6 +134,25 @@ impl<R> Group<R> {
             self.leader = self.members.keys().min().cloned();
         }
         out.persist = true;
+        true
+    }
+
+    /// Removes the members the group gave up on (`member_ids`: laggards at the barrier or at
+    /// the sync deadline) and tells the operator with `event`. Does not rebalance; says whether
+    /// anyone went.
+    pub(super) fn evict(
+        &mut self,
+        member_ids: Vec<String>,
+        out: &mut Output<R>,
+        event: impl FnOnce(Vec<String>) -> Event,
+    ) -> bool {
+        if member_ids.is_empty() {
+            return false;
+        }
+        for id in &member_ids {
+            self.remove_member(id, out);
+        }
+        out.events.push(event(member_ids));
         true
     }
 

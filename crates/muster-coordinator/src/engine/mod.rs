@@ -59,7 +59,8 @@ use crate::config::GroupConfig;
 use crate::storage::records::CommittedOffset;
 /// Re-exported: the engine's callers have always found them here.
 pub use crate::types::{GroupState, Millis};
-use barrier::{InitialDelay, RebalanceInfo};
+use barrier::Barrier;
+use sync::SyncWindow;
 
 /// The hasher of every map a group keeps: std's SipHash with random keys, as `RandomState`,
 /// but the keys are drawn once per process instead of stored in every map. A `RandomState` is
@@ -242,8 +243,6 @@ struct Member<R> {
     joined_at: Millis,
     awaiting_join: Held<R>,
     awaiting_sync: Held<R>,
-    /// Has not sent SyncGroup since the last barrier completed.
-    pending_sync: bool,
 }
 
 /// A held request's reply token, boxed: a member spends most of its life holding nothing, and
@@ -279,6 +278,33 @@ impl<R> Held<R> {
 }
 
 impl<R> Member<R> {
+    /// A member heard from at `now`, with no subscription, assignment or held request yet: the
+    /// one place a member is made (a join fills it from its request, a restart from its record).
+    fn new(
+        member_id: Arc<str>,
+        instance_id: Option<String>,
+        client: ClientInfo,
+        now: Millis,
+    ) -> Self {
+        Member {
+            member_id,
+            instance_id: instance_id.map(String::into_boxed_str),
+            client,
+            session_timeout_ms: 0,
+            rebalance_timeout_ms: 0,
+            topics: Box::default(),
+            assignors: Box::default(),
+            owned_partitions: Box::default(),
+            assignment: Box::default(),
+            assignment_user_data: Box::default(),
+            last_heard: now,
+            is_new: false,
+            joined_at: now,
+            awaiting_join: Held::none(),
+            awaiting_sync: Held::none(),
+        }
+    }
+
     fn deadline(&self, new_member_join_timeout_ms: u32) -> Option<Millis> {
         if self.awaiting_join.is_some() {
             // Held members count as heard from, except a brand-new member's first join.
@@ -346,14 +372,12 @@ pub struct Group<R> {
     /// O(its assignors), not O(members) (a barrier of N joins was O(N²)). A short list: groups
     /// offer one to three assignors.
     assignor_support: Vec<(String, usize)>,
+    /// Members holding a JoinGroup (kept on the member), so the barrier's check is O(1).
     num_awaiting_join: usize,
-    num_pending_sync: usize,
-    join_deadline: Option<Millis>,
-    /// Half-way through an ordinary barrier: warn the operator about who holds it up.
-    barrier_warn_at: Option<Millis>,
-    initial_delay: Option<InitialDelay>,
-    sync_deadline: Option<Millis>,
-    rebalance: Option<RebalanceInfo>,
+    /// The rebalance in progress: `Some` exactly while the group is PreparingRebalance.
+    barrier: Option<Barrier>,
+    /// Who still owes a SyncGroup since the last barrier closed, and until when.
+    sync_window: Option<SyncWindow>,
     /// Members when the last barrier completed (to count who came and went since).
     members_at_last_generation: usize,
     /// When the group entered its current state (retention counts from entering Empty).
@@ -366,13 +390,7 @@ pub struct Group<R> {
 impl<R> Group<R> {
     /// A new, Empty group at generation 0.
     pub fn new(group_id: String, config: Arc<GroupConfig>, now: Millis) -> Self {
-        // A new group starts Empty: its retention clock runs from creation.
-        let retention_check = now.saturating_add(
-            config
-                .offsets_retention_ms
-                .min(config.empty_group_removal_ms),
-        );
-        Self {
+        let mut group = Self {
             group_id: group_id.into(),
             config,
             state: GroupState::Empty,
@@ -384,17 +402,16 @@ impl<R> Group<R> {
             pending: Map::default(),
             assignor_support: Vec::new(),
             num_awaiting_join: 0,
-            num_pending_sync: 0,
-            join_deadline: None,
-            barrier_warn_at: None,
-            initial_delay: None,
-            sync_deadline: None,
-            rebalance: None,
+            barrier: None,
+            sync_window: None,
             members_at_last_generation: 0,
             state_since: now,
             offsets: Map::default(),
-            new_deadline: Some(retention_check),
-        }
+            new_deadline: None,
+        };
+        // A new group starts Empty: its retention clock runs from creation.
+        group.note_retention_start(now);
+        group
     }
 
     pub fn group_id(&self) -> &str {
@@ -452,12 +469,7 @@ impl<R> Group<R> {
             self.state = state;
             self.state_since = now;
             if state == GroupState::Empty {
-                // Retention clocks start now; wake early and let the tick work out the rest.
-                let soonest = self
-                    .config
-                    .offsets_retention_ms
-                    .min(self.config.empty_group_removal_ms);
-                self.note_deadline(now.saturating_add(soonest));
+                self.note_retention_start(now);
             }
         }
     }

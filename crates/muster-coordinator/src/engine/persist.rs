@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use super::{ClientInfo, Group, GroupState, Held, Member, RebalanceInfo, RebalanceTrigger};
+use super::barrier::Barrier;
+use super::{ClientInfo, Group, GroupState, Member, RebalanceTrigger};
 use crate::config::GroupConfig;
 use crate::storage::records::{GroupRecord, MemberRecord, OffsetWrite};
 use crate::types::Millis;
@@ -55,41 +56,16 @@ impl<R> Group<R> {
         group.leader = record.leader.map(Arc::from);
         group.state_since = record.state_since_ms;
         for m in record.members {
-            let member_id: Arc<str> = match &group.leader {
-                // The leader field shares the leader's allocation.
-                Some(leader) if **leader == *m.member_id => Arc::clone(leader),
-                _ => m.member_id.into(),
-            };
-            if let Some(instance) = &m.group_instance_id {
+            let member = Member::from_record(m, group.leader.as_ref(), now);
+            if let Some(instance) = &member.instance_id {
                 group
                     .statics
-                    .insert(instance.clone(), Arc::clone(&member_id));
+                    .insert(instance.to_string(), Arc::clone(&member.member_id));
             }
-            Self::count_support(&mut group.assignor_support, &m.assignors, true);
-            group.members.insert(
-                Arc::clone(&member_id),
-                Box::new(Member {
-                    member_id,
-                    instance_id: m.group_instance_id.map(String::into_boxed_str),
-                    client: ClientInfo {
-                        client_id: m.client_id.into(),
-                        client_host: m.client_host.into(),
-                    },
-                    session_timeout_ms: m.session_timeout_ms,
-                    rebalance_timeout_ms: m.rebalance_timeout_ms,
-                    topics: m.topics.into_boxed_slice(),
-                    assignors: m.assignors.into_boxed_slice(),
-                    owned_partitions: m.owned_partitions.into_boxed_slice(),
-                    assignment: m.assignment.into_boxed_slice(),
-                    assignment_user_data: m.assignment_user_data.into_boxed_slice(),
-                    last_heard: now,
-                    is_new: false,
-                    joined_at: now,
-                    awaiting_join: Held::none(),
-                    awaiting_sync: Held::none(),
-                    pending_sync: false,
-                }),
-            );
+            Self::count_support(&mut group.assignor_support, &member.assignors, true);
+            group
+                .members
+                .insert(Arc::clone(&member.member_id), Box::new(member));
         }
         group.apply_offsets(offsets);
         group.members_at_last_generation = group.members.len();
@@ -101,13 +77,35 @@ impl<R> Group<R> {
         if group.state == GroupState::PreparingRebalance {
             // Held requests were lost with the old process; members rejoin within the
             // rebalance timeout or are evicted as at any barrier.
-            group.join_deadline = Some(now + group.rebalance_timeout_ms());
-            group.rebalance = Some(RebalanceInfo {
-                started_at: now,
-                trigger: RebalanceTrigger::MetadataChange,
-            });
+            let mut barrier = Barrier::new(now, RebalanceTrigger::MetadataChange);
+            barrier.deadline = Some(now + group.rebalance_timeout_ms());
+            group.barrier = Some(barrier);
         }
-        group.new_deadline = group.next_deadline();
+        group.rearm();
         group
+    }
+}
+
+impl<R> Member<R> {
+    /// A member as its record left it, heard from at `now` and holding nothing. Its id shares
+    /// the allocation of the group's `leader` field if it is the leader.
+    fn from_record(m: MemberRecord, leader: Option<&Arc<str>>, now: Millis) -> Self {
+        let member_id: Arc<str> = match leader {
+            Some(leader) if **leader == *m.member_id => Arc::clone(leader),
+            _ => m.member_id.into(),
+        };
+        let client = ClientInfo {
+            client_id: m.client_id.into(),
+            client_host: m.client_host.into(),
+        };
+        let mut member = Member::new(member_id, m.group_instance_id, client, now);
+        member.session_timeout_ms = m.session_timeout_ms;
+        member.rebalance_timeout_ms = m.rebalance_timeout_ms;
+        member.topics = m.topics.into_boxed_slice();
+        member.assignors = m.assignors.into_boxed_slice();
+        member.owned_partitions = m.owned_partitions.into_boxed_slice();
+        member.assignment = m.assignment.into_boxed_slice();
+        member.assignment_user_data = m.assignment_user_data.into_boxed_slice();
+        member
     }
 }

@@ -1,10 +1,29 @@
 //! SyncGroup (protocol §5 "SyncGroup"): held syncs in CompletingRebalance, the leader's
 //! assignment, going Stable, and who still owes a SyncGroup.
+//!
+//! Who still owes a SyncGroup, and until when, is a [`SyncWindow`]: opened when a barrier
+//! closes, it lasts through CompletingRebalance and into Stable (a follower may sync after the
+//! leader's assignment) until every member has synced or its deadline passes; a new barrier
+//! drops it.
 
-use muster_protocol::{ErrorCode, Response, SyncGroupRequest, SyncGroupResponse};
+use std::collections::HashSet;
+use std::sync::Arc;
 
-use super::answers::sync_error;
-use super::{Ctx, Group, GroupState, Millis, Output, NONE};
+use muster_protocol::{ErrorCode, SyncGroupRequest};
+
+use super::answers::{sync_error, sync_response};
+use super::{Ctx, Group, GroupState, Millis, Output, ProcessKeys};
+
+/// A set of member ids (keyed like every map of a group).
+pub(super) type MemberSet = HashSet<Arc<str>, ProcessKeys>;
+
+/// The members that were answered by the last barrier and have not sent SyncGroup since.
+#[derive(Debug)]
+pub(super) struct SyncWindow {
+    /// Members still in `pending` at this time are removed and the group rebalances.
+    pub(super) deadline: Millis,
+    pub(super) pending: MemberSet,
+}
 
 impl<R> Group<R> {
     /// SyncGroup (protocol §5 "SyncGroup").
@@ -42,7 +61,7 @@ impl<R> Group<R> {
                 let response = self
                     .members
                     .get(req.member_id.as_str())
-                    .map(|m| self.sync_response(m))
+                    .map(|m| sync_response(&self.assignor, m))
                     .unwrap_or_else(|| sync_error(ErrorCode::UnknownMemberId));
                 out.reply(reply, response);
             }
@@ -52,16 +71,21 @@ impl<R> Group<R> {
         }
     }
 
+    /// `member_id` sent SyncGroup: it owes none any more; the window closes once nobody does.
     pub(super) fn synced(&mut self, member_id: &str) {
-        if let Some(m) = self.members.get_mut(member_id) {
-            if m.pending_sync {
-                m.pending_sync = false;
-                self.num_pending_sync -= 1;
+        if let Some(window) = self.sync_window.as_mut() {
+            window.pending.remove(member_id);
+            if window.pending.is_empty() {
+                self.sync_window = None;
             }
         }
-        if self.num_pending_sync == 0 && self.sync_deadline.is_some() {
-            self.sync_deadline = None;
-        }
+    }
+
+    /// Whether the last barrier answered `member_id` and it has not sent SyncGroup since.
+    pub(super) fn owes_sync(&self, member_id: &str) -> bool {
+        self.sync_window
+            .as_ref()
+            .is_some_and(|w| w.pending.contains(member_id))
     }
 
     /// The leader's assignment: store it (members left out get an empty one), go Stable, and
@@ -83,19 +107,10 @@ impl<R> Group<R> {
         }
         self.set_state(GroupState::Stable, now);
         out.persist = true;
-        let assignor = self.assignor.clone();
         for m in self.members.values_mut() {
             if let Some(r) = m.awaiting_sync.take() {
                 m.last_heard = now;
-                out.reply(
-                    r,
-                    Response::SyncGroup(SyncGroupResponse {
-                        error_code: NONE,
-                        assignor: assignor.clone(),
-                        partitions: m.assignment.to_vec(),
-                        user_data: m.assignment_user_data.to_vec(),
-                    }),
-                );
+                out.reply(r, sync_response(&self.assignor, m));
             }
         }
         if let Some(shortest) = self.members.values().map(|m| m.session_timeout_ms).min() {

@@ -12,9 +12,9 @@ impl<R> Group<R> {
         let pending = self.pending.values().copied();
         members
             .chain(pending)
-            .chain(self.join_deadline)
-            .chain(self.sync_deadline)
-            .chain(self.barrier_warn_at)
+            .chain(self.barrier.and_then(|b| b.deadline))
+            .chain(self.barrier.and_then(|b| b.warn_at))
+            .chain(self.sync_window.as_ref().map(|w| w.deadline))
             .chain(self.retention_deadline())
             .min()
     }
@@ -76,26 +76,20 @@ impl<R> Group<R> {
             self.maybe_complete_join(cx, out);
         }
 
-        if self.sync_deadline.is_some_and(|d| d <= now) {
-            self.sync_deadline = None;
+        if self.sync_window.as_ref().is_some_and(|w| w.deadline <= now) {
+            let window = self.sync_window.take();
             if matches!(
                 self.state,
                 GroupState::CompletingRebalance | GroupState::Stable
             ) {
-                let mut laggards: Vec<String> = self
-                    .members
-                    .values()
-                    .filter(|m| m.pending_sync)
-                    .map(|m| m.member_id.to_string())
+                let mut laggards: Vec<String> = window
+                    .iter()
+                    .flat_map(|w| w.pending.iter().map(|id| id.to_string()))
                     .collect();
-                if !laggards.is_empty() {
-                    laggards.sort_unstable();
-                    for id in &laggards {
-                        self.remove_member(id, out);
-                    }
-                    out.events.push(Event::EvictedAtSync {
-                        member_ids: laggards,
-                    });
+                laggards.sort_unstable();
+                if self.evict(laggards, out, |member_ids| Event::EvictedAtSync {
+                    member_ids,
+                }) {
                     self.after_removal(cx, RebalanceTrigger::SyncTimeout, out);
                 }
             }
@@ -104,12 +98,19 @@ impl<R> Group<R> {
         // Last: a rebalance started above (with no members left, its timeout is 0) closes in
         // this same tick rather than leaving a deadline that is already due.
         if self.state == GroupState::PreparingRebalance
-            && self.join_deadline.is_some_and(|d| d <= now)
+            && self
+                .barrier
+                .and_then(|b| b.deadline)
+                .is_some_and(|d| d <= now)
         {
             self.on_join_deadline(cx, out);
         }
-        if self.barrier_warn_at.is_some_and(|d| d <= now) {
-            self.barrier_warn_at = None;
+        let warning = self.barrier.as_mut().and_then(|b| {
+            let due = b.warn_at.is_some_and(|d| d <= now);
+            b.warn_at = b.warn_at.filter(|_| !due);
+            due.then(|| now.saturating_sub(b.started_at))
+        });
+        if let Some(elapsed_ms) = warning {
             if self.state == GroupState::PreparingRebalance {
                 let mut waiting: Vec<String> = self
                     .members
@@ -122,17 +123,30 @@ impl<R> Group<R> {
                 if !waiting.is_empty() {
                     out.events.push(Event::BarrierSlow {
                         waiting_for: waiting,
-                        elapsed_ms: self
-                            .rebalance
-                            .map_or(0, |r| now.saturating_sub(r.started_at)),
+                        elapsed_ms,
                     });
                 }
             }
         }
         self.run_retention(now, out);
-        // The caller's timer for this group was consumed by this tick: hand it the full next
-        // deadline to arm.
+        // The caller's timer for this group was consumed by this tick.
+        self.rearm();
+    }
+
+    /// The caller holds no timer for this group (a tick consumed it, or the group was just
+    /// restored after a restart): the next new deadline is the full next deadline.
+    pub(super) fn rearm(&mut self) {
         self.new_deadline = self.next_deadline();
+    }
+
+    /// The group entered Empty (or was created) at `now`: its retention clocks start. Wakes at
+    /// the sooner of the two retention periods and lets the tick work out the rest.
+    pub(super) fn note_retention_start(&mut self, now: Millis) {
+        let soonest = self
+            .config
+            .offsets_retention_ms
+            .min(self.config.empty_group_removal_ms);
+        self.note_deadline(now.saturating_add(soonest));
     }
 
     /// When retention next has work (Empty groups only): the oldest offset's expiry, or the

@@ -326,8 +326,25 @@ fn run_ops(delay: u32, ops: Vec<Op>) -> Result<(), TestCaseError> {
             .filter(|m| m.awaiting_join.is_some())
             .count();
         prop_assert_eq!(g.num_awaiting_join, awaiting);
-        let pending_sync = g.members.values().filter(|m| m.pending_sync).count();
-        prop_assert_eq!(g.num_pending_sync, pending_sync);
+        // Phase state lives exactly as long as its phase.
+        prop_assert_eq!(
+            g.barrier.is_some(),
+            g.state() == GroupState::PreparingRebalance,
+            "barrier state outside PreparingRebalance"
+        );
+        if let Some(window) = &g.sync_window {
+            prop_assert!(
+                matches!(
+                    g.state(),
+                    GroupState::CompletingRebalance | GroupState::Stable
+                ),
+                "a sync window in {:?}",
+                g.state()
+            );
+            for id in &window.pending {
+                prop_assert!(g.has_member(id), "a non-member owes a SyncGroup");
+            }
+        }
         if g.state() != GroupState::PreparingRebalance {
             prop_assert_eq!(awaiting, 0, "held joins outside a barrier");
         }
