@@ -3,7 +3,6 @@
 
 use muster_protocol::{DescribedGroup, DescribedMember, ErrorCode};
 
-use super::answers::{join_error, sync_error};
 use super::{Ctx, Group, GroupState, Millis, Output, RebalanceTrigger, NONE};
 
 impl<R> Group<R> {
@@ -65,12 +64,8 @@ impl<R> Group<R> {
     /// Answers every held request with `code` (shutdown: clients retry elsewhere or later).
     pub fn abort_held(&mut self, code: ErrorCode, out: &mut Output<R>) {
         for m in self.members.values_mut() {
-            if let Some(r) = m.awaiting_join.take() {
+            if m.answer_held(code, out) {
                 self.num_awaiting_join -= 1;
-                out.reply(r, join_error(code, &m.member_id));
-            }
-            if let Some(r) = m.awaiting_sync.take() {
-                out.reply(r, sync_error(code));
             }
         }
     }
@@ -85,5 +80,12 @@ impl<R> Group<R> {
         {
             self.prepare_rebalance(cx, RebalanceTrigger::TopicChange, out);
         }
+    }
+
+    /// Whether any member subscribes to one of `topics`.
+    fn subscribes_to_any(&self, topics: &[String]) -> bool {
+        self.members
+            .values()
+            .any(|m| m.topics.iter().any(|t| topics.contains(t)))
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use muster_protocol::{ErrorCode, JoinGroupRequest};
 use uuid::Uuid;
 
-use super::answers::{join_error, sync_error};
+use super::answers::join_error;
 use super::{ClientInfo, Ctx, Group, GroupState, Held, Member, Millis, Output, RebalanceTrigger};
 use crate::config::GroupConfig;
 
@@ -245,12 +245,8 @@ impl<R> Group<R> {
             return;
         };
         // The old id's held requests are fenced at once.
-        if let Some(r) = member.awaiting_join.take() {
+        if member.answer_held(ErrorCode::FencedInstanceId, out) {
             self.num_awaiting_join -= 1;
-            out.reply(r, join_error(ErrorCode::FencedInstanceId, &old_member_id));
-        }
-        if let Some(r) = member.awaiting_sync.take() {
-            out.reply(r, sync_error(ErrorCode::FencedInstanceId));
         }
         let old_assignors = std::mem::take(&mut member.assignors);
         member.member_id = new_member_id.clone();

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use muster_protocol::{AssignorMetadata, ErrorCode};
 
 use super::answers::{join_error, sync_error};
-use super::{Event, Group, Millis, Output};
+use super::{Event, Group, Member, Millis, Output};
 
 impl<R> Group<R> {
     /// Whether `assignors` has one in common with every current member (other than `except`).
@@ -114,12 +114,8 @@ impl<R> Group<R> {
             return false;
         };
         Self::count_support(&mut self.assignor_support, &m.assignors, false);
-        if let Some(r) = m.awaiting_join.take() {
+        if m.answer_held(ErrorCode::UnknownMemberId, out) {
             self.num_awaiting_join -= 1;
-            out.reply(r, join_error(ErrorCode::UnknownMemberId, member_id));
-        }
-        if let Some(r) = m.awaiting_sync.take() {
-            out.reply(r, sync_error(ErrorCode::UnknownMemberId));
         }
         if let Some(window) = self.sync_window.as_mut() {
             window.pending.remove(member_id);
@@ -181,5 +177,22 @@ impl<R> Group<R> {
             .into_iter()
             .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)))
             .map(|(name, _)| name.to_owned())
+    }
+}
+
+impl<R> Member<R> {
+    /// Answers the member's held JoinGroup and SyncGroup, if any, with `code` (it is removed,
+    /// fenced, or the server shuts down). Says whether a JoinGroup was held: the group counts
+    /// those.
+    pub(super) fn answer_held(&mut self, code: ErrorCode, out: &mut Output<R>) -> bool {
+        let held_join = self.awaiting_join.take();
+        let had_join = held_join.is_some();
+        if let Some(r) = held_join {
+            out.reply(r, join_error(code, &self.member_id));
+        }
+        if let Some(r) = self.awaiting_sync.take() {
+            out.reply(r, sync_error(code));
+        }
+        had_join
     }
 }

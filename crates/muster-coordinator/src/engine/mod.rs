@@ -443,24 +443,20 @@ impl<R> Group<R> {
         self.members.len()
     }
 
-    pub fn has_member(&self, member_id: &str) -> bool {
+    #[cfg(test)]
+    pub(super) fn has_member(&self, member_id: &str) -> bool {
         self.members.contains_key(member_id)
     }
 
-    pub fn has_offsets(&self) -> bool {
+    #[cfg(test)]
+    pub(super) fn has_offsets(&self) -> bool {
         !self.offsets.is_empty()
     }
 
     /// When the group entered its current state.
-    pub fn state_since(&self) -> Millis {
+    #[cfg(test)]
+    pub(super) fn state_since(&self) -> Millis {
         self.state_since
-    }
-
-    /// Whether any member subscribes to one of `topics`.
-    pub fn subscribes_to_any(&self, topics: &[String]) -> bool {
-        self.members
-            .values()
-            .any(|m| m.topics.iter().any(|t| topics.contains(t)))
     }
 
     /// Enters `state` (protocol §5 "States"); entering Empty starts the retention clocks.

@@ -106,7 +106,7 @@ impl<R> Group<R> {
     }
 
     /// Drops offsets committed at or before `cutoff` (retention); returns what was dropped.
-    pub fn expire_offsets(&mut self, cutoff: Millis) -> Vec<(String, i32)> {
+    pub(super) fn expire_offsets(&mut self, cutoff: Millis) -> Vec<(String, i32)> {
         let mut dropped = Vec::new();
         self.offsets.retain(|topic, parts| {
             parts.retain(|p, o| {

@@ -561,6 +561,18 @@ impl Harness {
         ids
     }
 
+    /// `n` dynamic members got MEMBER_ID_REQUIRED and joined, and the barrier closed: the group
+    /// is CompletingRebalance and nobody has synced. Returns the member ids in the order they
+    /// were handed out.
+    fn join_all(&mut self, n: usize) -> Vec<String> {
+        let ids: Vec<String> = (0..n).map(|_| self.member_id_required()).collect();
+        for id in &ids {
+            self.rejoin(id);
+        }
+        self.complete_rebalance();
+        ids
+    }
+
     /// Ticks deadlines until the barrier closes (no rejoins).
     fn complete_rebalance_by_ticking(&mut self) {
         for _ in 0..50 {

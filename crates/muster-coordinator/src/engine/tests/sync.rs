@@ -39,11 +39,7 @@ fn sync_refusals() {
 #[test]
 fn sync_holds_followers_until_the_leader_assigns() {
     let mut h = Harness::new();
-    let ids: Vec<String> = (0..3).map(|_| h.member_id_required()).collect();
-    for id in &ids {
-        h.rejoin(id);
-    }
-    h.complete_rebalance();
+    let ids = h.join_all(3);
     let generation = h.generation();
     let leader = h.leader();
     let followers = h.followers(&ids);
@@ -107,11 +103,7 @@ fn sync_with_another_assignor_is_inconsistent() {
 #[test]
 fn leader_that_never_syncs_is_removed_and_the_group_rebalances() {
     let mut h = Harness::new();
-    let ids: Vec<String> = (0..3).map(|_| h.member_id_required()).collect();
-    for id in &ids {
-        h.rejoin(id);
-    }
-    h.complete_rebalance();
+    let ids = h.join_all(3);
     let generation = h.generation();
     let completed_at = h.now;
     let leader = h.leader();
@@ -186,11 +178,7 @@ fn last_member_evicted_at_sync_empties_the_group_in_the_same_tick() {
 #[test]
 fn follower_that_never_syncs_is_removed_after_the_rebalance_timeout() {
     let mut h = Harness::new();
-    let ids: Vec<String> = (0..2).map(|_| h.member_id_required()).collect();
-    for id in &ids {
-        h.rejoin(id);
-    }
-    h.complete_rebalance();
+    let ids = h.join_all(2);
     let generation = h.generation();
     let leader = h.leader();
     let follower = h.followers(&ids)[0].clone();
