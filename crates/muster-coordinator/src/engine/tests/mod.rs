@@ -37,7 +37,7 @@ use uuid::Uuid;
 
 use super::*;
 use crate::config::GroupConfig;
-use crate::storage::OffsetWrite;
+use crate::storage::records::OffsetWrite;
 
 const SESSION: u32 = 10_000;
 const REBALANCE: u32 = 30_000;
