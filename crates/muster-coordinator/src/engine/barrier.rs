@@ -104,7 +104,7 @@ impl<R> Group<R> {
             self.note_deadline(warn_at);
         }
         let deadline = barrier.deadline;
-        self.barrier = Some(barrier);
+        self.barrier = Some(Box::new(barrier));
         self.set_state(GroupState::PreparingRebalance, now);
         if let Some(due) = deadline {
             self.note_deadline(due);
@@ -180,7 +180,9 @@ impl<R> Group<R> {
         let barrier = self.barrier.take();
         self.generation += 1;
         out.persist = true;
-        let trigger = barrier.map_or(RebalanceTrigger::Join, |b| b.trigger);
+        let trigger = barrier
+            .as_ref()
+            .map_or(RebalanceTrigger::Join, |b| b.trigger);
         let barrier_ms = barrier.map_or(0, |b| now.saturating_sub(b.started_at));
         // Members that joined during this rebalance are the ones still marked new.
         let added = self
@@ -244,10 +246,10 @@ impl<R> Group<R> {
             owe_sync.insert(member_id);
         }
         let sync_due = now + self.rebalance_timeout_ms();
-        self.sync_window = Some(SyncWindow {
+        self.sync_window = Some(Box::new(SyncWindow {
             deadline: sync_due,
             pending: owe_sync,
-        });
+        }));
         self.note_deadline(sync_due);
         // Answered members' sessions run again from now.
         if let Some(shortest) = self.members.values().map(|m| m.session_timeout_ms).min() {

@@ -79,7 +79,7 @@ impl<R> Group<R> {
             // rebalance timeout or are evicted as at any barrier.
             let mut barrier = Barrier::new(now, RebalanceTrigger::MetadataChange);
             barrier.deadline = Some(now + group.rebalance_timeout_ms());
-            group.barrier = Some(barrier);
+            group.barrier = Some(Box::new(barrier));
         }
         group.rearm();
         group

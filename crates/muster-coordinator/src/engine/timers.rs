@@ -12,8 +12,8 @@ impl<R> Group<R> {
         let pending = self.pending.values().copied();
         members
             .chain(pending)
-            .chain(self.barrier.and_then(|b| b.deadline))
-            .chain(self.barrier.and_then(|b| b.warn_at))
+            .chain(self.barrier.as_ref().and_then(|b| b.deadline))
+            .chain(self.barrier.as_ref().and_then(|b| b.warn_at))
             .chain(self.sync_window.as_ref().map(|w| w.deadline))
             .chain(self.retention_deadline())
             .min()
@@ -100,6 +100,7 @@ impl<R> Group<R> {
         if self.state == GroupState::PreparingRebalance
             && self
                 .barrier
+                .as_ref()
                 .and_then(|b| b.deadline)
                 .is_some_and(|d| d <= now)
         {
