@@ -41,6 +41,16 @@ impl Barrier {
             initial_delay: None,
         }
     }
+
+    /// If the half-way warning is due at `now`: disarms it (it is given once) and returns how
+    /// long the barrier has been open.
+    pub(super) fn take_due_warning(&mut self, now: Millis) -> Option<Millis> {
+        let due = self.warn_at.is_some_and(|d| d <= now);
+        if due {
+            self.warn_at = None;
+        }
+        due.then(|| now.saturating_sub(self.started_at))
+    }
 }
 
 /// The initial-rebalance-delay window (protocol §5: a plain timer, extended while new members

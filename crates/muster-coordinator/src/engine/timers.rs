@@ -106,11 +106,7 @@ impl<R> Group<R> {
         {
             self.on_join_deadline(cx, out);
         }
-        let warning = self.barrier.as_mut().and_then(|b| {
-            let due = b.warn_at.is_some_and(|d| d <= now);
-            b.warn_at = b.warn_at.filter(|_| !due);
-            due.then(|| now.saturating_sub(b.started_at))
-        });
+        let warning = self.barrier.as_mut().and_then(|b| b.take_due_warning(now));
         if let Some(elapsed_ms) = warning {
             if self.state == GroupState::PreparingRebalance {
                 let mut waiting: Vec<String> = self
