@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::engine::Millis;
+use crate::types::Millis;
 
 #[derive(Debug, Clone, Copy)]
 pub struct Clock {

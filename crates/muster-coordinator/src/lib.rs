@@ -6,6 +6,10 @@
 //! (creating it on demand, spread over arbiters); the session caches that address for later
 //! requests. The group actor feeds the request and the current time to its
 //! [`engine::Group`] and carries out what comes back: replies, persistence, timers.
+//!
+//! Dependencies run one way: [`types`] (time, group states) is shared by all; [`storage`] owns
+//! the durable records and knows nothing of the engine; the [`engine`] builds and reads those
+//! records; the actors use both.
 
 pub mod actors;
 pub mod catalog;
@@ -14,5 +18,6 @@ pub mod config;
 pub mod engine;
 pub mod metrics;
 pub mod storage;
+pub mod types;
 
 pub use config::GroupConfig;

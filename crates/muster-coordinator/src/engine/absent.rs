@@ -6,7 +6,9 @@ use muster_protocol::{
     ErrorCode, HeartbeatResponse, LeaveGroupResponse, LeaveResult, Request, Response,
 };
 
-use super::{commit_error, fetch_from, join_error, sync_error};
+use super::answers::{join_error, sync_error};
+use super::join::check_session_timeout;
+use super::offsets::{commit_error, fetch_from};
 use crate::config::GroupConfig;
 
 /// Longest group id, in bytes.
@@ -38,9 +40,8 @@ pub fn absent_group(request: &Request, config: &GroupConfig) -> AbsentGroup {
     let unknown_member = ErrorCode::UnknownMemberId;
     let answer = match request {
         Request::JoinGroup(r) => {
-            let t = r.session_timeout_ms;
-            if t < config.min_session_timeout_ms || t > config.max_session_timeout_ms {
-                join_error(ErrorCode::InvalidSessionTimeout, &r.member_id)
+            if let Err(code) = check_session_timeout(config, r.session_timeout_ms) {
+                join_error(code, &r.member_id)
             } else if r.member_id.is_empty() {
                 return AbsentGroup::Create;
             } else {

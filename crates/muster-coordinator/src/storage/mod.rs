@@ -8,11 +8,13 @@
 //! only after that (protocol §5: a NONE OffsetCommit answer means the offset survives a crash).
 
 mod memory;
+pub mod records;
 mod redb_store;
 #[cfg(test)]
 mod tests;
 
 pub use memory::MemoryStore;
+pub use records::{CommittedOffset, GroupRecord, MemberRecord, OffsetWrite};
 pub use redb_store::{RedbStore, WriterStats};
 
 use std::future::Future;
@@ -20,55 +22,8 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use muster_protocol::{AssignorMetadata, TopicInfo, TopicPartitions};
+use muster_protocol::TopicInfo;
 use tokio::sync::oneshot;
-
-use crate::engine::{GroupState, Millis};
-
-/// One committed offset.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CommittedOffset {
-    pub offset: i64,
-    pub metadata: Option<String>,
-    /// When it was committed, on the coordinator's clock (retention counts from here).
-    pub commit_timestamp_ms: Millis,
-}
-
-/// A committed offset for one partition, as written.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OffsetWrite {
-    pub topic: String,
-    pub partition: i32,
-    pub committed: CommittedOffset,
-}
-
-/// A group's durable metadata (protocol §5 "Durability").
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupRecord {
-    pub group_id: String,
-    pub state: GroupState,
-    pub generation: i32,
-    pub assignor: Option<String>,
-    pub leader: Option<String>,
-    pub members: Vec<MemberRecord>,
-    pub state_since_ms: Millis,
-}
-
-/// One member of a [`GroupRecord`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemberRecord {
-    pub member_id: String,
-    pub group_instance_id: Option<String>,
-    pub client_id: String,
-    pub client_host: String,
-    pub session_timeout_ms: u32,
-    pub rebalance_timeout_ms: u32,
-    pub topics: Vec<String>,
-    pub assignors: Vec<AssignorMetadata>,
-    pub owned_partitions: Vec<TopicPartitions>,
-    pub assignment: Vec<TopicPartitions>,
-    pub assignment_user_data: Vec<u8>,
-}
 
 /// One change to durable state.
 #[derive(Debug, Clone, PartialEq, Eq)]

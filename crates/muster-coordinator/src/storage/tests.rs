@@ -10,7 +10,7 @@ use super::{
     CommittedOffset, GroupRecord, MemberRecord, Mutation, OffsetWrite, Store, StoreError,
     StoredState,
 };
-use crate::engine::GroupState;
+use crate::types::GroupState;
 
 /// Runs a future to completion on a throwaway current-thread runtime.
 pub(super) fn block_on<F: Future>(future: F) -> F::Output {

@@ -10,8 +10,8 @@ use muster_protocol::{AssignorMetadata, TopicPartitions};
 use wincode::config::Configuration;
 use wincode::{SchemaRead, SchemaWrite};
 
-use crate::engine::GroupState;
 use crate::storage::{CommittedOffset, GroupRecord, MemberRecord};
+use crate::types::GroupState;
 
 /// The largest single sequence a decode may preallocate. Far above any real group (it allows
 /// hundreds of thousands of members) while still bounding what a damaged length can allocate.

@@ -1,0 +1,91 @@
+//! Operator requests and server events (protocol §5 "DescribeGroups", "DeleteGroups",
+//! "Topics"), and the shutdown answer to every held request.
+
+use muster_protocol::{DescribedGroup, DescribedMember, ErrorCode};
+
+use super::{Ctx, Group, GroupState, Millis, Output, RebalanceTrigger, NONE};
+
+impl<R> Group<R> {
+    /// DescribeGroups entry for this group.
+    pub fn describe(&self, now: Millis) -> DescribedGroup {
+        let mut members: Vec<DescribedMember> = self
+            .members
+            .values()
+            .map(|m| {
+                let held = m.awaiting_join.is_some() || m.awaiting_sync.is_some();
+                let holding = match self.state {
+                    GroupState::PreparingRebalance => m.awaiting_join.is_none(),
+                    GroupState::CompletingRebalance => self.owes_sync(&m.member_id),
+                    _ => false,
+                };
+                DescribedMember {
+                    member_id: m.member_id.to_string(),
+                    group_instance_id: m.instance_id.as_deref().map(str::to_owned),
+                    client_id: m.client.client_id.to_string(),
+                    client_host: m.client.client_host.to_string(),
+                    topics: m.topics.to_vec(),
+                    assignment: m.assignment.to_vec(),
+                    session_timeout_ms: m.session_timeout_ms,
+                    last_seen_ms_ago: if held {
+                        0
+                    } else {
+                        now.saturating_sub(m.last_heard)
+                    },
+                    holding_rebalance: holding,
+                }
+            })
+            .collect();
+        members.sort_unstable_by(|a, b| a.member_id.cmp(&b.member_id));
+        DescribedGroup {
+            error_code: NONE,
+            group_id: self.group_id.to_string(),
+            state: self.state.as_str().to_owned(),
+            generation_id: self.generation,
+            assignor: self.assignor.clone(),
+            leader_id: self.leader.as_deref().unwrap_or_default().to_owned(),
+            members,
+        }
+    }
+
+    /// DeleteGroups: only an Empty group may go; it becomes Dead and its offsets are gone.
+    pub fn delete(&mut self, now: Millis) -> ErrorCode {
+        match self.state {
+            GroupState::Empty => {
+                self.offsets.clear();
+                self.pending.clear();
+                self.set_state(GroupState::Dead, now);
+                ErrorCode::None
+            }
+            GroupState::Dead => ErrorCode::GroupIdNotFound,
+            _ => ErrorCode::NonEmptyGroup,
+        }
+    }
+
+    /// Answers every held request with `code` (shutdown: clients retry elsewhere or later).
+    pub fn abort_held(&mut self, code: ErrorCode, out: &mut Output<R>) {
+        for m in self.members.values_mut() {
+            if m.answer_held(code, out) {
+                self.num_awaiting_join -= 1;
+            }
+        }
+    }
+
+    /// The partition count of `topics` changed: subscribed groups rebalance (protocol §5
+    /// "Topics"). A group already preparing picks the new counts up when its barrier closes.
+    pub fn topics_changed(&mut self, cx: Ctx<'_>, topics: &[String], out: &mut Output<R>) {
+        if matches!(
+            self.state,
+            GroupState::Stable | GroupState::CompletingRebalance
+        ) && self.subscribes_to_any(topics)
+        {
+            self.prepare_rebalance(cx, RebalanceTrigger::TopicChange, out);
+        }
+    }
+
+    /// Whether any member subscribes to one of `topics`.
+    fn subscribes_to_any(&self, topics: &[String]) -> bool {
+        self.members
+            .values()
+            .any(|m| m.topics.iter().any(|t| topics.contains(t)))
+    }
+}

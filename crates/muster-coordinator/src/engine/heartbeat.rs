@@ -1,0 +1,29 @@
+//! Heartbeat (protocol §5 "Heartbeat"): answered at once, refreshes the session.
+
+use muster_protocol::{ErrorCode, HeartbeatRequest};
+
+use super::{Group, GroupState, Millis};
+
+impl<R> Group<R> {
+    /// Heartbeat (protocol §5 "Heartbeat"): answered at once; returns the error code.
+    pub fn heartbeat(&mut self, now: Millis, req: &HeartbeatRequest) -> ErrorCode {
+        match self.state {
+            GroupState::Dead => return ErrorCode::CoordinatorNotAvailable,
+            GroupState::Empty => return ErrorCode::UnknownMemberId,
+            _ => {}
+        }
+        if let Err(code) = self.check_member(&req.member_id, req.group_instance_id.as_deref()) {
+            return code;
+        }
+        // Refreshing a session only pushes its deadline later: no timer work needed.
+        self.heard_from(&req.member_id, now);
+        if req.generation_id != self.generation {
+            return ErrorCode::IllegalGeneration;
+        }
+        if self.state == GroupState::PreparingRebalance {
+            ErrorCode::RebalanceInProgress
+        } else {
+            ErrorCode::None
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! JoinGroup (protocol §5 "JoinGroup", the join half of "Static membership", "Unchanged
+//! follower"): the checks in their order, MEMBER_ID_REQUIRED and pending ids, new members, known
+//! members rejoining, and a static instance taking over its old member id.
+
+use std::sync::Arc;
+
+use muster_protocol::{ErrorCode, JoinGroupRequest};
+use uuid::Uuid;
+
+use super::answers::join_error;
+use super::{ClientInfo, Ctx, Group, GroupState, Held, Member, Millis, Output, RebalanceTrigger};
+use crate::config::GroupConfig;
+
+impl<R> Group<R> {
+    /// JoinGroup (protocol §5 "JoinGroup", "Barrier", "Static membership").
+    /// `fresh` seeds a new member id if one is needed.
+    pub fn join(
+        &mut self,
+        cx: Ctx<'_>,
+        req: JoinGroupRequest,
+        client: &ClientInfo,
+        fresh: Uuid,
+        reply: R,
+        out: &mut Output<R>,
+    ) {
+        let now = cx.now;
+        if let Err(code) = check_session_timeout(&self.config, req.session_timeout_ms) {
+            return out.reply(reply, join_error(code, &req.member_id));
+        }
+        if self.state == GroupState::Dead {
+            return out.reply(
+                reply,
+                join_error(ErrorCode::CoordinatorNotAvailable, &req.member_id),
+            );
+        }
+
+        if req.member_id.is_empty() {
+            self.join_unknown_member(cx, req, client, fresh, reply, out);
+            return;
+        }
+
+        if self.pending.contains_key(&req.member_id) {
+            // A pending id is not a member yet: size and protocol checks apply, and a refusal
+            // keeps the id pending (it may rejoin with better assignors).
+            if !self.accepts_new_member() {
+                return out.reply(
+                    reply,
+                    join_error(ErrorCode::GroupMaxSizeReached, &req.member_id),
+                );
+            }
+            if !self.supports_assignors(&req.assignors, None) {
+                return out.reply(
+                    reply,
+                    join_error(ErrorCode::InconsistentGroupProtocol, &req.member_id),
+                );
+            }
+            self.pending.remove(&req.member_id);
+            if self.pending.is_empty() {
+                // A join storm leaves a table sized for all its pending ids; free it once the
+                // last one has joined, rather than keep it in every idle group.
+                self.pending.shrink_to_fit();
+            }
+            let member_id = req.member_id.clone();
+            self.add_member(cx, member_id, req, client, reply, out);
+            return;
+        }
+
+        if let Err(code) = self.check_member(&req.member_id, req.group_instance_id.as_deref()) {
+            return out.reply(reply, join_error(code, &req.member_id));
+        }
+        self.heard_from(&req.member_id, now);
+        if !self.supports_assignors(&req.assignors, Some(&req.member_id)) {
+            return out.reply(
+                reply,
+                join_error(ErrorCode::InconsistentGroupProtocol, &req.member_id),
+            );
+        }
+
+        let member_id = req.member_id.clone();
+        match self.state {
+            GroupState::PreparingRebalance => {
+                self.update_member_and_await(cx, &member_id, req, reply, out);
+            }
+            GroupState::CompletingRebalance | GroupState::Stable => {
+                let unchanged = self
+                    .members
+                    .get(member_id.as_str())
+                    .is_some_and(|m| m.same_metadata(&req));
+                let is_leader = self.leader.as_deref() == Some(member_id.as_str());
+                let answer_now = if self.state == GroupState::Stable {
+                    unchanged && !is_leader
+                } else {
+                    unchanged
+                };
+                if answer_now {
+                    // A lost JoinGroup response being retried: give back the current generation.
+                    let response = self.join_response(&member_id, is_leader, false, cx);
+                    out.reply(reply, response);
+                } else {
+                    self.update_member_and_await(cx, &member_id, req, reply, out);
+                    self.prepare_rebalance(cx, RebalanceTrigger::MetadataChange, out);
+                }
+            }
+            // Known members do not exist in Empty or Dead groups; `check_member` refused them.
+            GroupState::Empty | GroupState::Dead => {
+                out.reply(reply, join_error(ErrorCode::UnknownMemberId, &member_id));
+            }
+        }
+    }
+
+    pub(super) fn join_unknown_member(
+        &mut self,
+        cx: Ctx<'_>,
+        req: JoinGroupRequest,
+        client: &ClientInfo,
+        fresh: Uuid,
+        reply: R,
+        out: &mut Output<R>,
+    ) {
+        let known_instance = req
+            .group_instance_id
+            .as_ref()
+            .and_then(|i| self.statics.get(i))
+            .map(|id| id.to_string());
+        if let Some(old_member_id) = known_instance {
+            if !self.supports_assignors(&req.assignors, Some(&old_member_id)) {
+                return out.reply(reply, join_error(ErrorCode::InconsistentGroupProtocol, ""));
+            }
+            self.static_takeover(cx, old_member_id, req, client, fresh, reply, out);
+            return;
+        }
+        if !self.accepts_new_member() {
+            return out.reply(reply, join_error(ErrorCode::GroupMaxSizeReached, ""));
+        }
+        if !self.supports_assignors(&req.assignors, None) {
+            return out.reply(reply, join_error(ErrorCode::InconsistentGroupProtocol, ""));
+        }
+        if let Some(instance) = req.group_instance_id.as_deref() {
+            // A new static member joins directly, without MEMBER_ID_REQUIRED (as in Kafka).
+            let member_id = format!("{instance}-{fresh}");
+            self.add_member(cx, member_id, req, client, reply, out);
+            return;
+        }
+        let member_id = format!("{}-{}", client.client_id, fresh);
+        let expires = cx.now + Millis::from(req.session_timeout_ms);
+        self.pending.insert(member_id.clone(), expires);
+        self.note_deadline(expires);
+        self.note_new_member();
+        out.reply(reply, join_error(ErrorCode::MemberIdRequired, &member_id));
+    }
+
+    /// Whether a member the group does not know yet may join (protocol §5, Kafka's
+    /// `acceptJoiningMember`).
+    pub(super) fn accepts_new_member(&self) -> bool {
+        match self.state {
+            GroupState::Empty | GroupState::Dead => true,
+            GroupState::PreparingRebalance => !self.config.is_full(self.num_awaiting_join),
+            GroupState::CompletingRebalance | GroupState::Stable => {
+                !self.config.is_full(self.members.len())
+            }
+        }
+    }
+
+    pub(super) fn add_member(
+        &mut self,
+        cx: Ctx<'_>,
+        member_id: String,
+        mut req: JoinGroupRequest,
+        client: &ClientInfo,
+        reply: R,
+        out: &mut Output<R>,
+    ) {
+        let now = cx.now;
+        let member_id: Arc<str> = member_id.into();
+        if let Some(instance) = &req.group_instance_id {
+            self.statics
+                .insert(instance.clone(), Arc::clone(&member_id));
+        }
+        if self.leader.is_none() {
+            self.leader = Some(Arc::clone(&member_id));
+        }
+        let instance_id = req.group_instance_id.take();
+        let mut member = Member::new(Arc::clone(&member_id), instance_id, client.clone(), now);
+        member.update_from(req);
+        member.is_new = true;
+        member.awaiting_join = Held::some(reply);
+        Self::count_support(&mut self.assignor_support, &member.assignors, true);
+        self.members.insert(member_id, Box::new(member));
+        self.num_awaiting_join += 1;
+        self.note_deadline(now + Millis::from(self.config.new_member_join_timeout_ms));
+        self.note_new_member();
+        if self.state == GroupState::PreparingRebalance {
+            self.maybe_complete_join(cx, out);
+        } else {
+            self.prepare_rebalance(cx, RebalanceTrigger::Join, out);
+        }
+    }
+
+    /// Stores a known member's new metadata and holds its join at the barrier.
+    pub(super) fn update_member_and_await(
+        &mut self,
+        cx: Ctx<'_>,
+        member_id: &str,
+        req: JoinGroupRequest,
+        reply: R,
+        out: &mut Output<R>,
+    ) {
+        let Some(m) = self.members.get_mut(member_id) else {
+            return out.reply(reply, join_error(ErrorCode::UnknownMemberId, member_id));
+        };
+        if *m.assignors != *req.assignors {
+            Self::count_support(&mut self.assignor_support, &m.assignors, false);
+            Self::count_support(&mut self.assignor_support, &req.assignors, true);
+        }
+        m.update_from(req);
+        if let Some(old) = m.awaiting_join.replace(reply) {
+            // A second JoinGroup while the first is held: the first is superseded.
+            out.reply(old, join_error(ErrorCode::RebalanceInProgress, member_id));
+        } else {
+            self.num_awaiting_join += 1;
+        }
+        if self.state == GroupState::PreparingRebalance {
+            self.maybe_complete_join(cx, out);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn static_takeover(
+        &mut self,
+        cx: Ctx<'_>,
+        old_member_id: String,
+        req: JoinGroupRequest,
+        client: &ClientInfo,
+        fresh: Uuid,
+        reply: R,
+        out: &mut Output<R>,
+    ) {
+        let instance = req.group_instance_id.clone().unwrap_or_default();
+        let new_member_id: Arc<str> = format!("{instance}-{fresh}").into();
+        let Some(mut member) = self.members.remove(old_member_id.as_str()) else {
+            // The static map and the member map disagree; should be impossible. Treat as new.
+            self.statics.remove(&instance);
+            let member_id = new_member_id.to_string();
+            self.add_member(cx, member_id, req, client, reply, out);
+            return;
+        };
+        // The old id's held requests are fenced at once.
+        if member.answer_held(ErrorCode::FencedInstanceId, out) {
+            self.num_awaiting_join -= 1;
+        }
+        let old_assignors = std::mem::take(&mut member.assignors);
+        member.member_id = new_member_id.clone();
+        member.client = client.clone();
+        member.last_heard = cx.now;
+        member.update_from(req);
+        let assignors_changed = *member.assignors != *old_assignors;
+        if assignors_changed {
+            Self::count_support(&mut self.assignor_support, &old_assignors, false);
+            Self::count_support(&mut self.assignor_support, &member.assignors, true);
+        }
+        self.statics.insert(instance, Arc::clone(&new_member_id));
+        if let Some(window) = self.sync_window.as_mut() {
+            // The new id owes the SyncGroup the old one did.
+            if window.pending.remove(old_member_id.as_str()) {
+                window.pending.insert(Arc::clone(&new_member_id));
+            }
+        }
+        let was_leader = self.leader.as_deref() == Some(old_member_id.as_str());
+        if was_leader {
+            self.leader = Some(Arc::clone(&new_member_id));
+        }
+        let session_due = cx.now + Millis::from(member.session_timeout_ms);
+        self.members.insert(Arc::clone(&new_member_id), member);
+        self.note_deadline(session_due);
+        out.persist = true;
+
+        match self.state {
+            GroupState::Stable => {
+                let vote_unchanged =
+                    !assignors_changed || self.select_assignor().as_deref() == self.assignor();
+                if vote_unchanged {
+                    let response = self.join_response(&new_member_id, was_leader, was_leader, cx);
+                    out.reply(reply, response);
+                } else {
+                    self.update_member_await_only(&new_member_id, reply);
+                    self.prepare_rebalance(cx, RebalanceTrigger::MetadataChange, out);
+                }
+            }
+            GroupState::CompletingRebalance => {
+                self.update_member_await_only(&new_member_id, reply);
+                self.prepare_rebalance(cx, RebalanceTrigger::MetadataChange, out);
+            }
+            GroupState::PreparingRebalance => {
+                self.update_member_await_only(&new_member_id, reply);
+                self.maybe_complete_join(cx, out);
+            }
+            GroupState::Empty | GroupState::Dead => {
+                // A static member is never kept in an Empty group; answer defensively.
+                out.reply(
+                    reply,
+                    join_error(ErrorCode::UnknownMemberId, &new_member_id),
+                );
+            }
+        }
+    }
+
+    pub(super) fn update_member_await_only(&mut self, member_id: &str, reply: R) {
+        if let Some(m) = self.members.get_mut(member_id) {
+            if m.awaiting_join.replace(reply).is_none() {
+                self.num_awaiting_join += 1;
+            }
+        }
+    }
+}
+
+/// Protocol §5 "JoinGroup": a session timeout outside the server's [min, max] is refused first
+/// (also when the group does not exist).
+pub(super) fn check_session_timeout(
+    config: &GroupConfig,
+    timeout_ms: u32,
+) -> Result<(), ErrorCode> {
+    if timeout_ms < config.min_session_timeout_ms || timeout_ms > config.max_session_timeout_ms {
+        Err(ErrorCode::InvalidSessionTimeout)
+    } else {
+        Ok(())
+    }
+}

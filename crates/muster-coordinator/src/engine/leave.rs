@@ -1,0 +1,67 @@
+//! LeaveGroup (protocol §5 "LeaveGroup"): per-member results, static members by instance id,
+//! pending ids forgotten, and the rebalance of those who remain.
+
+use muster_protocol::{ErrorCode, LeaveGroupRequest, LeaveGroupResponse, LeaveResult};
+
+use super::{Ctx, Group, GroupState, Output, RebalanceTrigger, NONE};
+
+impl<R> Group<R> {
+    /// LeaveGroup (protocol §5 "LeaveGroup"): per-member results at once; held requests of the
+    /// leaving members are answered through `out`.
+    pub fn leave(
+        &mut self,
+        cx: Ctx<'_>,
+        req: LeaveGroupRequest,
+        out: &mut Output<R>,
+    ) -> LeaveGroupResponse {
+        let mut results = Vec::with_capacity(req.members.len());
+        let mut removed_any = false;
+        let mut forgot_pending = false;
+        for leaving in req.members {
+            let code = if self.state == GroupState::Dead {
+                ErrorCode::CoordinatorNotAvailable
+            } else if leaving.member_id.is_empty() {
+                match leaving
+                    .group_instance_id
+                    .as_ref()
+                    .and_then(|i| self.statics.get(i))
+                    .cloned()
+                {
+                    Some(member_id) => {
+                        removed_any |= self.remove_member(&member_id, out);
+                        ErrorCode::None
+                    }
+                    None => ErrorCode::UnknownMemberId,
+                }
+            } else if self.pending.remove(&leaving.member_id).is_some() {
+                forgot_pending = true;
+                ErrorCode::None
+            } else {
+                match self.check_member(&leaving.member_id, leaving.group_instance_id.as_deref()) {
+                    Ok(()) => {
+                        removed_any |= self.remove_member(&leaving.member_id, out);
+                        ErrorCode::None
+                    }
+                    Err(code) => code,
+                }
+            };
+            results.push(LeaveResult {
+                member_id: leaving.member_id,
+                group_instance_id: leaving.group_instance_id,
+                error_code: code.code(),
+            });
+        }
+        if removed_any {
+            self.after_removal(cx, RebalanceTrigger::Leave, out);
+        } else if forgot_pending {
+            self.maybe_complete_join(cx, out);
+            if let Some(due) = self.retention_deadline() {
+                self.note_deadline(due);
+            }
+        }
+        LeaveGroupResponse {
+            error_code: NONE,
+            members: results,
+        }
+    }
+}

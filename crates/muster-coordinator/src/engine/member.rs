@@ -1,0 +1,198 @@
+//! Membership bookkeeping every rule family shares: checking a member (and instance) id,
+//! "heard from" (protocol §5 "Session expiry"), removing a member, and the assignor support
+//! count behind the protocol check and the vote (protocol §5 "JoinGroup", "Barrier").
+
+use std::collections::HashMap;
+
+use muster_protocol::{AssignorMetadata, ErrorCode};
+
+use super::answers::{join_error, sync_error};
+use super::{Event, Group, Member, Millis, Output};
+
+impl<R> Group<R> {
+    /// Whether `assignors` has one in common with every current member (other than `except`).
+    /// O(assignors), from `assignor_support`.
+    pub(super) fn supports_assignors(
+        &self,
+        assignors: &[AssignorMetadata],
+        except: Option<&str>,
+    ) -> bool {
+        let excepted = except.and_then(|id| self.members.get(id));
+        let others = self.members.len() - usize::from(excepted.is_some());
+        let answer = !assignors.is_empty()
+            && assignors.iter().any(|a| {
+                let supporters = self
+                    .assignor_support
+                    .iter()
+                    .find(|(name, _)| *name == a.name)
+                    .map_or(0, |(_, n)| *n);
+                let own = usize::from(excepted.is_some_and(|m| m.supports(&a.name)));
+                supporters.saturating_sub(own) == others
+            });
+        debug_assert_eq!(
+            answer,
+            !assignors.is_empty()
+                && assignors.iter().any(|a| {
+                    self.members
+                        .values()
+                        .filter(|m| Some(&*m.member_id) != except)
+                        .all(|m| m.supports(&a.name))
+                }),
+            "assignor_support out of step with the members"
+        );
+        answer
+    }
+
+    /// Counts (`add`) or uncounts one member's assignors in `support`; a name the member lists
+    /// twice counts once.
+    pub(super) fn count_support(
+        support: &mut Vec<(String, usize)>,
+        assignors: &[AssignorMetadata],
+        add: bool,
+    ) {
+        for (i, a) in assignors.iter().enumerate() {
+            if assignors.iter().take(i).any(|b| b.name == a.name) {
+                continue;
+            }
+            let at = support.iter().position(|(name, _)| *name == a.name);
+            match (at, add) {
+                (Some(at), true) => {
+                    if let Some((_, n)) = support.get_mut(at) {
+                        *n += 1;
+                    }
+                }
+                (None, true) => {
+                    // Exactly: groups offer one to three assignors, and a first `push` would
+                    // reserve four slots (128 bytes) in every group.
+                    support.reserve_exact(1);
+                    support.push((a.name.clone(), 1));
+                }
+                (Some(at), false) => {
+                    if let Some((_, n)) = support.get_mut(at) {
+                        *n -= 1;
+                        if *n == 0 {
+                            support.swap_remove(at);
+                        }
+                    }
+                }
+                (None, false) => {}
+            }
+        }
+    }
+
+    /// Checks a non-empty member id (and instance id, if given) against the group.
+    pub(super) fn check_member(
+        &self,
+        member_id: &str,
+        instance_id: Option<&str>,
+    ) -> Result<(), ErrorCode> {
+        if let Some(instance) = instance_id {
+            if let Some(bound) = self.statics.get(instance) {
+                if **bound != *member_id {
+                    return Err(ErrorCode::FencedInstanceId);
+                }
+            }
+        }
+        match self.members.get(member_id) {
+            None => Err(ErrorCode::UnknownMemberId),
+            Some(m) if instance_id.is_some() && m.instance_id.as_deref() != instance_id => {
+                Err(ErrorCode::FencedInstanceId)
+            }
+            Some(_) => Ok(()),
+        }
+    }
+
+    pub(super) fn heard_from(&mut self, member_id: &str, now: Millis) {
+        if let Some(m) = self.members.get_mut(member_id) {
+            m.last_heard = now;
+        }
+    }
+
+    /// Removes a member, answering its held requests UNKNOWN_MEMBER_ID. Does not rebalance.
+    pub(super) fn remove_member(&mut self, member_id: &str, out: &mut Output<R>) -> bool {
+        let Some(mut m) = self.members.remove(member_id) else {
+            return false;
+        };
+        Self::count_support(&mut self.assignor_support, &m.assignors, false);
+        if m.answer_held(ErrorCode::UnknownMemberId, out) {
+            self.num_awaiting_join -= 1;
+        }
+        if let Some(window) = self.sync_window.as_mut() {
+            window.pending.remove(member_id);
+        }
+        if let Some(instance) = &m.instance_id {
+            if self.statics.get(&**instance).map(|id| &**id) == Some(member_id) {
+                self.statics.remove(&**instance);
+            }
+        }
+        if self.leader.as_deref() == Some(member_id) {
+            // Kafka hands leadership on at once; the barrier may still pick a rejoined member.
+            self.leader = self.members.keys().min().cloned();
+        }
+        out.persist = true;
+        true
+    }
+
+    /// Removes the members the group gave up on (`member_ids`: laggards at the barrier or at
+    /// the sync deadline) and tells the operator with `event`. Does not rebalance; says whether
+    /// anyone went.
+    pub(super) fn evict(
+        &mut self,
+        member_ids: Vec<String>,
+        out: &mut Output<R>,
+        event: impl FnOnce(Vec<String>) -> Event,
+    ) -> bool {
+        if member_ids.is_empty() {
+            return false;
+        }
+        for id in &member_ids {
+            self.remove_member(id, out);
+        }
+        out.events.push(event(member_ids));
+        true
+    }
+
+    /// Kafka's `selectProtocol`: among assignors every member supports, each member votes for
+    /// its most preferred one; most votes wins (ties go to the name first in order).
+    pub(super) fn select_assignor(&self) -> Option<String> {
+        let first = self.members.values().next()?;
+        let candidates: Vec<&str> = first
+            .assignors
+            .iter()
+            .map(|a| a.name.as_str())
+            .filter(|name| self.members.values().all(|m| m.supports(name)))
+            .collect();
+        let mut votes: HashMap<&str, usize> = HashMap::new();
+        for m in self.members.values() {
+            if let Some(choice) = m
+                .assignors
+                .iter()
+                .map(|a| a.name.as_str())
+                .find(|n| candidates.contains(n))
+            {
+                *votes.entry(choice).or_default() += 1;
+            }
+        }
+        votes
+            .into_iter()
+            .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)))
+            .map(|(name, _)| name.to_owned())
+    }
+}
+
+impl<R> Member<R> {
+    /// Answers the member's held JoinGroup and SyncGroup, if any, with `code` (it is removed,
+    /// fenced, or the server shuts down). Says whether a JoinGroup was held: the group counts
+    /// those.
+    pub(super) fn answer_held(&mut self, code: ErrorCode, out: &mut Output<R>) -> bool {
+        let held_join = self.awaiting_join.take();
+        let had_join = held_join.is_some();
+        if let Some(r) = held_join {
+            out.reply(r, join_error(code, &self.member_id));
+        }
+        if let Some(r) = self.awaiting_sync.take() {
+            out.reply(r, sync_error(code));
+        }
+        had_join
+    }
+}

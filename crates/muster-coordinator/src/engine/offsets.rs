@@ -1,0 +1,208 @@
+//! OffsetCommit and OffsetFetch (protocol §5 "OffsetCommit", "OffsetFetch"); the request-level
+//! answers are shared with groups that do not exist (`absent.rs`).
+
+use muster_protocol::{
+    ErrorCode, FetchedPartition, FetchedTopic, OffsetCommitRequest, OffsetCommitResponse,
+    OffsetFetchRequest, OffsetFetchResponse, PartitionResult, PartitionResults,
+};
+
+use super::{Group, GroupState, Millis, Offsets, NONE};
+use crate::storage::records::{CommittedOffset, OffsetWrite};
+
+impl<R> Group<R> {
+    /// OffsetCommit (protocol §5 "OffsetCommit"). Returns the answer and the offsets to make
+    /// durable; the answer must not leave before they are, and [`Group::apply_offsets`] must
+    /// then be called with them.
+    pub fn commit_offsets(
+        &mut self,
+        now: Millis,
+        req: OffsetCommitRequest,
+    ) -> (OffsetCommitResponse, Vec<OffsetWrite>) {
+        if let Err(code) = self.check_commit(now, &req) {
+            return (commit_error(code, &req), Vec::new());
+        }
+        let max_metadata = self.config.max_offset_metadata_bytes;
+        let mut writes = Vec::new();
+        let mut topics = Vec::with_capacity(req.topics.len());
+        for t in req.topics {
+            let mut results = Vec::with_capacity(t.partitions.len());
+            for p in t.partitions {
+                let too_large = p.metadata.as_ref().is_some_and(|m| m.len() > max_metadata);
+                let code = if too_large {
+                    ErrorCode::OffsetMetadataTooLarge
+                } else {
+                    writes.push(OffsetWrite {
+                        topic: t.topic.clone(),
+                        partition: p.partition,
+                        committed: CommittedOffset {
+                            offset: p.offset,
+                            metadata: p.metadata,
+                            commit_timestamp_ms: now,
+                        },
+                    });
+                    ErrorCode::None
+                };
+                results.push(PartitionResult {
+                    partition: p.partition,
+                    error_code: code.code(),
+                });
+            }
+            topics.push(PartitionResults {
+                topic: t.topic,
+                partitions: results,
+            });
+        }
+        (
+            OffsetCommitResponse {
+                error_code: NONE,
+                topics,
+            },
+            writes,
+        )
+    }
+
+    pub(super) fn check_commit(
+        &mut self,
+        now: Millis,
+        req: &OffsetCommitRequest,
+    ) -> Result<(), ErrorCode> {
+        if self.state == GroupState::Dead {
+            return Err(ErrorCode::CoordinatorNotAvailable);
+        }
+        let simple =
+            req.generation_id < 0 && req.member_id.is_empty() && req.group_instance_id.is_none();
+        if simple {
+            // A commit from outside any generation is only for groups nobody is in.
+            return if self.state == GroupState::Empty {
+                Ok(())
+            } else {
+                Err(ErrorCode::UnknownMemberId)
+            };
+        }
+        self.check_member(&req.member_id, req.group_instance_id.as_deref())?;
+        self.heard_from(&req.member_id, now);
+        if req.generation_id != self.generation {
+            return Err(ErrorCode::IllegalGeneration);
+        }
+        match self.state {
+            GroupState::CompletingRebalance => Err(ErrorCode::RebalanceInProgress),
+            _ => Ok(()),
+        }
+    }
+
+    /// Makes committed offsets visible to OffsetFetch, once durable.
+    pub fn apply_offsets(&mut self, writes: Vec<OffsetWrite>) {
+        for w in writes {
+            self.offsets
+                .entry(w.topic)
+                .or_default()
+                .insert(w.partition, w.committed);
+        }
+    }
+
+    /// OffsetFetch (protocol §5 "OffsetFetch"): any state; no commit → offset -1.
+    pub fn fetch_offsets(&self, req: &OffsetFetchRequest) -> OffsetFetchResponse {
+        fetch_from(Some(&self.offsets), req)
+    }
+
+    /// Drops offsets committed at or before `cutoff` (retention); returns what was dropped.
+    pub(super) fn expire_offsets(&mut self, cutoff: Millis) -> Vec<(String, i32)> {
+        let mut dropped = Vec::new();
+        self.offsets.retain(|topic, parts| {
+            parts.retain(|p, o| {
+                let keep = o.commit_timestamp_ms > cutoff;
+                if !keep {
+                    dropped.push((topic.clone(), *p));
+                }
+                keep
+            });
+            !parts.is_empty()
+        });
+        dropped
+    }
+}
+
+/// A request-level OffsetCommit failure: on the top level and on every partition.
+pub(super) fn commit_error(code: ErrorCode, req: &OffsetCommitRequest) -> OffsetCommitResponse {
+    OffsetCommitResponse {
+        error_code: code.code(),
+        topics: req
+            .topics
+            .iter()
+            .map(|t| PartitionResults {
+                topic: t.topic.clone(),
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| PartitionResult {
+                        partition: p.partition,
+                        error_code: code.code(),
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+/// OffsetFetch over a group's offsets (`None`: the group does not exist).
+pub(super) fn fetch_from(
+    offsets: Option<&Offsets>,
+    req: &OffsetFetchRequest,
+) -> OffsetFetchResponse {
+    let lookup = |topic: &str, partition: i32| {
+        offsets
+            .and_then(|o| o.get(topic))
+            .and_then(|p| p.get(&partition))
+    };
+    let topics = match &req.topics {
+        Some(wanted) => wanted
+            .iter()
+            .map(|t| FetchedTopic {
+                topic: t.topic.clone(),
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|&p| fetched(p, lookup(&t.topic, p)))
+                    .collect(),
+            })
+            .collect(),
+        None => {
+            let mut all: Vec<FetchedTopic> = offsets
+                .into_iter()
+                .flatten()
+                .map(|(topic, parts)| {
+                    let mut partitions: Vec<FetchedPartition> =
+                        parts.iter().map(|(&p, o)| fetched(p, Some(o))).collect();
+                    partitions.sort_unstable_by_key(|p| p.partition);
+                    FetchedTopic {
+                        topic: topic.clone(),
+                        partitions,
+                    }
+                })
+                .collect();
+            all.sort_unstable_by(|a, b| a.topic.cmp(&b.topic));
+            all
+        }
+    };
+    OffsetFetchResponse {
+        error_code: NONE,
+        topics,
+    }
+}
+
+fn fetched(partition: i32, committed: Option<&CommittedOffset>) -> FetchedPartition {
+    match committed {
+        Some(c) => FetchedPartition {
+            partition,
+            offset: c.offset,
+            metadata: c.metadata.clone(),
+            error_code: NONE,
+        },
+        None => FetchedPartition {
+            partition,
+            offset: -1,
+            metadata: None,
+            error_code: NONE,
+        },
+    }
+}

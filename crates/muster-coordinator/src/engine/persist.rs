@@ -1,0 +1,111 @@
+//! The durable form of a group (protocol §5 "Durability"): to a [`GroupRecord`] and back after
+//! a restart. The records are storage's (`storage::records`); the engine only builds and reads
+//! them.
+
+use std::sync::Arc;
+
+use super::barrier::Barrier;
+use super::{ClientInfo, Group, GroupState, Member, RebalanceTrigger};
+use crate::config::GroupConfig;
+use crate::storage::records::{GroupRecord, MemberRecord, OffsetWrite};
+use crate::types::Millis;
+
+impl<R> Group<R> {
+    /// The durable form of this group's metadata (protocol §5 "Durability").
+    pub fn to_record(&self) -> GroupRecord {
+        let mut members: Vec<MemberRecord> = self
+            .members
+            .values()
+            .map(|m| MemberRecord {
+                member_id: m.member_id.to_string(),
+                group_instance_id: m.instance_id.as_deref().map(str::to_owned),
+                client_id: m.client.client_id.to_string(),
+                client_host: m.client.client_host.to_string(),
+                session_timeout_ms: m.session_timeout_ms,
+                rebalance_timeout_ms: m.rebalance_timeout_ms,
+                topics: m.topics.to_vec(),
+                assignors: m.assignors.to_vec(),
+                owned_partitions: m.owned_partitions.to_vec(),
+                assignment: m.assignment.to_vec(),
+                assignment_user_data: m.assignment_user_data.to_vec(),
+            })
+            .collect();
+        members.sort_unstable_by(|a, b| a.member_id.cmp(&b.member_id));
+        GroupRecord {
+            group_id: self.group_id.to_string(),
+            state: self.state,
+            generation: self.generation,
+            assignor: self.assignor.clone(),
+            leader: self.leader.as_deref().map(str::to_owned),
+            members,
+            state_since_ms: self.state_since,
+        }
+    }
+
+    /// Rebuilds a group from its record and offsets after a restart. Every session starts
+    /// afresh at `now`; a group caught mid-rebalance comes back in PreparingRebalance.
+    pub fn restore(
+        record: GroupRecord,
+        offsets: Vec<OffsetWrite>,
+        config: Arc<GroupConfig>,
+        now: Millis,
+    ) -> Self {
+        let mut group = Group::new(record.group_id, config, now);
+        group.generation = record.generation;
+        group.assignor = record.assignor;
+        group.leader = record.leader.map(Arc::from);
+        group.state_since = record.state_since_ms;
+        for m in record.members {
+            let member = Member::from_record(m, group.leader.as_ref(), now);
+            if let Some(instance) = &member.instance_id {
+                group
+                    .statics
+                    .insert(instance.to_string(), Arc::clone(&member.member_id));
+            }
+            Self::count_support(&mut group.assignor_support, &member.assignors, true);
+            group
+                .members
+                .insert(Arc::clone(&member.member_id), Box::new(member));
+        }
+        group.apply_offsets(offsets);
+        group.members_at_last_generation = group.members.len();
+        group.state = match (record.state, group.members.is_empty()) {
+            (_, true) => GroupState::Empty,
+            (GroupState::Stable, false) => GroupState::Stable,
+            _ => GroupState::PreparingRebalance,
+        };
+        if group.state == GroupState::PreparingRebalance {
+            // Held requests were lost with the old process; members rejoin within the
+            // rebalance timeout or are evicted as at any barrier.
+            let mut barrier = Barrier::new(now, RebalanceTrigger::MetadataChange);
+            barrier.deadline = Some(now + group.rebalance_timeout_ms());
+            group.barrier = Some(Box::new(barrier));
+        }
+        group.rearm();
+        group
+    }
+}
+
+impl<R> Member<R> {
+    /// A member as its record left it, heard from at `now` and holding nothing. Its id shares
+    /// the allocation of the group's `leader` field if it is the leader.
+    fn from_record(m: MemberRecord, leader: Option<&Arc<str>>, now: Millis) -> Self {
+        let member_id: Arc<str> = match leader {
+            Some(leader) if **leader == *m.member_id => Arc::clone(leader),
+            _ => m.member_id.into(),
+        };
+        let client = ClientInfo {
+            client_id: m.client_id.into(),
+            client_host: m.client_host.into(),
+        };
+        let mut member = Member::new(member_id, m.group_instance_id, client, now);
+        member.session_timeout_ms = m.session_timeout_ms;
+        member.rebalance_timeout_ms = m.rebalance_timeout_ms;
+        member.topics = m.topics.into_boxed_slice();
+        member.assignors = m.assignors.into_boxed_slice();
+        member.owned_partitions = m.owned_partitions.into_boxed_slice();
+        member.assignment = m.assignment.into_boxed_slice();
+        member.assignment_user_data = m.assignment_user_data.into_boxed_slice();
+        member
+    }
+}

@@ -1,0 +1,200 @@
+//! Everything that happens because time passed (protocol §5 "Session expiry", the deadlines of
+//! "Barrier" and "SyncGroup", pending ids forgotten) and offset retention with the removal of
+//! abandoned groups (Kafka's offset expiration; `GroupConfig::offsets_retention_ms`).
+
+use super::{Ctx, Event, Group, GroupState, Millis, Output, RebalanceTrigger};
+
+impl<R> Group<R> {
+    /// The earliest time at which [`Group::tick`] has work to do.
+    pub fn next_deadline(&self) -> Option<Millis> {
+        let cap = self.config.new_member_join_timeout_ms;
+        let members = self.members.values().filter_map(|m| m.deadline(cap));
+        let pending = self.pending.values().copied();
+        members
+            .chain(pending)
+            .chain(self.barrier.as_ref().and_then(|b| b.deadline))
+            .chain(self.barrier.as_ref().and_then(|b| b.warn_at))
+            .chain(self.sync_window.as_ref().map(|w| w.deadline))
+            .chain(self.retention_deadline())
+            .min()
+    }
+
+    /// The earliest deadline that changes since the last call introduced (`None`: nothing
+    /// earlier than before). Lets the caller keep a timer armed at or before
+    /// [`Group::next_deadline`] without scanning every member after every request; after
+    /// [`Group::tick`] it is the full next deadline. Heartbeats only push deadlines later, so
+    /// they never produce one.
+    pub fn take_new_deadline(&mut self) -> Option<Millis> {
+        self.new_deadline.take()
+    }
+
+    pub(super) fn note_deadline(&mut self, at: Millis) {
+        self.new_deadline = Some(self.new_deadline.map_or(at, |d| d.min(at)));
+    }
+
+    /// Runs every timer due at `now`: pending ids and sessions expire, the barrier and the
+    /// pending-sync window close.
+    pub fn tick(&mut self, cx: Ctx<'_>, out: &mut Output<R>) {
+        let now = cx.now;
+        if self.state == GroupState::Dead {
+            return;
+        }
+        let before = self.pending.len();
+        self.pending.retain(|_, deadline| *deadline > now);
+        let forgot_pending = self.pending.len() != before;
+
+        // Session expiry and the new-member cap.
+        let cap = self.config.new_member_join_timeout_ms;
+        let mut expired: Vec<(String, bool, Millis)> = self
+            .members
+            .values()
+            .filter(|m| m.deadline(cap).is_some_and(|d| d <= now))
+            .map(|m| {
+                (
+                    m.member_id.to_string(),
+                    m.awaiting_join.is_some(),
+                    now.saturating_sub(m.last_heard),
+                )
+            })
+            .collect();
+        expired.sort_unstable();
+        let removed_any = !expired.is_empty();
+        for (member_id, new_member_held, age) in expired {
+            self.remove_member(&member_id, out);
+            out.events.push(if new_member_held {
+                Event::NewMemberTimedOut { member_id }
+            } else {
+                Event::MemberExpired {
+                    member_id,
+                    last_heard_ms_ago: age,
+                }
+            });
+        }
+        if removed_any {
+            self.after_removal(cx, RebalanceTrigger::SessionExpiry, out);
+        } else if forgot_pending {
+            self.maybe_complete_join(cx, out);
+        }
+
+        if self.sync_window.as_ref().is_some_and(|w| w.deadline <= now) {
+            let window = self.sync_window.take();
+            if matches!(
+                self.state,
+                GroupState::CompletingRebalance | GroupState::Stable
+            ) {
+                let mut laggards: Vec<String> = window
+                    .iter()
+                    .flat_map(|w| w.pending.iter().map(|id| id.to_string()))
+                    .collect();
+                laggards.sort_unstable();
+                if self.evict(laggards, out, |member_ids| Event::EvictedAtSync {
+                    member_ids,
+                }) {
+                    self.after_removal(cx, RebalanceTrigger::SyncTimeout, out);
+                }
+            }
+        }
+
+        // Last: a rebalance started above (with no members left, its timeout is 0) closes in
+        // this same tick rather than leaving a deadline that is already due.
+        if self.state == GroupState::PreparingRebalance
+            && self
+                .barrier
+                .as_ref()
+                .and_then(|b| b.deadline)
+                .is_some_and(|d| d <= now)
+        {
+            self.on_join_deadline(cx, out);
+        }
+        let warning = self.barrier.as_mut().and_then(|b| b.take_due_warning(now));
+        if let Some(elapsed_ms) = warning {
+            if self.state == GroupState::PreparingRebalance {
+                let mut waiting: Vec<String> = self
+                    .members
+                    .values()
+                    .filter(|m| m.awaiting_join.is_none())
+                    .map(|m| m.member_id.to_string())
+                    .chain(self.pending.keys().cloned())
+                    .collect();
+                waiting.sort_unstable();
+                if !waiting.is_empty() {
+                    out.events.push(Event::BarrierSlow {
+                        waiting_for: waiting,
+                        elapsed_ms,
+                    });
+                }
+            }
+        }
+        self.run_retention(now, out);
+        // The caller's timer for this group was consumed by this tick.
+        self.rearm();
+    }
+
+    /// The caller holds no timer for this group (a tick consumed it, or the group was just
+    /// restored after a restart): the next new deadline is the full next deadline.
+    pub(super) fn rearm(&mut self) {
+        self.new_deadline = self.next_deadline();
+    }
+
+    /// The group entered Empty (or was created) at `now`: its retention clocks start. Wakes at
+    /// the sooner of the two retention periods and lets the tick work out the rest.
+    pub(super) fn note_retention_start(&mut self, now: Millis) {
+        let soonest = self
+            .config
+            .offsets_retention_ms
+            .min(self.config.empty_group_removal_ms);
+        self.note_deadline(now.saturating_add(soonest));
+    }
+
+    /// When retention next has work (Empty groups only): the oldest offset's expiry, or the
+    /// removal of a group with nothing left.
+    pub(super) fn retention_deadline(&self) -> Option<Millis> {
+        if self.state != GroupState::Empty || !self.pending.is_empty() {
+            return None;
+        }
+        let oldest = self
+            .offsets
+            .values()
+            .flat_map(|parts| parts.values())
+            .map(|o| o.commit_timestamp_ms)
+            .min();
+        Some(match oldest {
+            Some(ts) => ts
+                .max(self.state_since)
+                .saturating_add(self.config.offsets_retention_ms),
+            None => self
+                .state_since
+                .saturating_add(self.config.empty_group_removal_ms),
+        })
+    }
+
+    /// Offset retention and removal of abandoned groups (protocol §5 via Kafka's offset
+    /// expiration): an offset expires once the group has been Empty, and the offset unchanged,
+    /// for the retention period; a group left Empty with no offsets is removed (state Dead,
+    /// `persist` set so the caller deletes it durably).
+    pub(super) fn run_retention(&mut self, now: Millis, out: &mut Output<R>) {
+        if self.state != GroupState::Empty || !self.pending.is_empty() {
+            return;
+        }
+        let retention = self.config.offsets_retention_ms;
+        if self.state_since.saturating_add(retention) <= now {
+            let expired = self.expire_offsets(now.saturating_sub(retention));
+            if !expired.is_empty() {
+                out.events.push(Event::OffsetsExpired {
+                    partitions: expired.len(),
+                });
+                out.expired_offsets.extend(expired);
+            }
+        }
+        if self.offsets.is_empty()
+            && self
+                .state_since
+                .saturating_add(self.config.empty_group_removal_ms)
+                <= now
+        {
+            self.set_state(GroupState::Dead, now);
+            out.persist = true;
+            out.events.push(Event::GroupRemoved);
+        }
+    }
+}

@@ -1,0 +1,52 @@
+//! The durable records of a group: its metadata ([`GroupRecord`], one [`MemberRecord`] per
+//! member) and its committed offsets. Owned here, by storage; the engine builds and reads them
+//! (`engine/persist.rs`), storage never looks at the engine.
+
+use muster_protocol::{AssignorMetadata, TopicPartitions};
+
+use crate::types::{GroupState, Millis};
+
+/// One committed offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommittedOffset {
+    pub offset: i64,
+    pub metadata: Option<String>,
+    /// When it was committed, on the coordinator's clock (retention counts from here).
+    pub commit_timestamp_ms: Millis,
+}
+
+/// A committed offset for one partition, as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffsetWrite {
+    pub topic: String,
+    pub partition: i32,
+    pub committed: CommittedOffset,
+}
+
+/// A group's durable metadata (protocol §5 "Durability").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupRecord {
+    pub group_id: String,
+    pub state: GroupState,
+    pub generation: i32,
+    pub assignor: Option<String>,
+    pub leader: Option<String>,
+    pub members: Vec<MemberRecord>,
+    pub state_since_ms: Millis,
+}
+
+/// One member of a [`GroupRecord`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberRecord {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout_ms: u32,
+    pub rebalance_timeout_ms: u32,
+    pub topics: Vec<String>,
+    pub assignors: Vec<AssignorMetadata>,
+    pub owned_partitions: Vec<TopicPartitions>,
+    pub assignment: Vec<TopicPartitions>,
+    pub assignment_user_data: Vec<u8>,
+}
