@@ -27,9 +27,10 @@ impl<R> Group<R> {
         for t in req.topics {
             let mut results = Vec::with_capacity(t.partitions.len());
             for p in t.partitions {
-                let too_large = p.metadata.as_ref().is_some_and(|m| m.len() > max_metadata);
-                let code = if too_large {
-                    ErrorCode::OffsetMetadataTooLarge
+                let code = if let Err(code) =
+                    check_partition(p.partition, p.offset, p.metadata.as_deref(), max_metadata)
+                {
+                    code
                 } else {
                     writes.push(OffsetWrite {
                         topic: t.topic.clone(),
@@ -119,6 +120,27 @@ impl<R> Group<R> {
             !parts.is_empty()
         });
         dropped
+    }
+}
+
+/// The per-partition rule of protocol §6.13 ("Valid partitions and offsets"), in its order: a
+/// negative partition does not exist; a negative offset is refused, because OffsetFetch uses
+/// -1 for "no commit" and a stored -1 could not be told apart from it; metadata has a size cap.
+/// A partition that fails is not committed, and the others still are.
+fn check_partition(
+    partition: i32,
+    offset: i64,
+    metadata: Option<&str>,
+    max_metadata: usize,
+) -> Result<(), ErrorCode> {
+    if partition < 0 {
+        Err(ErrorCode::UnknownTopicOrPartition)
+    } else if offset < 0 {
+        Err(ErrorCode::InvalidRequest)
+    } else if metadata.is_some_and(|m| m.len() > max_metadata) {
+        Err(ErrorCode::OffsetMetadataTooLarge)
+    } else {
+        Ok(())
     }
 }
 

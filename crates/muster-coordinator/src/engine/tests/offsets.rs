@@ -210,3 +210,55 @@ fn offsets_survive_membership_changes() {
     });
     assert_eq!(f.topics[0].partitions[0].offset, 42);
 }
+
+/// Protocol §6.13 "Valid partitions and offsets": checked per partition, in order; a failing
+/// partition is not written and the rest of the request still is.
+#[test]
+fn negative_partitions_and_offsets_are_refused_per_partition() {
+    let mut h = Harness::new();
+    let (r, writes) = h.commit(
+        "",
+        None,
+        -1,
+        vec![commit_topic(
+            "t1",
+            &[
+                (0, 10, None),
+                (-3, 10, None),
+                (1, -5, None),
+                (2, -1, None),
+                (-1, -1, Some("x".repeat(5_000))),
+                (3, 0, None),
+            ],
+        )],
+    );
+    assert_eq!(
+        r.error_code, 0,
+        "a per-partition problem is not a request error"
+    );
+    let codes: Vec<i16> = r.topics[0]
+        .partitions
+        .iter()
+        .map(|p| p.error_code)
+        .collect();
+    assert_eq!(
+        codes,
+        vec![
+            0,
+            code(ErrorCode::UnknownTopicOrPartition),
+            code(ErrorCode::InvalidRequest),
+            code(ErrorCode::InvalidRequest),
+            code(ErrorCode::UnknownTopicOrPartition),
+            0,
+        ]
+    );
+    let written: Vec<(i32, i64)> = writes
+        .iter()
+        .map(|w| (w.partition, w.committed.offset))
+        .collect();
+    assert_eq!(
+        written,
+        vec![(0, 10), (3, 0)],
+        "only the valid partitions are written"
+    );
+}
