@@ -18,5 +18,5 @@ fuzz_target!(|payload: &[u8]| {
         "decode then encode changed the bytes"
     );
     // The group id the server routes by is a pure function of the decoded request.
-    let _ = frame.request.tag();
+    let _ = (frame.request.tag(), frame.request.group_id());
 });
