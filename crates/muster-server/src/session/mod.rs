@@ -84,12 +84,21 @@ impl SessionSettings {
 }
 
 /// One counted connection: counted in by the listener, out when dropped (whatever way the
-/// session ends, even if it never started).
-pub struct ConnectionSlot(Arc<SessionSettings>);
+/// session ends, even if it never started). It also holds a clone of the listener's
+/// `running` sender, which graceful shutdown waits on: once the listener and every connection
+/// (its session and its writer task, which takes a clone of its own) dropped theirs, the
+/// server's receiver sees the channel close.
+pub struct ConnectionSlot {
+    settings: Arc<SessionSettings>,
+    running: mpsc::Sender<()>,
+}
 
 impl ConnectionSlot {
     /// Counts a connection in, unless the server is at `max_connections`.
-    pub fn acquire(settings: &Arc<SessionSettings>) -> Option<ConnectionSlot> {
+    pub fn acquire(
+        settings: &Arc<SessionSettings>,
+        running: &mpsc::Sender<()>,
+    ) -> Option<ConnectionSlot> {
         let admitted = settings
             .open_connections
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |open| {
@@ -100,20 +109,25 @@ impl ConnectionSlot {
             return None;
         }
         gauge!("muster_connections_open").increment(1.0);
-        Some(ConnectionSlot(Arc::clone(settings)))
+        Some(ConnectionSlot {
+            settings: Arc::clone(settings),
+            running: running.clone(),
+        })
     }
 }
 
 impl Drop for ConnectionSlot {
     fn drop(&mut self) {
-        self.0.open_connections.fetch_sub(1, Ordering::AcqRel);
+        self.settings
+            .open_connections
+            .fetch_sub(1, Ordering::AcqRel);
         gauge!("muster_connections_open").decrement(1.0);
     }
 }
 
 pub struct Session {
     settings: Arc<SessionSettings>,
-    _slot: ConnectionSlot,
+    slot: ConnectionSlot,
     last_frame: Instant,
     /// When the current burst of frames was read (the arrival time of each of its requests).
     burst_at: Option<Instant>,
@@ -138,7 +152,7 @@ pub struct Session {
 
 impl Session {
     pub fn new(id: u64, stream: TcpStream, peer: SocketAddr, slot: ConnectionSlot) -> Self {
-        let settings = Arc::clone(&slot.0);
+        let settings = Arc::clone(&slot.settings);
         let (read, write) = tokio::io::split(stream);
         let codec = LengthDelimitedCodec::builder()
             .big_endian()
@@ -148,7 +162,7 @@ impl Session {
         let (out, rx) = Outbox::new();
         let permits = Arc::new(Semaphore::new(settings.max_in_flight));
         Self {
-            _slot: slot,
+            slot,
             last_frame: Instant::now(),
             burst_at: None,
             span: tracing::info_span!(
@@ -311,11 +325,15 @@ impl Actor for Session {
             let shutdown = self.settings.shutdown.subscribe();
             let span = self.span.clone();
             let permits = Arc::clone(&self.permits);
+            // Shutdown waits for the writer too: it may outlive the session while it writes
+            // what is queued.
+            let running = self.slot.running.clone();
             actix::spawn(async move {
                 if let Err(e) = write_responses(write, rx, permits, close_rx, shutdown).await {
                     debug!(parent: &span, error = %e, "connection write failed");
                 }
                 session.do_send(WriterDone);
+                drop(running);
             });
         }
     }
