@@ -1,8 +1,8 @@
 //! One client connection: a session actor that reads frames, enforces the connection rules of
 //! protocol §1 (Hello first, frame limits, undecodable payloads), and dispatches each request
-//! to its group (see [`routing`]) or, for admin requests, the supervisor. Its lifecycle: it
-//! is counted in by the listener ([`ConnectionSlot`]), starts its reader ([`burst`]) and its
-//! writer task ([`writer`]) in `started`, and on stop sends what it gathered before closing.
+//! to its group (see `routing.rs`) or, for admin requests, the supervisor. Its lifecycle: it
+//! is counted in by the listener ([`ConnectionSlot`]), starts its reader (`burst.rs`) and its
+//! writer task (`writer.rs`) in `started`, and on stop sends what it gathered before closing.
 //!
 //! Backpressure: each request takes a slot from the connection's in-flight semaphore, released
 //! by the writer when its response has been written. With every slot taken the session stops
