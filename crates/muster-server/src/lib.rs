@@ -13,7 +13,6 @@ pub mod session;
 pub mod telemetry;
 
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,6 +21,7 @@ use muster_coordinator::actors::{Shutdown, SingleNode, Supervisor, SupervisorOpt
 use muster_coordinator::clock::Clock;
 use muster_coordinator::storage::{Store, StoreError};
 use muster_coordinator::GroupConfig;
+use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use crate::admin::{AdminServer, Readiness};
@@ -93,6 +93,9 @@ pub struct Running {
     listener: Addr<Listener>,
     supervisor: Addr<Supervisor>,
     sessions: Arc<SessionSettings>,
+    /// Closes once the listener stopped and every connection (session and writer task) ended:
+    /// each holds a clone of its sender.
+    connections_done: mpsc::Receiver<()>,
     workers: Vec<Arbiter>,
     shutdown_timeout: Duration,
     readiness: Readiness,
@@ -155,7 +158,8 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
         options.authenticator,
         supervisor.clone(),
     ));
-    let listener = Listener::new(socket, handles, Arc::clone(&sessions)).start();
+    let (running, connections_done) = mpsc::channel(1);
+    let listener = Listener::new(socket, handles, Arc::clone(&sessions), running).start();
     readiness.set(true);
     info!(
         %local_addr,
@@ -173,6 +177,7 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
         listener,
         supervisor,
         sessions,
+        connections_done,
         workers,
         shutdown_timeout: options.shutdown_timeout,
         readiness,
@@ -218,7 +223,7 @@ impl Running {
     /// Graceful shutdown within the configured deadline: stop accepting, answer held
     /// JoinGroup/SyncGroup COORDINATOR_NOT_AVAILABLE so clients retry, flush and close
     /// storage, write every queued answer and close the connections, stop the workers.
-    pub async fn shutdown(self) {
+    pub async fn shutdown(mut self) {
         let deadline = tokio::time::Instant::now() + self.shutdown_timeout;
         info!("shutting down");
         self.readiness.set(false);
@@ -229,12 +234,15 @@ impl Running {
         {
             warn!("held requests and storage not settled within the shutdown timeout");
         }
-        // Sessions write what is queued, close their sockets, and count themselves out.
+        // Sessions write what is queued, close their sockets, and drop their `running`
+        // senders; the listener dropped its own on StopAccepting. `recv` returns `None` once
+        // the last one is gone (nothing is ever sent on the channel).
         self.sessions.begin_shutdown();
-        while self.sessions.open_connections.load(Ordering::Acquire) > 0
-            && tokio::time::Instant::now() < deadline
+        if tokio::time::timeout_at(deadline, self.connections_done.recv())
+            .await
+            .is_err()
         {
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            warn!("connections not closed within the shutdown timeout");
         }
         for worker in &self.workers {
             worker.stop();

@@ -1,5 +1,9 @@
 //! The network front end: an actor that accepts TCP connections and starts one
 //! [`Session`] per connection, spreading them round-robin over the worker arbiters.
+//!
+//! It holds the `running` sender that graceful shutdown waits on (mini-redis's
+//! `shutdown_complete_tx`): every connection it admits takes a clone, and it drops its own
+//! when it stops accepting, so the server's receiver closes once the last connection is gone.
 
 use std::io;
 use std::net::SocketAddr;
@@ -12,6 +16,7 @@ use muster_protocol::{encode_response, ErrorCode, Response, ResponseFrame};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
 use crate::session::{ConnectionSlot, Session, SessionSettings};
@@ -22,13 +27,18 @@ pub struct Listener {
     next_arbiter: usize,
     next_connection: u64,
     settings: Arc<SessionSettings>,
+    /// Cloned into every admitted connection; `None` once accepting stopped.
+    running: Option<mpsc::Sender<()>>,
 }
 
 impl Listener {
+    /// `running`: the sender whose receiver sees the channel close once the listener has
+    /// stopped and every connection it admitted has ended.
     pub fn new(
         listener: TcpListener,
         arbiters: Vec<ArbiterHandle>,
         settings: Arc<SessionSettings>,
+        running: mpsc::Sender<()>,
     ) -> Self {
         Self {
             listener: Some(listener),
@@ -36,6 +46,7 @@ impl Listener {
             next_arbiter: 0,
             next_connection: 1,
             settings,
+            running: Some(running),
         }
     }
 }
@@ -63,6 +74,8 @@ impl Handler<StopAccepting> for Listener {
     type Result = ();
 
     fn handle(&mut self, _: StopAccepting, ctx: &mut Self::Context) {
+        // Now, not when the actor is dropped: shutdown waits for the last sender to go.
+        self.running = None;
         ctx.stop();
     }
 }
@@ -77,9 +90,13 @@ impl StreamHandler<io::Result<(TcpStream, SocketAddr)>> for Listener {
                 return;
             }
         };
+        let Some(running) = &self.running else {
+            // Accepted just as accepting stopped: shutdown no longer waits for it.
+            return;
+        };
         let _ = stream.set_nodelay(true);
         counter!("muster_connections_total").increment(1);
-        let Some(slot) = ConnectionSlot::acquire(&self.settings) else {
+        let Some(slot) = ConnectionSlot::acquire(&self.settings, running) else {
             counter!("muster_connections_rejected_total", "reason" => "max_connections")
                 .increment(1);
             warn!(%peer, max = self.settings.max_connections, "connection refused: too many connections");

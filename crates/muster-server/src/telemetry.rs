@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use metrics::{counter, Counter};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use muster_coordinator::actors::NO_REQUEST;
 use muster_protocol::{ErrorCode, Response, REQUEST_NAMES};
 use tracing_subscriber::EnvFilter;
+
+use crate::session::NO_REQUEST;
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, clap::ValueEnum)]

@@ -10,11 +10,10 @@ use tracing::{debug, error, info, warn};
 use uuid::Uuid;
 
 use super::messages::{
-    AbortHeld, ArmTimer, Delete, Describe, Forget, GroupBatch, GroupCall, StatusChanged, Tick,
-    TopicsChanged,
+    AbortHeld, ArmTimer, Delete, Describe, Forget, GroupBatch, GroupCall, GroupInbox,
+    StatusChanged, Tick, TopicsChanged,
 };
-use super::reply::{ReplyTo, ToWriter};
-use super::supervisor::Supervisor;
+use super::reply::ReplyTo;
 use crate::catalog::TopicCatalog;
 use crate::clock::Clock;
 use crate::engine::{error_like, Ctx, Event, Group, GroupState, Millis, Output};
@@ -25,7 +24,17 @@ pub(crate) struct GroupEnv {
     pub store: Arc<dyn Store>,
     pub catalog: Arc<TopicCatalog>,
     pub clock: Clock,
-    pub supervisor: Addr<Supervisor>,
+    /// The supervisor, as the three messages a group sends it (made once, shared by every
+    /// group: a group never clones them).
+    pub supervisor: SupervisorLink,
+}
+
+/// The supervisor as a group reaches it: [`Recipient`]s, so that this module does not name
+/// the supervisor (which creates group actors and so depends on this module).
+pub(crate) struct SupervisorLink {
+    pub arm_timer: Recipient<ArmTimer>,
+    pub status_changed: Recipient<StatusChanged>,
+    pub forget: Recipient<Forget>,
 }
 
 /// The actor hosting one group.
@@ -175,13 +184,16 @@ impl GroupActor {
         if let Some(at) = self.group.take_new_deadline() {
             if self.armed.is_none_or(|armed| at < armed) {
                 self.armed = Some(at);
-                self.env.supervisor.do_send(ArmTimer { key: self.key, at });
+                self.env
+                    .supervisor
+                    .arm_timer
+                    .do_send(ArmTimer { key: self.key, at });
             }
         }
         let status = (self.group.state(), self.group.member_count() as u32);
         if status != self.status {
             self.status = status;
-            self.env.supervisor.do_send(StatusChanged {
+            self.env.supervisor.status_changed.do_send(StatusChanged {
                 key: self.key,
                 state: status.0,
                 members: status.1,
@@ -228,7 +240,7 @@ impl GroupActor {
             } else if act.group.state() == GroupState::Dead {
                 // Removed by retention and now deleted from storage: the supervisor forgets us
                 // and requests still addressed here are answered by the drop guard.
-                act.env.supervisor.do_send(Forget { key: act.key });
+                act.env.supervisor.forget.do_send(Forget { key: act.key });
                 ctx.stop();
             }
         });
@@ -264,13 +276,13 @@ impl Handler<GroupBatch> for GroupActor {
         let now = self.env.clock.now();
         let calls = batch.take_calls();
         let mut answers = Vec::new();
-        for (request, slot) in calls {
+        for (request, ticket) in calls {
             match request {
-                Request::Heartbeat(r) => answers.push(slot.answer(self.heartbeat(now, &r))),
+                Request::Heartbeat(r) => answers.push(ticket.answer(self.heartbeat(now, &r))),
                 request => {
                     let call = GroupCall {
                         request,
-                        reply: ReplyTo::new(batch.tx.clone(), slot),
+                        reply: ReplyTo::new(Arc::clone(&batch.replies), ticket),
                         client: batch.client.clone(),
                     };
                     self.handle_call(call, ctx);
@@ -279,13 +291,33 @@ impl Handler<GroupBatch> for GroupActor {
         }
         match answers.len() {
             0 => {}
-            1 => {
-                let _ = batch.tx.send(ToWriter::One(answers.swap_remove(0)));
-            }
-            _ => {
-                let _ = batch.tx.send(ToWriter::Many(answers));
-            }
+            1 => batch.replies.send(answers.swap_remove(0)),
+            _ => batch.replies.send_all(answers),
         }
+    }
+}
+
+/// How a session reaches a group actor without naming it (see [`GroupInbox`]).
+impl GroupInbox for Addr<GroupActor> {
+    #[allow(clippy::result_large_err)] // as the trait: actix's own `try_send` signature
+    fn try_call(&self, call: GroupCall) -> Result<(), SendError<GroupCall>> {
+        self.try_send(call)
+    }
+
+    fn call(&self, call: GroupCall) {
+        self.do_send(call);
+    }
+
+    fn try_batch(&self, batch: GroupBatch) -> Result<(), SendError<GroupBatch>> {
+        self.try_send(batch)
+    }
+
+    fn batch(&self, batch: GroupBatch) {
+        self.do_send(batch);
+    }
+
+    fn connected(&self) -> bool {
+        Addr::connected(self)
     }
 }
 

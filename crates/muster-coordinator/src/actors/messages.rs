@@ -1,10 +1,17 @@
-//! Messages between the connection sessions, the supervisor and the group actors.
+//! Messages between the connection sessions, the supervisor and the group actors, and the
+//! [`GroupInbox`] through which a session reaches a group.
+//!
+//! No message names an actor type: the actors import this module, never the other way round,
+//! so `group.rs` and `supervisor.rs` depend on it (and the supervisor on `group.rs`) without a
+//! cycle. A group reaches the supervisor through [`Recipient`]s, a session reaches a group
+//! through a [`GroupLink`].
+
+use std::sync::Arc;
 
 use actix::prelude::*;
 use muster_protocol::{DescribedGroup, ErrorCode, Request};
 
-use super::group::GroupActor;
-use super::reply::{lost, ReplyTo, Slot, ToWriter, WriterTx};
+use super::reply::{lost, Replies, ReplyTo, Ticket};
 use crate::engine::{ClientInfo, GroupState, Millis};
 
 /// A group-scoped request (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
@@ -27,14 +34,14 @@ pub struct GroupCall {
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
 pub struct GroupBatch {
-    pub tx: WriterTx,
+    pub replies: Replies,
     pub client: ClientInfo,
-    pub calls: Vec<(Request, Slot)>,
+    pub calls: Vec<(Request, Ticket)>,
 }
 
 impl GroupBatch {
     /// Takes the requests out, leaving the batch empty (so its drop guard answers nothing).
-    pub fn take_calls(&mut self) -> Vec<(Request, Slot)> {
+    pub fn take_calls(&mut self) -> Vec<(Request, Ticket)> {
         std::mem::take(&mut self.calls)
     }
 }
@@ -45,21 +52,41 @@ impl Drop for GroupBatch {
             let lost = self
                 .calls
                 .drain(..)
-                .map(|(_, slot)| slot.answer(lost()))
+                .map(|(_, ticket)| ticket.answer(lost()))
                 .collect();
-            let _ = self.tx.send(ToWriter::Many(lost));
+            self.replies.send_all(lost);
         }
     }
 }
 
-/// A group actor's address as the registry and the sessions hold it: one `Addr` per group,
-/// shared (an `Addr` clone allocates; a connection that caches it costs a reference count).
-pub type GroupAddr = std::sync::Arc<Addr<GroupActor>>;
+/// A group actor's mailbox as a session sees it: the two messages a session sends a group,
+/// without naming the actor (implemented for its `Addr` in `group.rs`). Like a [`Recipient`],
+/// but one object for both messages: see [`GroupLink`].
+pub trait GroupInbox: Send + Sync + 'static {
+    /// [`Recipient::try_send`] of one request.
+    // The same signature as actix's `try_send`: a full or closed mailbox hands the request
+    // back by value, for the session to queue or re-route.
+    #[allow(clippy::result_large_err)]
+    fn try_call(&self, call: GroupCall) -> Result<(), SendError<GroupCall>>;
+    /// [`Recipient::do_send`] of one request (queued even past the mailbox's capacity).
+    fn call(&self, call: GroupCall);
+    /// [`Recipient::try_send`] of a batch.
+    fn try_batch(&self, batch: GroupBatch) -> Result<(), SendError<GroupBatch>>;
+    /// [`Recipient::do_send`] of a batch.
+    fn batch(&self, batch: GroupBatch);
+    /// Whether the group actor is still running.
+    fn connected(&self) -> bool;
+}
+
+/// A group's inbox as the registry and the sessions hold it: the group's one `Addr`, shared.
+/// Cloning an `Addr` or a `Recipient` allocates (~80 B); cloning this is a reference count,
+/// so a connection that caches it, and every batch it sends, allocates nothing for it.
+pub type GroupLink = Arc<dyn GroupInbox>;
 
 /// Session → supervisor: deliver `call` to its group (creating the group if the request
-/// does), and return the group's id and address for the session to cache.
+/// does), and return the group's id and inbox for the session to cache.
 #[derive(Debug, Message)]
-#[rtype(result = "Option<(std::sync::Arc<str>, GroupAddr)>")]
+#[rtype(result = "Option<(Arc<str>, GroupLink)>")]
 pub struct Route {
     pub group_id: String,
     pub call: GroupCall,
@@ -122,7 +149,7 @@ pub(crate) struct Delete;
 /// Supervisor → group: these topics' partition counts changed.
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
-pub(crate) struct TopicsChanged(pub std::sync::Arc<[String]>);
+pub(crate) struct TopicsChanged(pub Arc<[String]>);
 
 /// Supervisor → group: shut down (answer held requests).
 #[derive(Debug, Message)]
@@ -137,19 +164,26 @@ mod tests {
     use muster_protocol::{ErrorCode, HeartbeatRequest, Request};
 
     use super::*;
+    use crate::actors::reply::Recorded;
 
-    fn slot(correlation_id: u32) -> Slot {
-        Slot {
+    fn ticket(correlation_id: u32) -> Ticket {
+        Ticket {
             correlation_id,
-            in_flight: true,
             request_tag: 3,
-            started: Instant::now(),
+            arrived: Instant::now(),
+        }
+    }
+
+    fn client() -> ClientInfo {
+        ClientInfo {
+            client_id: Arc::from("c"),
+            client_host: Arc::from("h"),
         }
     }
 
     #[test]
     fn a_batch_dropped_unhandled_answers_every_request() {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let sink = Arc::new(Recorded::default());
         let heartbeat = || {
             Request::Heartbeat(HeartbeatRequest {
                 group_id: "g".into(),
@@ -159,42 +193,36 @@ mod tests {
             })
         };
         let batch = GroupBatch {
-            tx,
-            client: ClientInfo {
-                client_id: Arc::from("c"),
-                client_host: Arc::from("h"),
-            },
-            calls: vec![(heartbeat(), slot(7)), (heartbeat(), slot(8))],
+            replies: sink.clone(),
+            client: client(),
+            calls: vec![(heartbeat(), ticket(7)), (heartbeat(), ticket(8))],
         };
         drop(batch);
-        let Ok(ToWriter::Many(answers)) = rx.try_recv() else {
-            panic!("one message with both answers");
+        let sends = sink.sends.lock().expect("not poisoned");
+        let [answers] = &sends[..] else {
+            panic!("one message with both answers, nothing else");
         };
-        let ids: Vec<u32> = answers.iter().map(|a| a.slot.correlation_id).collect();
+        let ids: Vec<u32> = answers.iter().map(|a| a.ticket.correlation_id).collect();
         assert_eq!(ids, [7, 8]);
-        for answer in &answers {
-            assert!(answer.slot.in_flight);
+        for answer in answers {
+            assert_eq!(answer.ticket.request_tag, 3);
             assert_eq!(
                 answer.response.error_code(),
                 ErrorCode::CoordinatorNotAvailable.code()
             );
         }
-        assert!(rx.try_recv().is_err(), "nothing else");
     }
 
     #[test]
     fn a_batch_whose_requests_were_taken_answers_nothing_on_drop() {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let sink = Arc::new(Recorded::default());
         let mut batch = GroupBatch {
-            tx,
-            client: ClientInfo {
-                client_id: Arc::from("c"),
-                client_host: Arc::from("h"),
-            },
-            calls: vec![(Request::ListGroups(Default::default()), slot(1))],
+            replies: sink.clone(),
+            client: client(),
+            calls: vec![(Request::ListGroups(Default::default()), ticket(1))],
         };
         assert_eq!(batch.take_calls().len(), 1);
         drop(batch);
-        assert!(rx.try_recv().is_err());
+        assert!(sink.sends.lock().expect("not poisoned").is_empty());
     }
 }

@@ -1,7 +1,13 @@
 //! The actor shell around the engine. A [`Supervisor`] owns the registry of groups, the topic
 //! catalog and the timer queue; each consumer group is one [`GroupActor`] (spread over
 //! arbiters) that handles its messages one at a time by handing them to its
-//! [`crate::engine::Group`]. Replies travel back to the connection through a [`ReplyTo`].
+//! [`crate::engine::Group`]. Replies travel back to the connection through a [`ReplyTo`] or a
+//! batch's [`ReplySink`]; the connection owns what is behind the sink.
+//!
+//! Module dependencies run one way: `supervisor` → `group` → `messages` → `reply`, plus
+//! `supervisor` → `timers` and direct uses of `reply`. No module imports one that depends on
+//! it: the supervisor holds group actors' `Addr`s (it creates them), a group holds the
+//! supervisor as `Recipient`s, a session holds a group as a [`GroupLink`].
 
 mod group;
 mod messages;
@@ -10,7 +16,7 @@ mod supervisor;
 mod timers;
 
 pub use group::GroupActor;
-pub use messages::{AdminCall, GroupAddr, GroupBatch, GroupCall, Route, Shutdown};
-pub use reply::{Outgoing, ReplyTo, Slot, ToWriter, WriterTx, NO_REQUEST};
+pub use messages::{AdminCall, GroupBatch, GroupCall, GroupInbox, GroupLink, Route, Shutdown};
+pub use reply::{Answer, Replies, ReplySink, ReplyTo, Ticket};
 pub use supervisor::{Placement, SingleNode, Supervisor, SupervisorOptions};
 pub use timers::DeadlineQueue;

@@ -1,60 +1,62 @@
-//! The way back to a connection: every request carries a [`Slot`] (which request it was), and
-//! travels either alone with a [`ReplyTo`] or in a [`super::GroupBatch`] that holds the
-//! connection's channel once for all its requests. Every request is answered exactly once:
-//! a `ReplyTo` or a batch dropped unanswered (its group actor stopped with the request still
+//! The way back to a connection, as far as the coordinator needs it: a [`ReplySink`] that takes
+//! [`Answer`]s, and a [`Ticket`] per request that the coordinator carries from request to answer
+//! without reading it. The connection (the server's session) owns the concrete channel, the
+//! framing and the in-flight bookkeeping behind the sink.
+//!
+//! A request travels either alone with a [`ReplyTo`] or in a [`super::GroupBatch`] that holds
+//! the connection's sink once for all its requests. Every request is answered exactly once: a
+//! `ReplyTo` or a batch dropped unanswered (its group actor stopped with the request still
 //! queued) answers COORDINATOR_NOT_AVAILABLE by itself, so a client is never left waiting on a
 //! request the server lost.
 
+use std::fmt;
+use std::sync::Arc;
 use std::time::Instant;
 
 use muster_protocol::{ErrorCode, Response};
-use tokio::sync::mpsc::UnboundedSender;
 
-/// What a connection's writer receives: one answer, or the answers to a batch of requests
-/// handled together (one channel operation and one wake-up for all of them).
-#[derive(Debug)]
-pub enum ToWriter {
-    One(Outgoing),
-    Many(Vec<Outgoing>),
-}
-
-/// The sending end of a connection's writer channel.
-pub type WriterTx = UnboundedSender<ToWriter>;
-
-/// A response on its way to a connection's writer.
-#[derive(Debug)]
-pub struct Outgoing {
-    pub response: Response,
-    pub slot: Slot,
-}
-
-/// One request, as far as its answer is concerned.
+/// A connection's note of one request, handed back with its answer: which request it was
+/// (correlation id, wire tag) and when it arrived. The coordinator only carries it.
 #[derive(Debug, Clone, Copy)]
-pub struct Slot {
+pub struct Ticket {
     pub correlation_id: u32,
-    /// Whether the request holds one of the connection's in-flight slots, which the writer
-    /// gives back once the answer is written (that is what bounds a connection's buffered
-    /// responses). Answers to frames that were never dispatched hold none.
-    pub in_flight: bool,
-    /// The request's wire tag ([`muster_protocol::Request::tag`]), or [`NO_REQUEST`] for
-    /// answers to frames that never decoded.
+    /// The request's wire tag ([`muster_protocol::Request::tag`]).
     pub request_tag: u32,
     /// When the request arrived (for latency metrics).
-    pub started: Instant,
+    pub arrived: Instant,
 }
 
-impl Slot {
+impl Ticket {
     /// The answer to this request.
-    pub fn answer(self, response: Response) -> Outgoing {
-        Outgoing {
+    pub fn answer(self, response: Response) -> Answer {
+        Answer {
+            ticket: self,
             response,
-            slot: self,
         }
     }
 }
 
-/// [`Slot::request_tag`] of an answer to a frame that never decoded into a request.
-pub const NO_REQUEST: u32 = u32::MAX;
+/// A response and the request it answers.
+#[derive(Debug)]
+pub struct Answer {
+    pub ticket: Ticket,
+    pub response: Response,
+}
+
+/// Where a connection takes its answers, in whatever order they complete (each carries its
+/// request's correlation id). Implemented by the server's per-connection writer; shared as one
+/// [`Replies`] per connection, so handing it to a request or a batch is a reference count,
+/// never an allocation. A closed connection drops what it is sent.
+pub trait ReplySink: fmt::Debug + Send + Sync + 'static {
+    /// One answer.
+    fn send(&self, answer: Answer);
+    /// The answers to requests handled together, in one go (one channel operation and one
+    /// writer wake-up for all of them).
+    fn send_all(&self, answers: Vec<Answer>);
+}
+
+/// A connection's [`ReplySink`], shared.
+pub type Replies = Arc<dyn ReplySink>;
 
 /// The answer to a request the server lost before handling it.
 pub(crate) fn lost() -> Response {
@@ -67,17 +69,16 @@ pub(crate) fn lost() -> Response {
 /// Where to send the answer to one request.
 #[derive(Debug)]
 pub struct ReplyTo {
-    tx: Option<WriterTx>,
-    slot: Slot,
+    to: Option<Replies>,
+    ticket: Ticket,
 }
 
 impl ReplyTo {
-    pub fn new(tx: WriterTx, slot: Slot) -> Self {
-        Self { tx: Some(tx), slot }
-    }
-
-    pub fn correlation_id(&self) -> u32 {
-        self.slot.correlation_id
+    pub fn new(to: Replies, ticket: Ticket) -> Self {
+        Self {
+            to: Some(to),
+            ticket,
+        }
     }
 
     /// Sends the answer. A closed connection simply drops it.
@@ -86,16 +87,81 @@ impl ReplyTo {
     }
 
     fn deliver(&mut self, response: Response) {
-        if let Some(tx) = self.tx.take() {
-            let _ = tx.send(ToWriter::One(self.slot.answer(response)));
+        if let Some(to) = self.to.take() {
+            to.send(self.ticket.answer(response));
         }
     }
 }
 
 impl Drop for ReplyTo {
     fn drop(&mut self) {
-        if self.tx.is_some() {
+        if self.to.is_some() {
             self.deliver(lost());
         }
+    }
+}
+
+/// A sink that records what it is sent, for tests of the answer-exactly-once guarantee.
+#[cfg(test)]
+#[derive(Debug, Default)]
+pub(crate) struct Recorded {
+    /// Each `send` (a batch of one) or `send_all`, in order.
+    pub sends: std::sync::Mutex<Vec<Vec<Answer>>>,
+}
+
+#[cfg(test)]
+impl ReplySink for Recorded {
+    fn send(&self, answer: Answer) {
+        self.sends
+            .lock()
+            .expect("test sink not poisoned")
+            .push(vec![answer]);
+    }
+
+    fn send_all(&self, answers: Vec<Answer>) {
+        self.sends
+            .lock()
+            .expect("test sink not poisoned")
+            .push(answers);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use muster_protocol::{HeartbeatResponse, Response};
+
+    use super::*;
+
+    fn ticket(correlation_id: u32) -> Ticket {
+        Ticket {
+            correlation_id,
+            request_tag: 3,
+            arrived: Instant::now(),
+        }
+    }
+
+    #[test]
+    fn a_reply_answers_once_and_a_dropped_one_answers_lost() {
+        let sink = Arc::new(Recorded::default());
+        let replies: Replies = sink.clone();
+        ReplyTo::new(Arc::clone(&replies), ticket(1)).send(Response::Heartbeat(
+            HeartbeatResponse {
+                error_code: ErrorCode::None.code(),
+            },
+        ));
+        drop(ReplyTo::new(replies, ticket(2)));
+        let sends = sink.sends.lock().expect("not poisoned");
+        let seen: Vec<(u32, i16)> = sends
+            .iter()
+            .flatten()
+            .map(|a| (a.ticket.correlation_id, a.response.error_code()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (1, ErrorCode::None.code()),
+                (2, ErrorCode::CoordinatorNotAvailable.code())
+            ]
+        );
     }
 }

@@ -3,7 +3,9 @@
 //! one timer that wakes groups whose deadlines passed.
 //!
 //! It is on the path of a group's *first* request from a connection only; sessions cache the
-//! group's address after that, so heartbeats never pass through here.
+//! group's inbox (a [`GroupLink`] sharing the registry's `Addr`) after that, so heartbeats
+//! never pass through here. Group actors reach it through `Recipient`s (`SupervisorLink`), so
+//! `group.rs` does not depend on this module.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,11 +19,12 @@ use muster_protocol::{
 };
 use tracing::{debug, error, info};
 
-use super::group::{GroupActor, GroupEnv};
+use super::group::{GroupActor, GroupEnv, SupervisorLink};
 use super::messages::{
-    AbortHeld, AdminCall, ArmTimer, Delete, Describe, Forget, GroupAddr, Route, Shutdown,
+    AbortHeld, AdminCall, ArmTimer, Delete, Describe, Forget, GroupLink, Route, Shutdown,
     StatusChanged, Tick, TopicsChanged,
 };
+use super::reply::ReplyTo;
 use super::timers::DeadlineQueue;
 use crate::catalog::TopicCatalog;
 use crate::clock::Clock;
@@ -62,8 +65,9 @@ pub struct SupervisorOptions {
 /// `Group`), so a group id is stored once however many tables name it.
 struct Entry {
     group_id: Arc<str>,
-    /// Shared with the sessions that cache it: cloning an `Addr` allocates, an `Arc` does not.
-    addr: GroupAddr,
+    /// Shared with the sessions that cache it (as a [`GroupLink`], the same allocation):
+    /// cloning an `Addr` allocates, an `Arc` does not.
+    addr: Arc<Addr<GroupActor>>,
     state: GroupState,
     members: u32,
 }
@@ -235,7 +239,11 @@ impl Supervisor {
                 store: Arc::clone(&self.store),
                 catalog: Arc::clone(&self.catalog),
                 clock: self.clock,
-                supervisor: ctx.address(),
+                supervisor: SupervisorLink {
+                    arm_timer: ctx.address().recipient(),
+                    status_changed: ctx.address().recipient(),
+                    forget: ctx.address().recipient(),
+                },
             }),
         }
     }
@@ -243,9 +251,9 @@ impl Supervisor {
     /// Starts the actor for `group` on the next arbiter.
     fn spawn_group(
         &mut self,
-        group: Group<super::ReplyTo>,
+        group: Group<ReplyTo>,
         ctx: &mut Context<Self>,
-    ) -> (Arc<str>, GroupAddr) {
+    ) -> (Arc<str>, Arc<Addr<GroupActor>>) {
         let env = self.env(ctx);
         let group_id = Arc::clone(group.shared_group_id());
         let state = group.state();
@@ -528,7 +536,7 @@ impl Actor for Supervisor {
 }
 
 impl Handler<Route> for Supervisor {
-    type Result = Option<(Arc<str>, GroupAddr)>;
+    type Result = Option<(Arc<str>, GroupLink)>;
 
     fn handle(&mut self, route: Route, ctx: &mut Self::Context) -> Self::Result {
         let Route { group_id, call } = route;
@@ -539,7 +547,8 @@ impl Handler<Route> for Supervisor {
         }
         if let Some((_, entry)) = self.groups.find(&group_id) {
             entry.addr.do_send(call);
-            return Some((Arc::clone(&entry.group_id), Arc::clone(&entry.addr)));
+            let link: GroupLink = entry.addr.clone();
+            return Some((Arc::clone(&entry.group_id), link));
         }
         match absent_group(&call.request, &self.config) {
             AbsentGroup::Answer(response) => {
@@ -551,7 +560,7 @@ impl Handler<Route> for Supervisor {
                 let group = Group::new(group_id, Arc::clone(&self.config), self.clock.now());
                 let (group_id, addr) = self.spawn_group(group, ctx);
                 addr.do_send(call);
-                Some((group_id, addr))
+                Some((group_id, addr as GroupLink))
             }
         }
     }

@@ -80,19 +80,6 @@ pub fn absent_group(request: &Request, config: &GroupConfig) -> AbsentGroup {
     AbsentGroup::Answer(answer)
 }
 
-/// The group id a group-scoped request is addressed to.
-pub fn group_of(request: &Request) -> Option<&str> {
-    match request {
-        Request::JoinGroup(r) => Some(&r.group_id),
-        Request::SyncGroup(r) => Some(&r.group_id),
-        Request::Heartbeat(r) => Some(&r.group_id),
-        Request::LeaveGroup(r) => Some(&r.group_id),
-        Request::OffsetCommit(r) => Some(&r.group_id),
-        Request::OffsetFetch(r) => Some(&r.group_id),
-        _ => None,
-    }
-}
-
 /// The error answer of the right type for a group-scoped request (e.g. INVALID_GROUP_ID).
 pub fn error_for(request: &Request, code: ErrorCode) -> Response {
     match request {

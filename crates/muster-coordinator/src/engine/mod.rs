@@ -44,8 +44,7 @@ mod tests;
 mod timers;
 
 pub use absent::{
-    absent_group, error_for, error_like, group_of, validate_group_id, AbsentGroup,
-    MAX_GROUP_ID_BYTES,
+    absent_group, error_for, error_like, validate_group_id, AbsentGroup, MAX_GROUP_ID_BYTES,
 };
 
 use std::collections::hash_map::RandomState;

@@ -160,7 +160,7 @@ fn error_answers_have_the_request_shape() {
             reason: None,
         }],
     });
-    assert_eq!(group_of(&leave), Some(GROUP));
+    assert_eq!(leave.group_id(), Some(GROUP));
     let bad = code(ErrorCode::InvalidGroupId);
     match error_for(&leave, ErrorCode::InvalidGroupId) {
         Response::LeaveGroup(r) => {
@@ -200,5 +200,5 @@ fn error_answers_have_the_request_shape() {
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(group_of(&Request::DescribeGroups(Default::default())), None);
+    assert_eq!(Request::DescribeGroups(Default::default()).group_id(), None);
 }

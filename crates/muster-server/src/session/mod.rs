@@ -1,0 +1,428 @@
+//! One client connection: a session actor that reads frames, enforces the connection rules of
+//! protocol §1 (Hello first, frame limits, undecodable payloads), and dispatches each request
+//! to its group (see `routing.rs`) or, for admin requests, the supervisor. Its lifecycle: it
+//! is counted in by the listener ([`ConnectionSlot`]), starts its reader (`burst.rs`) and its
+//! writer task (`writer.rs`) in `started`, and on stop sends what it gathered before closing.
+//!
+//! Backpressure: each request takes a slot from the connection's in-flight semaphore, released
+//! by the writer when its response has been written. With every slot taken the session stops
+//! reading, so a client that floods requests or never reads its responses holds a bounded
+//! amount of memory.
+
+mod burst;
+mod routing;
+mod writer;
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use bytes::BytesMut;
+use metrics::gauge;
+use muster_coordinator::actors::{AdminCall, ReplyTo, Supervisor, Ticket};
+use muster_coordinator::engine::ClientInfo;
+use muster_protocol::{
+    correlation_hint, decode_request, ErrorCode, HelloRequest, HelloResponse, Request,
+    RequestFrame, Response, MAX_PROTOCOL_VERSION, MIN_PROTOCOL_VERSION,
+};
+use tokio::io::WriteHalf;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot, watch, Semaphore};
+use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
+use tracing::{debug, warn};
+
+use self::burst::{Bursts, Incoming};
+use self::routing::Router;
+pub use self::writer::NO_REQUEST;
+use self::writer::{write_responses, Outbox, ToWriter};
+use crate::auth::Authenticator;
+
+/// Settings and state every session shares.
+pub struct SessionSettings {
+    pub max_frame_bytes: u32,
+    pub max_in_flight: usize,
+    pub max_connections: usize,
+    pub idle_timeout: Option<Duration>,
+    pub server_id: String,
+    pub authenticator: Arc<dyn Authenticator>,
+    pub supervisor: Addr<Supervisor>,
+    /// Connections open now (the listener counts them in, sessions count themselves out).
+    pub open_connections: AtomicUsize,
+    shutdown: watch::Sender<bool>,
+}
+
+impl SessionSettings {
+    pub fn new(
+        max_frame_bytes: u32,
+        max_in_flight: usize,
+        max_connections: usize,
+        idle_timeout: Option<Duration>,
+        server_id: String,
+        authenticator: Arc<dyn Authenticator>,
+        supervisor: Addr<Supervisor>,
+    ) -> Self {
+        Self {
+            max_frame_bytes,
+            max_in_flight,
+            max_connections,
+            idle_timeout,
+            server_id,
+            authenticator,
+            supervisor,
+            open_connections: AtomicUsize::new(0),
+            shutdown: watch::channel(false).0,
+        }
+    }
+
+    /// Tells every session to write what it has queued and close.
+    pub fn begin_shutdown(&self) {
+        self.shutdown.send_replace(true);
+    }
+}
+
+/// One counted connection: counted in by the listener, out when dropped (whatever way the
+/// session ends, even if it never started). It also holds a clone of the listener's
+/// `running` sender, which graceful shutdown waits on: once the listener and every connection
+/// (its session and its writer task, which takes a clone of its own) dropped theirs, the
+/// server's receiver sees the channel close.
+pub struct ConnectionSlot {
+    settings: Arc<SessionSettings>,
+    running: mpsc::Sender<()>,
+}
+
+impl ConnectionSlot {
+    /// Counts a connection in, unless the server is at `max_connections`.
+    pub fn acquire(
+        settings: &Arc<SessionSettings>,
+        running: &mpsc::Sender<()>,
+    ) -> Option<ConnectionSlot> {
+        let admitted = settings
+            .open_connections
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |open| {
+                (open < settings.max_connections).then_some(open + 1)
+            })
+            .is_ok();
+        if !admitted {
+            return None;
+        }
+        gauge!("muster_connections_open").increment(1.0);
+        Some(ConnectionSlot {
+            settings: Arc::clone(settings),
+            running: running.clone(),
+        })
+    }
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        self.settings
+            .open_connections
+            .fetch_sub(1, Ordering::AcqRel);
+        gauge!("muster_connections_open").decrement(1.0);
+    }
+}
+
+pub struct Session {
+    settings: Arc<SessionSettings>,
+    slot: ConnectionSlot,
+    last_frame: Instant,
+    /// When the current burst of frames was read (the arrival time of each of its requests).
+    burst_at: Option<Instant>,
+    /// `connection`, `peer` and (after Hello) `client_id`: the parent of every event this
+    /// session logs. Named as the parent per event rather than entered per frame, which cost
+    /// ~15 % of pipelined heartbeat throughput (docs/benchmarks.md).
+    span: tracing::Span,
+    client: ClientInfo,
+    greeted: bool,
+    /// The writer's channel; also the connection's reply sink for the coordinator.
+    out: Arc<Outbox>,
+    /// In-flight slots: one taken per request read (and forgotten), given back by the writer
+    /// once the answer is written.
+    permits: Arc<Semaphore>,
+    /// Where group requests go: the group inbox cache, routed and held requests, the batch.
+    router: Router,
+    reader: Option<FramedRead<tokio::io::ReadHalf<TcpStream>, LengthDelimitedCodec>>,
+    writer: Option<(WriteHalf<TcpStream>, mpsc::UnboundedReceiver<ToWriter>)>,
+    close_tx: Option<oneshot::Sender<()>>,
+    closing: bool,
+}
+
+impl Session {
+    pub fn new(id: u64, stream: TcpStream, peer: SocketAddr, slot: ConnectionSlot) -> Self {
+        let settings = Arc::clone(&slot.settings);
+        let (read, write) = tokio::io::split(stream);
+        let codec = LengthDelimitedCodec::builder()
+            .big_endian()
+            .length_field_length(4)
+            .max_frame_length(settings.max_frame_bytes as usize)
+            .new_codec();
+        let (out, rx) = Outbox::new();
+        let permits = Arc::new(Semaphore::new(settings.max_in_flight));
+        Self {
+            slot,
+            last_frame: Instant::now(),
+            burst_at: None,
+            span: tracing::info_span!(
+                "connection",
+                connection = id,
+                peer = %peer,
+                client_id = tracing::field::Empty
+            ),
+            client: ClientInfo {
+                client_id: Arc::from(""),
+                client_host: Arc::from(peer.ip().to_string()),
+            },
+            settings,
+            greeted: false,
+            out,
+            permits,
+            router: Router::default(),
+            reader: Some(FramedRead::new(read, codec)),
+            writer: Some((write, rx)),
+            close_tx: None,
+            closing: false,
+        }
+    }
+
+    /// The answer path for a request handed to the coordinator.
+    fn reply(&self, ticket: Ticket) -> ReplyTo {
+        ReplyTo::new(self.out.clone(), ticket)
+    }
+
+    /// Answers a request (holding an in-flight slot) the session handles itself.
+    fn answer(&self, ticket: Ticket, response: Response) {
+        self.out.push(ToWriter::One(ticket.answer(response)));
+    }
+
+    /// Sends a last answer and closes the connection once it is written.
+    fn close_with(&mut self, last: ToWriter, ctx: &mut Context<Self>) {
+        self.out.push(last);
+        self.closing = true;
+        if let Some(close) = self.close_tx.take() {
+            let _ = close.send(());
+        }
+        ctx.stop();
+    }
+
+    /// Handles one frame, which holds an in-flight slot.
+    fn on_frame(&mut self, frame: BytesMut, started: Instant, ctx: &mut Context<Self>) {
+        if self.closing {
+            // Never answered: its slot goes straight back.
+            self.permits.add_permits(1);
+            return;
+        }
+        let ticket = |correlation_id, request_tag| Ticket {
+            correlation_id,
+            request_tag,
+            arrived: started,
+        };
+        if frame.is_empty() {
+            warn!(parent: &self.span, "zero-length frame; closing");
+            let last = ticket(0, NO_REQUEST).answer(too_large("frame length 0"));
+            return self.close_with(ToWriter::One(last), ctx);
+        }
+        let RequestFrame {
+            correlation_id,
+            request,
+        } = match decode_request(&frame) {
+            Ok(decoded) => decoded,
+            Err(e) => {
+                debug!(parent: &self.span, error = %e, "undecodable request");
+                let response = Response::error(ErrorCode::InvalidRequest, e.to_string());
+                return self.answer(ticket(correlation_hint(&frame), NO_REQUEST), response);
+            }
+        };
+        let ticket = ticket(correlation_id, request.tag());
+        match request {
+            Request::Hello(hello) => self.hello(hello, ticket, ctx),
+            _ if !self.greeted => {
+                let response =
+                    Response::error(ErrorCode::IllegalState, "the first request must be Hello");
+                self.close_with(ToWriter::One(ticket.answer(response)), ctx);
+            }
+            Request::JoinGroup(_)
+            | Request::SyncGroup(_)
+            | Request::Heartbeat(_)
+            | Request::LeaveGroup(_)
+            | Request::OffsetCommit(_)
+            | Request::OffsetFetch(_) => self.dispatch_to_group(request, ticket, ctx),
+            Request::DescribeGroups(_)
+            | Request::ListGroups(_)
+            | Request::DeleteGroups(_)
+            | Request::CreateTopics(_)
+            | Request::DescribeTopics(_) => {
+                let reply = self.reply(ticket);
+                self.settings
+                    .supervisor
+                    .do_send(AdminCall { request, reply });
+            }
+        }
+    }
+
+    fn hello(&mut self, hello: HelloRequest, ticket: Ticket, ctx: &mut Context<Self>) {
+        let answer = |error: ErrorCode, settings: &SessionSettings| {
+            Response::Hello(HelloResponse {
+                error_code: error.code(),
+                min_version: MIN_PROTOCOL_VERSION,
+                max_version: MAX_PROTOCOL_VERSION,
+                server_id: settings.server_id.clone(),
+            })
+        };
+        if !(MIN_PROTOCOL_VERSION..=MAX_PROTOCOL_VERSION).contains(&hello.protocol_version) {
+            // The connection stays open for a second Hello with a version we speak.
+            return self.answer(
+                ticket,
+                answer(ErrorCode::UnsupportedVersion, &self.settings),
+            );
+        }
+        if let Err(e) = self
+            .settings
+            .authenticator
+            .authenticate(hello.auth_token.as_deref())
+        {
+            warn!(parent: &self.span, reason = %e, "authentication failed");
+            let response = answer(ErrorCode::AuthenticationFailed, &self.settings);
+            return self.close_with(ToWriter::One(ticket.answer(response)), ctx);
+        }
+        self.greeted = true;
+        self.span.record("client_id", hello.client_id.as_str());
+        self.client.client_id = Arc::from(hello.client_id.as_str());
+        debug!(parent: &self.span, "hello");
+        self.answer(ticket, answer(ErrorCode::None, &self.settings));
+    }
+}
+
+fn too_large(message: &str) -> Response {
+    Response::error(ErrorCode::MessageTooLarge, message)
+}
+
+impl Actor for Session {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        debug!(parent: &self.span, "connection opened");
+        if let Some(reader) = self.reader.take() {
+            ctx.add_stream(Bursts::new(reader));
+        }
+        if let Some(idle) = self.settings.idle_timeout {
+            let every = (idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(30));
+            ctx.run_interval(every, move |act, ctx| {
+                let in_flight = act.settings.max_in_flight - act.permits.available_permits();
+                if in_flight == 0 && act.last_frame.elapsed() >= idle {
+                    debug!(parent: &act.span, "idle connection closed");
+                    act.closing = true;
+                    ctx.stop();
+                }
+            });
+        }
+        if let Some((write, rx)) = self.writer.take() {
+            let (close_tx, close_rx) = oneshot::channel();
+            self.close_tx = Some(close_tx);
+            let session = ctx.address();
+            let shutdown = self.settings.shutdown.subscribe();
+            let span = self.span.clone();
+            let permits = Arc::clone(&self.permits);
+            // Shutdown waits for the writer too: it may outlive the session while it writes
+            // what is queued.
+            let running = self.slot.running.clone();
+            actix::spawn(async move {
+                if let Err(e) = write_responses(write, rx, permits, close_rx, shutdown).await {
+                    debug!(parent: &span, error = %e, "connection write failed");
+                }
+                session.do_send(WriterDone);
+                drop(running);
+            });
+        }
+    }
+
+    fn stopped(&mut self, ctx: &mut Self::Context) {
+        // Requests read before the connection ended still reach their groups (a LeaveGroup
+        // sent just before closing, say); their answers have nowhere to go. Held ones go
+        // through the supervisor, behind the routed ones they wait for.
+        self.flush(ctx);
+        self.route_held(ctx);
+        if let Some(close) = self.close_tx.take() {
+            let _ = close.send(());
+        }
+        debug!(parent: &self.span, "connection closed");
+    }
+}
+
+impl StreamHandler<Incoming> for Session {
+    fn handle(&mut self, item: Incoming, ctx: &mut Self::Context) {
+        let item = match item {
+            Incoming::Frame(item) => item,
+            Incoming::Drained => {
+                self.burst_at = None;
+                return self.flush(ctx);
+            }
+        };
+        // One clock read per burst: its frames arrived together.
+        let now = *self.burst_at.get_or_insert_with(Instant::now);
+        self.last_frame = now;
+        let frame = match item {
+            Ok(frame) => frame,
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                // LengthDelimitedCodec refuses a declared length over the limit before
+                // allocating anything for it.
+                warn!(parent: &self.span, error = %e, "oversize frame; closing");
+                let last = Ticket {
+                    correlation_id: 0,
+                    request_tag: NO_REQUEST,
+                    arrived: now,
+                }
+                .answer(too_large(&e.to_string()));
+                return self.close_with(ToWriter::Unslotted(last), ctx);
+            }
+            Err(e) => {
+                debug!(parent: &self.span, error = %e, "read failed");
+                return ctx.stop();
+            }
+        };
+        let acquired = self.permits.try_acquire().map(|permit| permit.forget());
+        match acquired {
+            // The slot is given back by the writer (Semaphore::add_permits) once the answer is
+            // written.
+            Ok(()) => self.on_frame(frame, now, ctx),
+            Err(_) => {
+                // Every slot is taken: send what this burst gathered and what is held (their
+                // answers are what frees slots; a held request would otherwise wait for a
+                // message the session does not read while it waits), then stop reading
+                // (ctx.wait) until a response is written.
+                self.flush(ctx);
+                self.route_held(ctx);
+                let permits = Arc::clone(&self.permits);
+                ctx.wait(
+                    async move { permits.acquire().await.map(|permit| permit.forget()) }
+                        .into_actor(self)
+                        .map(move |acquired, act, ctx| match acquired {
+                            Ok(()) => act.on_frame(frame, now, ctx),
+                            Err(_) => ctx.stop(),
+                        }),
+                );
+            }
+        }
+    }
+
+    fn finished(&mut self, ctx: &mut Self::Context) {
+        // The client closed its side; responses still in flight have nowhere to go.
+        ctx.stop();
+    }
+}
+
+/// The writer task ended (the socket closed or failed, or everything queued was written on
+/// close): the session ends with it.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct WriterDone;
+
+impl Handler<WriterDone> for Session {
+    type Result = ();
+
+    fn handle(&mut self, _: WriterDone, ctx: &mut Self::Context) {
+        ctx.stop();
+    }
+}
