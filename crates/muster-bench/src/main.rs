@@ -27,11 +27,13 @@ struct Cli {
     musterd: Option<PathBuf>,
 
     /// With --spawn: write the server's log to this file.
-    #[arg(long, global = true, value_name = "FILE", requires = "spawn")]
+    // Not `requires = "spawn"`: clap checks that inside the subcommand, where a global flag
+    // given before it does not count, so the pairing is checked in `main`.
+    #[arg(long, global = true, value_name = "FILE")]
     musterd_log: Option<PathBuf>,
 
     /// Process id of the server (for `idle`; --spawn knows its child's).
-    #[arg(long, global = true, conflicts_with = "spawn")]
+    #[arg(long, global = true)]
     pid: Option<u32>,
 
     /// Print the figures as JSON (one document) instead of text.
@@ -181,6 +183,12 @@ fn cores() -> usize {
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
+    if cli.spawn && cli.pid.is_some() {
+        anyhow::bail!("--pid names a running server; --spawn starts one: give one of them");
+    }
+    if !cli.spawn && cli.musterd_log.is_some() {
+        anyhow::bail!("--musterd-log needs --spawn (it is the spawned server's log)");
+    }
     let target = if cli.spawn {
         let musterd = locate_musterd(cli.musterd.as_deref())?;
         Target::spawn(&musterd, cli.musterd_log.as_deref())?
