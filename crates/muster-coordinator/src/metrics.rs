@@ -6,7 +6,7 @@ use metrics::{
     counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Unit,
 };
 
-use crate::engine::{GroupState, RebalanceTrigger};
+use crate::types::{GroupState, RebalanceTrigger};
 
 /// Registers descriptions (for `# HELP` lines).
 pub fn describe() {

@@ -1,9 +1,41 @@
 //! Small types shared by the engine, the storage and the actors, so that neither of the first
-//! two has to import the other for them: the coordinator's time unit and the group life-cycle
-//! states.
+//! two has to import the other for them (and metrics can label by them without importing the
+//! engine): the coordinator's time unit, the group life-cycle states, and why a rebalance
+//! started.
 
 /// Milliseconds on the coordinator's clock (monotonic while the process runs).
 pub type Millis = u64;
 
 /// The life-cycle states of protocol §5 (shared with clients through the protocol crate).
 pub use muster_protocol::GroupState;
+
+/// Why a rebalance started (for operators' logs and metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RebalanceTrigger {
+    /// A new member joined.
+    Join,
+    /// A member rejoined with other topics or assignors, the leader rejoined, or a static
+    /// member's takeover changed the assignor vote.
+    MetadataChange,
+    /// A member left with LeaveGroup.
+    Leave,
+    /// A member's session expired.
+    SessionExpiry,
+    /// Members did not send SyncGroup within the rebalance timeout.
+    SyncTimeout,
+    /// The partition count of a subscribed topic changed.
+    TopicChange,
+}
+
+impl RebalanceTrigger {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RebalanceTrigger::Join => "join",
+            RebalanceTrigger::MetadataChange => "metadata change",
+            RebalanceTrigger::Leave => "leave",
+            RebalanceTrigger::SessionExpiry => "session expiry",
+            RebalanceTrigger::SyncTimeout => "sync timeout",
+            RebalanceTrigger::TopicChange => "topic change",
+        }
+    }
+}

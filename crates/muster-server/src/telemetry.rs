@@ -14,7 +14,9 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use muster_protocol::{ErrorCode, Response, REQUEST_NAMES};
 use tracing_subscriber::EnvFilter;
 
-use crate::session::NO_REQUEST;
+/// [`muster_coordinator::actors::Ticket::request_tag`] of an answer to a frame that never
+/// decoded into a request.
+pub const NO_REQUEST: u32 = u32::MAX;
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, clap::ValueEnum)]

@@ -57,7 +57,7 @@ use muster_protocol::{AssignorMetadata, ErrorCode, JoinGroupRequest, Response, T
 use crate::config::GroupConfig;
 use crate::storage::records::CommittedOffset;
 /// Re-exported: the engine's callers have always found them here.
-pub use crate::types::{GroupState, Millis};
+pub use crate::types::{GroupState, Millis, RebalanceTrigger};
 use barrier::Barrier;
 use sync::SyncWindow;
 
@@ -85,37 +85,6 @@ pub type Map<K, V> = HashMap<K, V, ProcessKeys>;
 pub type Offsets = Map<String, Map<i32, CommittedOffset>>;
 
 const NONE: i16 = ErrorCode::None.code();
-
-/// Why a rebalance started (for operators' logs and metrics).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RebalanceTrigger {
-    /// A new member joined.
-    Join,
-    /// A member rejoined with other topics or assignors, the leader rejoined, or a static
-    /// member's takeover changed the assignor vote.
-    MetadataChange,
-    /// A member left with LeaveGroup.
-    Leave,
-    /// A member's session expired.
-    SessionExpiry,
-    /// Members did not send SyncGroup within the rebalance timeout.
-    SyncTimeout,
-    /// The partition count of a subscribed topic changed.
-    TopicChange,
-}
-
-impl RebalanceTrigger {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            RebalanceTrigger::Join => "join",
-            RebalanceTrigger::MetadataChange => "metadata change",
-            RebalanceTrigger::Leave => "leave",
-            RebalanceTrigger::SessionExpiry => "session expiry",
-            RebalanceTrigger::SyncTimeout => "sync timeout",
-            RebalanceTrigger::TopicChange => "topic change",
-        }
-    }
-}
 
 /// Things worth telling an operator, emitted alongside replies.
 #[derive(Debug, Clone, PartialEq, Eq)]

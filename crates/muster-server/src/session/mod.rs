@@ -36,9 +36,9 @@ use tracing::{debug, warn};
 
 use self::burst::{Bursts, Incoming};
 use self::routing::Router;
-pub use self::writer::NO_REQUEST;
 use self::writer::{write_responses, Outbox, ToWriter};
 use crate::auth::Authenticator;
+pub use crate::telemetry::NO_REQUEST;
 
 /// Settings and state every session shares.
 pub struct SessionSettings {

@@ -26,10 +26,6 @@ const WRITE_BATCH_BYTES: usize = 64 * 1024;
 /// The writer buffer's capacity kept between writes.
 const WRITE_BUF_KEEP: usize = 8 * 1024;
 
-/// [`muster_coordinator::actors::Ticket::request_tag`] of an answer to a frame that never
-/// decoded into a request.
-pub const NO_REQUEST: u32 = u32::MAX;
-
 /// What a connection's writer receives.
 #[derive(Debug)]
 pub(crate) enum ToWriter {
