@@ -149,7 +149,7 @@ impl<R> Group<R> {
     /// When retention next has work (Empty groups only): the oldest offset's expiry, or the
     /// removal of a group with nothing left.
     pub(super) fn retention_deadline(&self) -> Option<Millis> {
-        if self.state != GroupState::Empty || !self.pending.is_empty() {
+        if !self.retention_runs() {
             return None;
         }
         let oldest = self
@@ -158,14 +158,27 @@ impl<R> Group<R> {
             .flat_map(|parts| parts.values())
             .map(|o| o.commit_timestamp_ms)
             .min();
-        Some(match oldest {
-            Some(ts) => ts
-                .max(self.state_since)
-                .saturating_add(self.config.offsets_retention_ms),
-            None => self
-                .state_since
-                .saturating_add(self.config.empty_group_removal_ms),
-        })
+        Some(oldest.map_or_else(|| self.removal_due(), |ts| self.offset_expiry(ts)))
+    }
+
+    /// Retention runs only while the group is Empty with no member id pending (a pending id
+    /// is a consumer on its way in).
+    fn retention_runs(&self) -> bool {
+        self.state == GroupState::Empty && self.pending.is_empty()
+    }
+
+    /// When an offset committed at `committed_at` expires: the retention period after the
+    /// later of its commit and the group's entering Empty.
+    fn offset_expiry(&self, committed_at: Millis) -> Millis {
+        committed_at
+            .max(self.state_since)
+            .saturating_add(self.config.offsets_retention_ms)
+    }
+
+    /// When an Empty group with no offsets left is removed.
+    fn removal_due(&self) -> Millis {
+        self.state_since
+            .saturating_add(self.config.empty_group_removal_ms)
     }
 
     /// Offset retention and removal of abandoned groups (protocol §5 via Kafka's offset
@@ -173,11 +186,14 @@ impl<R> Group<R> {
     /// for the retention period; a group left Empty with no offsets is removed (state Dead,
     /// `persist` set so the caller deletes it durably).
     pub(super) fn run_retention(&mut self, now: Millis, out: &mut Output<R>) {
-        if self.state != GroupState::Empty || !self.pending.is_empty() {
+        if !self.retention_runs() {
             return;
         }
-        let retention = self.config.offsets_retention_ms;
-        if self.state_since.saturating_add(retention) <= now {
+        // Nothing expires before the group has been Empty for the whole period; from then on,
+        // exactly the offsets whose `offset_expiry` has passed, i.e. committed at or before
+        // `now - retention`.
+        if self.offset_expiry(self.state_since) <= now {
+            let retention = self.config.offsets_retention_ms;
             let expired = self.expire_offsets(now.saturating_sub(retention));
             if !expired.is_empty() {
                 out.events.push(Event::OffsetsExpired {
@@ -186,12 +202,7 @@ impl<R> Group<R> {
                 out.expired_offsets.extend(expired);
             }
         }
-        if self.offsets.is_empty()
-            && self
-                .state_since
-                .saturating_add(self.config.empty_group_removal_ms)
-                <= now
-        {
+        if self.offsets.is_empty() && self.removal_due() <= now {
             self.set_state(GroupState::Dead, now);
             out.persist = true;
             out.events.push(Event::GroupRemoved);
