@@ -7,7 +7,9 @@
 //! Backpressure: each request takes a slot from the connection's in-flight semaphore, released
 //! by the writer when its response has been written. With every slot taken the session stops
 //! reading, so a client that floods requests or never reads its responses holds a bounded
-//! amount of memory.
+//! amount of memory. The writer also takes every free slot while the connection's unwritten
+//! answers are over `max_buffered_response_bytes` (so the session stops reading then too), and
+//! ends the connection when the client takes no byte for `write_timeout_ms`.
 
 mod burst;
 mod routing;
@@ -21,9 +23,10 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use bytes::BytesMut;
-use metrics::gauge;
+use metrics::{counter, gauge};
 use muster_coordinator::actors::{AdminCall, ReplyTo, Supervisor, Ticket};
 use muster_coordinator::engine::ClientInfo;
+use muster_coordinator::logsafe;
 use muster_protocol::{
     correlation_hint, decode_request, ErrorCode, HelloRequest, HelloResponse, Request,
     RequestFrame, Response, MAX_PROTOCOL_VERSION, MIN_PROTOCOL_VERSION,
@@ -37,7 +40,7 @@ use tracing::{debug, warn};
 use self::burst::{Bursts, Incoming};
 use self::routing::Router;
 pub use self::writer::NO_REQUEST;
-use self::writer::{write_responses, Outbox, ToWriter};
+use self::writer::{write_responses, Outbox, ToWriter, WriteEnd, WriterLimits};
 use crate::auth::Authenticator;
 
 /// Settings and state every session shares.
@@ -46,6 +49,8 @@ pub struct SessionSettings {
     pub max_in_flight: usize,
     pub max_connections: usize,
     pub idle_timeout: Option<Duration>,
+    /// Each connection's bound on unwritten answers and its write timeout.
+    pub(crate) writer: WriterLimits,
     pub server_id: String,
     pub authenticator: Arc<dyn Authenticator>,
     pub supervisor: Addr<Supervisor>,
@@ -60,6 +65,8 @@ impl SessionSettings {
         max_in_flight: usize,
         max_connections: usize,
         idle_timeout: Option<Duration>,
+        max_buffered_response_bytes: usize,
+        write_timeout: Duration,
         server_id: String,
         authenticator: Arc<dyn Authenticator>,
         supervisor: Addr<Supervisor>,
@@ -69,6 +76,10 @@ impl SessionSettings {
             max_in_flight,
             max_connections,
             idle_timeout,
+            writer: WriterLimits {
+                max_buffered: max_buffered_response_bytes,
+                write_timeout,
+            },
             server_id,
             authenticator,
             supervisor,
@@ -288,7 +299,7 @@ impl Session {
             return self.close_with(ToWriter::One(ticket.answer(response)), ctx);
         }
         self.greeted = true;
-        self.span.record("client_id", hello.client_id.as_str());
+        self.span.record("client_id", tracing::field::display(logsafe(&hello.client_id)));
         self.client.client_id = Arc::from(hello.client_id.as_str());
         debug!(parent: &self.span, "hello");
         self.answer(ticket, answer(ErrorCode::None, &self.settings));
@@ -328,9 +339,23 @@ impl Actor for Session {
             // Shutdown waits for the writer too: it may outlive the session while it writes
             // what is queued.
             let running = self.slot.running.clone();
+            let limits = self.settings.writer;
             actix::spawn(async move {
-                if let Err(e) = write_responses(write, rx, permits, close_rx, shutdown).await {
-                    debug!(parent: &span, error = %e, "connection write failed");
+                match write_responses(write, rx, permits, limits, close_rx, shutdown).await {
+                    Ok(()) => {}
+                    Err(WriteEnd::Io(e)) => {
+                        debug!(parent: &span, error = %e, "connection write failed");
+                    }
+                    Err(e @ WriteEnd::Timeout(_)) => {
+                        counter!("muster_connections_closed_total", "reason" => "write_timeout")
+                            .increment(1);
+                        warn!(parent: &span, error = %e, "slow reader; connection closed");
+                    }
+                    Err(e @ WriteEnd::Overflow(_)) => {
+                        counter!("muster_connections_closed_total", "reason" => "response_buffer")
+                            .increment(1);
+                        warn!(parent: &span, error = %e, "client not reading; connection closed");
+                    }
                 }
                 session.do_send(WriterDone);
                 drop(running);
