@@ -7,18 +7,17 @@
 
 mod common;
 
-use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::{ensure, Context as _, Result};
 use common::*;
-use muster_protocol::*;
 use muster_server::ServerThread;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
+use tokio::sync::Mutex;
 
 /// One test at a time: they read process-wide figures (RSS, counters).
-static SERIAL: Mutex<()> = Mutex::new(());
+static SERIAL: Mutex<()> = Mutex::const_new(());
 
 /// Topics the slow reader's DescribeTopics lists, with names of the longest length allowed:
 /// one answer is then ~0.5 MB.
@@ -51,7 +50,9 @@ fn closed_for(reason: &str) -> f64 {
 /// Creates [`TOPICS`] topics with 240-byte names, so that one DescribeTopics answer is large.
 async fn many_long_topics(server: &ServerThread) -> Result<()> {
     let mut admin = Conn::connect(server.local_addr(), "admin").await?;
-    let names: Vec<String> = (0..TOPICS).map(|i| format!("{i:06}{}", "t".repeat(234))).collect();
+    let names: Vec<String> = (0..TOPICS)
+        .map(|i| format!("{i:06}{}", "t".repeat(234)))
+        .collect();
     for chunk in names.chunks(200) {
         let topics: Vec<(&str, i32)> = chunk.iter().map(|n| (n.as_str(), 1)).collect();
         let created = as_create_topics(admin.call(create_topics(&topics)).await?);
@@ -114,7 +115,7 @@ async fn drained_until_closed(stream: &mut TcpStream, limit: Duration) -> Result
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_never_reads_is_closed_after_the_write_timeout() -> Result<()> {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = SERIAL.lock().await;
     let server = start_server_with(fast_config(), |o| {
         o.limits.write_timeout = Duration::from_millis(300);
     });
@@ -150,7 +151,7 @@ async fn a_client_that_never_reads_is_closed_after_the_write_timeout() -> Result
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_never_reads_holds_bounded_memory() -> Result<()> {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = SERIAL.lock().await;
     let server = start_server_with(fast_config(), |o| {
         o.limits.max_buffered_response_bytes = 4 << 20;
         // Long: here the buffer bound, not the timeout, ends the connection.
@@ -171,7 +172,10 @@ async fn a_client_that_never_reads_holds_bounded_memory() -> Result<()> {
     let mut waited = Duration::ZERO;
     while closed_for("response_buffer") <= before {
         peak = peak.max(rss_bytes());
-        ensure!(waited < ANSWER_TIMEOUT * 3, "the connection was never closed");
+        ensure!(
+            waited < ANSWER_TIMEOUT * 3,
+            "the connection was never closed"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
         waited += Duration::from_millis(10);
     }
@@ -218,11 +222,12 @@ async fn read_to_close(stream: &mut TcpStream) -> Result<Vec<u8>> {
 
 #[tokio::test]
 async fn an_admin_client_sending_half_a_header_is_disconnected() -> Result<()> {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = SERIAL.lock().await;
     let server = admin_server(Duration::from_millis(200), 8);
     let addr = server.admin_addr().context("admin listener")?;
     let mut slow = TcpStream::connect(addr).await?;
-    slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n").await?;
+    slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        .await?;
     read_to_close(&mut slow).await?;
     // The listener still serves a polite client.
     let mut polite = TcpStream::connect(addr).await?;
@@ -236,7 +241,7 @@ async fn an_admin_client_sending_half_a_header_is_disconnected() -> Result<()> {
 
 #[tokio::test]
 async fn admin_connections_over_the_cap_are_closed_and_bodies_refused() -> Result<()> {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = SERIAL.lock().await;
     // A long timeout: only the cap can close the third connection this soon.
     let server = admin_server(Duration::from_secs(120), 2);
     let addr = server.admin_addr().context("admin listener")?;

@@ -102,7 +102,11 @@ mod tests {
         let shown = logsafe(&long).to_string();
         assert_eq!(
             shown,
-            format!("{}…(+{} bytes)", "x".repeat(LOG_STR_MAX), (1 << 20) - LOG_STR_MAX)
+            format!(
+                "{}…(+{} bytes)",
+                "x".repeat(LOG_STR_MAX),
+                (1 << 20) - LOG_STR_MAX
+            )
         );
         // 'é' is two bytes: 127 ASCII bytes then 'é' straddles the limit and is left out.
         let straddling = format!("{}é", "a".repeat(LOG_STR_MAX - 1));
@@ -132,7 +136,11 @@ mod tests {
         let long = vec!["y".repeat(1000)];
         assert_eq!(
             logsafe_list(&long).to_string(),
-            format!("[\"{}…(+{} bytes)\"]", "y".repeat(LOG_STR_MAX), 1000 - LOG_STR_MAX)
+            format!(
+                "[\"{}…(+{} bytes)\"]",
+                "y".repeat(LOG_STR_MAX),
+                1000 - LOG_STR_MAX
+            )
         );
     }
 }

@@ -15,11 +15,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use http_body_util::Full;
+use hyper::body::Body as _;
 use hyper::body::{Bytes, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper::body::Body as _;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use metrics::counter;
 use std::time::Duration;
@@ -152,7 +152,10 @@ async fn serve(
         let Ok(permit) = Arc::clone(&open).try_acquire_owned() else {
             // Closed at once: the cap bounds the admin listener's sockets and tasks.
             counter!("muster_admin_connections_rejected_total").increment(1);
-            debug!(max = limits.max_connections, "admin connection refused: too many");
+            debug!(
+                max = limits.max_connections,
+                "admin connection refused: too many"
+            );
             drop(stream);
             continue;
         };
@@ -184,7 +187,10 @@ fn route(req: &Request<Incoming>, readiness: &Readiness) -> Response<Full<Bytes>
     }
     // A GET has no body: one announced is refused unread (the connection then closes).
     if req.body().size_hint().upper() != Some(0) {
-        return text(StatusCode::PAYLOAD_TOO_LARGE, "admin requests have no body\n");
+        return text(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "admin requests have no body\n",
+        );
     }
     match req.uri().path() {
         "/metrics" => {

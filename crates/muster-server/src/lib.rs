@@ -182,17 +182,18 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
         clock: Clock::new(),
     })
     .start();
-    let sessions = Arc::new(SessionSettings::new(
-        options.max_frame_bytes,
-        options.max_in_flight,
-        options.max_connections,
-        options.idle_timeout,
-        options.limits.max_buffered_response_bytes,
-        options.limits.write_timeout,
-        uuid::Uuid::new_v4().to_string(),
-        options.authenticator,
-        supervisor.clone(),
-    ));
+    let sessions = Arc::new(
+        SessionSettings::new(
+            options.max_frame_bytes,
+            options.max_in_flight,
+            options.max_connections,
+            options.idle_timeout,
+            uuid::Uuid::new_v4().to_string(),
+            options.authenticator,
+            supervisor.clone(),
+        )
+        .with_limits(&options.limits),
+    );
     let (running, connections_done) = mpsc::channel(1);
     let listener = Listener::new(socket, handles, Arc::clone(&sessions), running).start();
     readiness.set(true);

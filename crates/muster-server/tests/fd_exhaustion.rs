@@ -61,7 +61,10 @@ fn start_limited(data_dir: &std::path::Path) -> Result<(Child, SocketAddr, Log)>
         if started.elapsed() > Duration::from_secs(20) {
             let _ = child.kill();
             let _ = child.wait();
-            bail!("musterd did not report its address: {:?}", log.lock().expect("log lock"));
+            bail!(
+                "musterd did not report its address: {:?}",
+                log.lock().expect("log lock")
+            );
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -84,7 +87,9 @@ fn out_of_file_descriptors_backs_off_logs_little_and_recovers() -> Result<()> {
     let result = (|| -> Result<()> {
         let limits = lines_with(&log, &["open-files limit"]);
         ensure!(
-            limits.iter().any(|l| l.contains("soft=64") && l.contains("hard=64")),
+            limits
+                .iter()
+                .any(|l| l.contains("soft=64") && l.contains("hard=64")),
             "the limits are logged: {limits:?}"
         );
         // Far more connections than descriptors: the kernel completes the handshakes (the

@@ -15,9 +15,9 @@ use super::messages::{
 };
 use super::reply::ReplyTo;
 use crate::catalog::TopicCatalog;
-use crate::logsafe::{logsafe, logsafe_list};
 use crate::clock::Clock;
 use crate::engine::{error_like, Ctx, Event, Group, GroupState, Millis, Output};
+use crate::logsafe::{logsafe, logsafe_list};
 use crate::storage::{Mutation, Store};
 
 /// What every group actor shares.

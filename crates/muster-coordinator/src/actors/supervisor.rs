@@ -26,11 +26,11 @@ use super::messages::{
 };
 use super::reply::ReplyTo;
 use super::timers::DeadlineQueue;
-use crate::logsafe::{logsafe, logsafe_list};
 use crate::catalog::TopicCatalog;
 use crate::clock::Clock;
 use crate::config::GroupConfig;
 use crate::engine::{absent_group, validate_group_id, AbsentGroup, Group, GroupState, Map, Millis};
+use crate::logsafe::{logsafe, logsafe_list};
 use crate::storage::{GroupRecord, Mutation, OffsetWrite, Store, StoredState};
 
 /// Which groups this node coordinates. A single node owns every group; a clustered node

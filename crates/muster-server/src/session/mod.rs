@@ -65,8 +65,6 @@ impl SessionSettings {
         max_in_flight: usize,
         max_connections: usize,
         idle_timeout: Option<Duration>,
-        max_buffered_response_bytes: usize,
-        write_timeout: Duration,
         server_id: String,
         authenticator: Arc<dyn Authenticator>,
         supervisor: Addr<Supervisor>,
@@ -76,16 +74,19 @@ impl SessionSettings {
             max_in_flight,
             max_connections,
             idle_timeout,
-            writer: WriterLimits {
-                max_buffered: max_buffered_response_bytes,
-                write_timeout,
-            },
+            writer: WriterLimits::from(&crate::ConnectionLimits::default()),
             server_id,
             authenticator,
             supervisor,
             open_connections: AtomicUsize::new(0),
             shutdown: watch::channel(false).0,
         }
+    }
+
+    /// Each connection's bound on unwritten answers and its write timeout.
+    pub fn with_limits(mut self, limits: &crate::ConnectionLimits) -> Self {
+        self.writer = WriterLimits::from(limits);
+        self
     }
 
     /// Tells every session to write what it has queued and close.
@@ -299,7 +300,10 @@ impl Session {
             return self.close_with(ToWriter::One(ticket.answer(response)), ctx);
         }
         self.greeted = true;
-        self.span.record("client_id", tracing::field::display(logsafe(&hello.client_id)));
+        self.span.record(
+            "client_id",
+            tracing::field::display(logsafe(&hello.client_id)),
+        );
         self.client.client_id = Arc::from(hello.client_id.as_str());
         debug!(parent: &self.span, "hello");
         self.answer(ticket, answer(ErrorCode::None, &self.settings));

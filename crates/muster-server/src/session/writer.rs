@@ -11,9 +11,9 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::FutureExt;
 use muster_coordinator::actors::{Answer, ReplySink};
 use muster_protocol::{encode_response, ErrorCode, Response, ResponseFrame};
-use futures_util::FutureExt;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 use tracing::info;
@@ -79,6 +79,15 @@ pub(crate) struct WriterLimits {
     pub max_buffered: usize,
     /// A socket that takes no byte for this long closes the connection.
     pub write_timeout: Duration,
+}
+
+impl From<&crate::ConnectionLimits> for WriterLimits {
+    fn from(limits: &crate::ConnectionLimits) -> Self {
+        Self {
+            max_buffered: limits.max_buffered_response_bytes,
+            write_timeout: limits.write_timeout,
+        }
+    }
 }
 
 /// Why a connection's writer ended other than by closing cleanly.
