@@ -225,6 +225,14 @@ async fn an_admin_client_sending_half_a_header_is_disconnected() -> Result<()> {
     let _serial = SERIAL.lock().await;
     let server = admin_server(Duration::from_millis(200), 8);
     let addr = server.admin_addr().context("admin listener")?;
+    // Its own thread, not the supervisor's.
+    let threads: Vec<String> = std::fs::read_dir("/proc/self/task")?
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .collect();
+    ensure!(
+        threads.iter().any(|t| t.trim() == "musterd-admin"),
+        "an admin thread: {threads:?}"
+    );
     let mut slow = TcpStream::connect(addr).await?;
     slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
         .await?;
