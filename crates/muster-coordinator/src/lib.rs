@@ -17,8 +17,10 @@ pub mod catalog;
 pub mod clock;
 pub mod config;
 pub mod engine;
+pub mod logsafe;
 pub mod metrics;
 pub mod storage;
 pub mod types;
 
 pub use config::GroupConfig;
+pub use logsafe::{logsafe, logsafe_list};

@@ -1,22 +1,32 @@
 //! The operators' HTTP listener (`--admin-listen`): Prometheus text at `/metrics`, `/healthz`
 //! (the process is up) and `/readyz` (state is loaded and client connections are accepted).
-//! Deliberately tiny: HTTP/1.1, GET only, no TLS.
+//! Deliberately tiny: HTTP/1.1, GET only, no TLS, one request per connection.
+//!
+//! It is exposed to whoever reaches the port, so it is bounded like the client listener: it
+//! runs on its own thread (never the supervisor's), holds at most `admin_max_connections`
+//! connections, gives each `admin_timeout_ms` for its whole exchange (hyper's header-read
+//! timeout included, so half a header does not hold a connection), caps a request head at
+//! [`ADMIN_MAX_HEAD_BYTES`] and refuses bodies; its accept loop backs off when the process is
+//! out of file descriptors.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use http_body_util::Full;
-use hyper::body::{Bytes, Incoming};
+use hyper::body::{Body as _, Bytes, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use metrics::counter;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
-use tracing::{debug, info};
+use tokio::sync::{watch, Semaphore};
+use tracing::{debug, info, warn};
 
+use crate::listener::AcceptBackoff;
 use crate::telemetry::{metrics_handle, render_metrics};
 
 /// Whether the server is ready for clients (`/readyz`).
@@ -33,6 +43,30 @@ impl Readiness {
     }
 }
 
+/// Most bytes of an admin request's head (request line and headers). Admin requests are bare
+/// GETs of a few hundred bytes; hyper's own floor for this buffer is 8 KiB. A longer head is
+/// answered 431 and closed.
+const ADMIN_MAX_HEAD_BYTES: usize = 16 * 1024;
+
+/// The admin listener's limits.
+#[derive(Debug, Clone, Copy)]
+pub struct AdminLimits {
+    /// Connections open at once; more are closed as soon as they are accepted.
+    pub max_connections: usize,
+    /// A connection's whole life: its request head must arrive, and its answer leave, within
+    /// this (one request per connection, no keep-alive).
+    pub timeout: Duration,
+}
+
+impl From<&crate::ConnectionLimits> for AdminLimits {
+    fn from(limits: &crate::ConnectionLimits) -> Self {
+        Self {
+            max_connections: limits.admin_max_connections,
+            timeout: limits.admin_timeout,
+        }
+    }
+}
+
 /// A running admin listener; stops when dropped or on [`AdminServer::stop`].
 pub struct AdminServer {
     local_addr: SocketAddr,
@@ -40,34 +74,32 @@ pub struct AdminServer {
 }
 
 impl AdminServer {
-    /// Binds `addr` and serves until stopped. Must run inside a tokio runtime.
-    pub async fn start(addr: &str, readiness: Readiness) -> std::io::Result<AdminServer> {
-        let listener = TcpListener::bind(addr).await?;
+    /// Binds `addr` and serves until stopped, on a thread of its own with its own
+    /// single-threaded runtime: whatever its clients do, they never hold up the thread that
+    /// routes requests and fires timers.
+    pub fn start(
+        addr: &str,
+        readiness: Readiness,
+        limits: AdminLimits,
+    ) -> std::io::Result<AdminServer> {
+        let listener = std::net::TcpListener::bind(addr)?;
+        listener.set_nonblocking(true)?;
         let local_addr = listener.local_addr()?;
-        let (stop, mut stopped) = watch::channel(false);
+        let (stop, stopped) = watch::channel(false);
         metrics_handle();
-        tokio::spawn(async move {
-            loop {
-                let accepted = tokio::select! {
-                    accepted = listener.accept() => accepted,
-                    _ = stopped.changed() => break,
-                };
-                let Ok((stream, _)) = accepted else { continue };
-                let readiness = readiness.clone();
-                tokio::spawn(async move {
-                    let service = service_fn(move |req| {
-                        let readiness = readiness.clone();
-                        async move { Ok::<_, Infallible>(route(&req, &readiness)) }
-                    });
-                    if let Err(e) = http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await
-                    {
-                        debug!(error = %e, "admin connection ended");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        std::thread::Builder::new()
+            .name("musterd-admin".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    match TcpListener::from_std(listener) {
+                        Ok(listener) => serve(listener, readiness, limits, stopped).await,
+                        Err(e) => warn!(error = %e, "admin listener could not start"),
                     }
                 });
-            }
-        });
+            })?;
         info!(%local_addr, "admin listener (metrics, health) up");
         Ok(AdminServer { local_addr, stop })
     }
@@ -87,9 +119,77 @@ impl Drop for AdminServer {
     }
 }
 
+/// The accept loop: one task per connection, at most `limits.max_connections` of them.
+async fn serve(
+    listener: TcpListener,
+    readiness: Readiness,
+    limits: AdminLimits,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let open = Arc::new(Semaphore::new(limits.max_connections));
+    let mut backoff = AcceptBackoff::new("admin");
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = stopped.changed() => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => {
+                backoff.succeeded();
+                stream
+            }
+            Err(e) => {
+                if let Some(pause) = backoff.failed(&e) {
+                    tokio::select! {
+                        _ = tokio::time::sleep(pause) => {}
+                        _ = stopped.changed() => break,
+                    }
+                }
+                continue;
+            }
+        };
+        let Ok(permit) = Arc::clone(&open).try_acquire_owned() else {
+            // Closed at once: the cap bounds the admin listener's sockets and tasks.
+            counter!("muster_admin_connections_rejected_total").increment(1);
+            debug!(
+                max = limits.max_connections,
+                "admin connection refused: too many"
+            );
+            drop(stream);
+            continue;
+        };
+        let readiness = readiness.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req| {
+                let readiness = readiness.clone();
+                async move { Ok::<_, Infallible>(route(&req, &readiness)) }
+            });
+            let mut http = http1::Builder::new();
+            http.timer(TokioTimer::new())
+                .header_read_timeout(limits.timeout)
+                .max_buf_size(ADMIN_MAX_HEAD_BYTES)
+                .keep_alive(false);
+            let connection = http.serve_connection(TokioIo::new(stream), service);
+            match tokio::time::timeout(limits.timeout, connection).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => debug!(error = %e, "admin connection ended"),
+                Err(_) => debug!("admin connection timed out"),
+            }
+            drop(permit);
+        });
+    }
+}
+
 fn route(req: &Request<Incoming>, readiness: &Readiness) -> Response<Full<Bytes>> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return text(StatusCode::METHOD_NOT_ALLOWED, "GET only\n");
+    }
+    // A GET has no body: one announced is refused unread (the connection then closes).
+    if req.body().size_hint().upper() != Some(0) {
+        return text(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "admin requests have no body\n",
+        );
     }
     match req.uri().path() {
         "/metrics" => {

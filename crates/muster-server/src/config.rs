@@ -67,6 +67,20 @@ settings! {
     /// A connection with nothing in flight and no request for this long is closed (0 = never).
     idle_timeout_ms: u64 = "600000", range(0 ..= 86_400_000);
 
+    /// Answers waiting to be written to one connection, in bytes, at which the server stops
+    /// reading from it (twice this, unread, closes it).
+    max_buffered_response_bytes: u64 = "16777216", range(65_536 ..= 1_073_741_824);
+
+    /// A connection whose client takes no byte of its answers for this long is closed.
+    write_timeout_ms: u64 = "60000", range(10 ..= 3_600_000);
+
+    /// Most admin HTTP connections open at once; more are closed at once.
+    admin_max_connections: u32 = "32", range(1 ..= 10_000);
+
+    /// An admin HTTP connection must send its request headers, and get its answer, within this
+    /// (one request per connection).
+    admin_timeout_ms: u64 = "10000", range(10 ..= 600_000);
+
     /// Offsets of a group that has been Empty this long expire; an Empty group with no offsets
     /// left is then removed.
     offsets_retention_minutes: u64 = "10080", range(1 ..= 1_099_511_627_776);
@@ -185,6 +199,17 @@ impl Settings {
 
     pub fn idle_timeout(&self) -> Option<Duration> {
         (self.idle_timeout_ms > 0).then(|| Duration::from_millis(self.idle_timeout_ms))
+    }
+
+    /// Connection writer and admin listener limits, as [`crate::ServerOptions`] takes them.
+    pub fn connection_limits(&self) -> crate::ConnectionLimits {
+        crate::ConnectionLimits {
+            max_buffered_response_bytes: usize::try_from(self.max_buffered_response_bytes)
+                .unwrap_or(usize::MAX),
+            write_timeout: Duration::from_millis(self.write_timeout_ms),
+            admin_max_connections: self.admin_max_connections as usize,
+            admin_timeout: Duration::from_millis(self.admin_timeout_ms),
+        }
     }
 }
 

@@ -8,6 +8,7 @@
 pub mod admin;
 pub mod auth;
 pub mod config;
+pub mod fatal;
 pub mod listener;
 pub mod session;
 pub mod telemetry;
@@ -24,7 +25,7 @@ use muster_coordinator::GroupConfig;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
-use crate::admin::{AdminServer, Readiness};
+use crate::admin::{AdminLimits, AdminServer, Readiness};
 use crate::auth::{AllowAll, Authenticator};
 use crate::listener::{Listener, StopAccepting};
 use crate::session::SessionSettings;
@@ -40,6 +41,8 @@ pub struct ServerOptions {
     pub max_connections: usize,
     /// Close connections idle (nothing in flight, nothing received) this long.
     pub idle_timeout: Option<Duration>,
+    /// Slow-reader and admin listener limits.
+    pub limits: ConnectionLimits,
     /// Worker arbiters for sessions and groups (0 = one per core).
     pub workers: usize,
     pub store: Arc<dyn Store>,
@@ -62,11 +65,38 @@ impl ServerOptions {
             max_in_flight: 1024,
             max_connections: 10_000,
             idle_timeout: None,
+            limits: ConnectionLimits::default(),
             workers: 0,
             store,
             authenticator: Arc::new(AllowAll),
             shutdown_timeout: Duration::from_secs(5),
             readiness: Readiness::default(),
+        }
+    }
+}
+
+/// Limits on what one connection can hold or keep waiting (`docs/operations.md`, "Limits and
+/// bad clients").
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    /// Unwritten answers at which a connection stops being read (twice this closes it).
+    pub max_buffered_response_bytes: usize,
+    /// A client that takes no byte for this long is disconnected.
+    pub write_timeout: Duration,
+    /// Admin HTTP connections open at once.
+    pub admin_max_connections: usize,
+    /// An admin connection's whole life: headers in, answer out.
+    pub admin_timeout: Duration,
+}
+
+impl Default for ConnectionLimits {
+    /// The settings' defaults (`config.rs`).
+    fn default() -> Self {
+        Self {
+            max_buffered_response_bytes: 16 << 20,
+            write_timeout: Duration::from_secs(60),
+            admin_max_connections: 32,
+            admin_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -106,13 +136,16 @@ pub struct Running {
 pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
     let readiness = options.readiness.clone();
     readiness.set(false);
+    // The admin listener runs on a thread of its own: a flood of admin connections must not
+    // delay the supervisor (routing, timers), which runs on this one.
     let admin = match &options.admin_listen {
-        Some(addr) => Some(AdminServer::start(addr, readiness.clone()).await.map_err(
-            |source| ServerError::Bind {
-                addr: addr.clone(),
-                source,
-            },
-        )?),
+        Some(addr) => Some(
+            AdminServer::start(addr, readiness.clone(), AdminLimits::from(&options.limits))
+                .map_err(|source| ServerError::Bind {
+                    addr: addr.clone(),
+                    source,
+                })?,
+        ),
         None => None,
     };
     let loading = Instant::now();
@@ -149,15 +182,18 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
         clock: Clock::new(),
     })
     .start();
-    let sessions = Arc::new(SessionSettings::new(
-        options.max_frame_bytes,
-        options.max_in_flight,
-        options.max_connections,
-        options.idle_timeout,
-        uuid::Uuid::new_v4().to_string(),
-        options.authenticator,
-        supervisor.clone(),
-    ));
+    let sessions = Arc::new(
+        SessionSettings::new(
+            options.max_frame_bytes,
+            options.max_in_flight,
+            options.max_connections,
+            options.idle_timeout,
+            uuid::Uuid::new_v4().to_string(),
+            options.authenticator,
+            supervisor.clone(),
+        )
+        .with_limits(&options.limits),
+    );
     let (running, connections_done) = mpsc::channel(1);
     let listener = Listener::new(socket, handles, Arc::clone(&sessions), running).start();
     readiness.set(true);

@@ -13,7 +13,7 @@ use actix::prelude::*;
 use futures_util::stream;
 use metrics::counter;
 use muster_protocol::{encode_response, ErrorCode, Response, ResponseFrame};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -56,10 +56,24 @@ impl Actor for Listener {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         if let Some(listener) = self.listener.take() {
-            let accepts = stream::unfold(listener, |listener| async move {
-                let accepted = listener.accept().await;
-                Some((accepted, listener))
-            });
+            let accepts = stream::unfold(
+                (listener, AcceptBackoff::new("client")),
+                |(listener, mut backoff)| async move {
+                    loop {
+                        match listener.accept().await {
+                            Ok(accepted) => {
+                                backoff.succeeded();
+                                return Some((accepted, (listener, backoff)));
+                            }
+                            Err(e) => {
+                                if let Some(pause) = backoff.failed(&e) {
+                                    tokio::time::sleep(pause).await;
+                                }
+                            }
+                        }
+                    }
+                },
+            );
             ctx.add_stream(accepts);
         }
     }
@@ -80,16 +94,8 @@ impl Handler<StopAccepting> for Listener {
     }
 }
 
-impl StreamHandler<io::Result<(TcpStream, SocketAddr)>> for Listener {
-    fn handle(&mut self, item: io::Result<(TcpStream, SocketAddr)>, _: &mut Self::Context) {
-        let (stream, peer) = match item {
-            Ok(accepted) => accepted,
-            Err(e) => {
-                // Out of file descriptors and the like: keep listening.
-                warn!(error = %e, "accept failed");
-                return;
-            }
-        };
+impl StreamHandler<(TcpStream, SocketAddr)> for Listener {
+    fn handle(&mut self, (stream, peer): (TcpStream, SocketAddr), _: &mut Self::Context) {
         let Some(running) = &self.running else {
             // Accepted just as accepting stopped: shutdown no longer waits for it.
             return;
@@ -136,6 +142,78 @@ impl StreamHandler<io::Result<(TcpStream, SocketAddr)>> for Listener {
     fn finished(&mut self, _: &mut Self::Context) {}
 }
 
+/// Shortest pause after an accept that failed for want of resources.
+const ACCEPT_PAUSE_MIN: Duration = Duration::from_millis(10);
+
+/// Longest pause between accepts while they keep failing.
+const ACCEPT_PAUSE_MAX: Duration = Duration::from_secs(1);
+
+/// An accept loop's back-off. When the process runs out of file descriptors (EMFILE, ENFILE)
+/// or memory for sockets, the listening socket stays readable and every accept fails at once:
+/// retrying at once spins a core and writes a log line per attempt. Instead the loop pauses,
+/// 10 ms doubling to 1 s while failures last, back to none on the first success; and it logs
+/// one WARN when an episode starts and one, with the count of failures, when it ends.
+pub(crate) struct AcceptBackoff {
+    listener: &'static str,
+    failures: u64,
+    pause: Duration,
+    since: Option<Instant>,
+}
+
+impl AcceptBackoff {
+    pub(crate) fn new(listener: &'static str) -> Self {
+        Self {
+            listener,
+            failures: 0,
+            pause: Duration::ZERO,
+            since: None,
+        }
+    }
+
+    /// An accept failed: how long to pause before the next one (`None`: the failure was the
+    /// connection's own, accept again at once).
+    pub(crate) fn failed(&mut self, e: &io::Error) -> Option<Duration> {
+        counter!("muster_accept_errors_total", "listener" => self.listener).increment(1);
+        if matches!(
+            e.kind(),
+            io::ErrorKind::ConnectionAborted
+                | io::ErrorKind::ConnectionReset
+                | io::ErrorKind::Interrupted
+                | io::ErrorKind::WouldBlock
+        ) {
+            debug!(listener = self.listener, error = %e, "accept failed");
+            return None;
+        }
+        self.failures += 1;
+        if self.since.is_none() {
+            warn!(
+                listener = self.listener,
+                error = %e,
+                "accept failing (out of file descriptors?); backing off until it works again"
+            );
+            self.since = Some(Instant::now());
+            self.pause = ACCEPT_PAUSE_MIN;
+        } else {
+            self.pause = (self.pause * 2).min(ACCEPT_PAUSE_MAX);
+        }
+        Some(self.pause)
+    }
+
+    /// An accept worked: ends a back-off episode, if one was on.
+    pub(crate) fn succeeded(&mut self) {
+        if let Some(since) = self.since.take() {
+            warn!(
+                listener = self.listener,
+                failures = self.failures,
+                for_ms = since.elapsed().as_millis() as u64,
+                "accepting again after failed accepts"
+            );
+            self.failures = 0;
+            self.pause = Duration::ZERO;
+        }
+    }
+}
+
 /// Answers TOO_MANY_CONNECTIONS (correlation id 0) and closes, without starting a session.
 async fn refuse(mut stream: TcpStream) {
     let frame = ResponseFrame {
@@ -147,4 +225,30 @@ async fn refuse(mut stream: TcpStream) {
         let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&buf)).await;
     }
     let _ = stream.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_failures_back_off_doubling_to_a_second_and_reset_on_success() {
+        let mut backoff = AcceptBackoff::new("test");
+        let emfile = io::Error::other("Too many open files (os error 24)");
+        let pauses: Vec<u64> = (0..10)
+            .map(|_| backoff.failed(&emfile).map_or(0, |p| p.as_millis() as u64))
+            .collect();
+        assert_eq!(pauses, [10, 20, 40, 80, 160, 320, 640, 1000, 1000, 1000]);
+        assert_eq!(backoff.failures, 10);
+        backoff.succeeded();
+        assert_eq!(backoff.failures, 0);
+        assert_eq!(
+            backoff.failed(&emfile),
+            Some(ACCEPT_PAUSE_MIN),
+            "a new episode starts small"
+        );
+        // A connection that failed on its own (reset before it was accepted) costs no pause.
+        let aborted = io::Error::from(io::ErrorKind::ConnectionAborted);
+        assert_eq!(backoff.failed(&aborted), None);
+    }
 }

@@ -1,6 +1,7 @@
 //! `musterd`: load settings (flags > env > file > defaults), set up logs, open the data dir,
 //! serve the admin listener and clients until SIGINT or SIGTERM, then shut down gracefully.
-//! A second signal exits at once.
+//! A second signal exits at once. At start it raises the soft open-files limit to the hard
+//! one and makes any panic abort the process (`fatal.rs`).
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -8,9 +9,10 @@ use std::time::Duration;
 
 use muster_coordinator::storage::RedbStore;
 use muster_server::config::{ConfigError, Settings};
+use muster_server::fatal::install_abort_on_panic;
 use muster_server::telemetry::init_logging;
 use muster_server::{start, ServerOptions};
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 #[cfg(not(target_env = "msvc"))]
 #[global_allocator]
@@ -29,6 +31,9 @@ fn main() -> ExitCode {
         eprintln!("musterd: {e}");
         return ExitCode::from(2);
     }
+    // A panic anywhere stops the process (one ERROR line, then abort): never a zombie actor.
+    install_abort_on_panic();
+    raise_open_files_limit();
     match run(settings) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -49,6 +54,7 @@ fn run(settings: Settings) -> anyhow::Result<()> {
     options.max_in_flight = settings.max_in_flight as usize;
     options.max_connections = settings.max_connections as usize;
     options.idle_timeout = settings.idle_timeout();
+    options.limits = settings.connection_limits();
     options.workers = settings.workers;
     options.shutdown_timeout = Duration::from_millis(settings.shutdown_timeout_ms);
 
@@ -66,6 +72,21 @@ fn run(settings: Settings) -> anyhow::Result<()> {
         info!("bye");
         Ok(())
     })
+}
+
+/// Raises the soft open-files limit to the hard one: each client connection is a file
+/// descriptor, and distributions' soft default (1024) is far below `max_connections`. Logs
+/// both limits either way.
+fn raise_open_files_limit() {
+    let Ok((soft, hard)) = rlimit::Resource::NOFILE.get() else {
+        warn!("cannot read the open-files limit (RLIMIT_NOFILE)");
+        return;
+    };
+    match rlimit::increase_nofile_limit(hard) {
+        Ok(now) if now > soft => info!(soft = now, hard, was = soft, "open-files limit raised"),
+        Ok(now) => info!(soft = now, hard, "open-files limit"),
+        Err(e) => warn!(soft, hard, error = %e, "cannot raise the open-files limit"),
+    }
 }
 
 async fn wait_for_signal() {

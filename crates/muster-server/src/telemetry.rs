@@ -98,6 +98,18 @@ fn describe() {
         "Connections refused (reason: max_connections)"
     );
     describe_counter!(
+        "muster_connections_closed_total",
+        "Connections closed by the server for a client not reading its answers (reason: write_timeout, response_buffer)"
+    );
+    describe_counter!(
+        "muster_admin_connections_rejected_total",
+        "Admin HTTP connections closed at admin_max_connections"
+    );
+    describe_counter!(
+        "muster_accept_errors_total",
+        "Failed accepts (listener: client, admin), e.g. out of file descriptors"
+    );
+    describe_counter!(
         "muster_requests_total",
         "Requests answered, by type and error"
     );

@@ -17,6 +17,7 @@ use super::reply::ReplyTo;
 use crate::catalog::TopicCatalog;
 use crate::clock::Clock;
 use crate::engine::{error_like, Ctx, Event, Group, GroupState, Millis, Output};
+use crate::logsafe::{logsafe, logsafe_list};
 use crate::storage::{Mutation, Store};
 
 /// What every group actor shares.
@@ -142,7 +143,7 @@ impl GroupActor {
                 reply.send(Response::OffsetCommit(response));
             }
             Err(e) => {
-                error!(group_id = act.group.group_id(), error = %e, "offset commit not durable");
+                error!(group_id = %logsafe(act.group.group_id()), error = %e, "offset commit not durable");
                 let failed = error_like(
                     &Response::OffsetCommit(response),
                     ErrorCode::CoordinatorNotAvailable,
@@ -170,7 +171,7 @@ impl GroupActor {
             }]);
             ctx.spawn(durable.into_actor(self).map(|result, act, _| {
                 if let Err(e) = result {
-                    error!(group_id = act.group.group_id(), error = %e, "expired offsets not deleted");
+                    error!(group_id = %logsafe(act.group.group_id()), error = %e, "expired offsets not deleted");
                 }
             }));
         }
@@ -228,7 +229,7 @@ impl GroupActor {
                     }
                 }
                 Err(e) => {
-                    error!(group_id = act.group.group_id(), error = %e,
+                    error!(group_id = %logsafe(act.group.group_id()), error = %e,
                         "group metadata not durable; answering COORDINATOR_NOT_AVAILABLE");
                     for (to, response) in replies {
                         to.send(error_like(&response, ErrorCode::CoordinatorNotAvailable));
@@ -358,12 +359,12 @@ impl Handler<Delete> for GroupActor {
         }]);
         Box::pin(durable.into_actor(self).map(|result, act, ctx| match result {
             Ok(()) => {
-                info!(group_id = act.group.group_id(), "group deleted");
+                info!(group_id = %logsafe(act.group.group_id()), "group deleted");
                 ctx.stop();
                 ErrorCode::None
             }
             Err(e) => {
-                error!(group_id = act.group.group_id(), error = %e, "group deletion not durable");
+                error!(group_id = %logsafe(act.group.group_id()), error = %e, "group deletion not durable");
                 ErrorCode::CoordinatorNotAvailable
             }
         }))
@@ -395,13 +396,15 @@ impl Handler<AbortHeld> for GroupActor {
     }
 }
 
+/// Logs an engine event. Ids are client-supplied: every one goes through [`logsafe`].
 fn log_event(group_id: &str, event: &Event) {
+    let group_id = logsafe(group_id);
     match event {
         Event::RebalanceStarted {
             trigger,
             generation,
         } => debug!(
-            group_id,
+            %group_id,
             generation,
             trigger = trigger.as_str(),
             "rebalance started"
@@ -417,10 +420,10 @@ fn log_event(group_id: &str, event: &Event) {
         } => {
             crate::metrics::rebalance_completed(*trigger, *barrier_ms);
             info!(
-                group_id,
+                %group_id,
                 generation,
                 members,
-                assignor = assignor.as_deref().unwrap_or("-"),
+                assignor = %logsafe(assignor.as_deref().unwrap_or("-")),
                 barrier_ms,
                 trigger = trigger.as_str(),
                 added,
@@ -433,32 +436,33 @@ fn log_event(group_id: &str, event: &Event) {
             last_heard_ms_ago,
         } => {
             crate::metrics::session_expired();
-            info!(group_id, member_id, last_heard_ms_ago, "session expired")
+            info!(%group_id, member_id = %logsafe(member_id), last_heard_ms_ago, "session expired")
         }
         Event::NewMemberTimedOut { member_id } => {
             info!(
-                group_id,
-                member_id, "new member's join held too long; refused"
+                %group_id,
+                member_id = %logsafe(member_id),
+                "new member's join held too long; refused"
             )
         }
         Event::BarrierSlow {
             waiting_for,
             elapsed_ms,
         } => warn!(
-            group_id,
+            %group_id,
             elapsed_ms,
-            waiting_for = ?waiting_for,
+            waiting_for = %logsafe_list(waiting_for),
             "rebalance past half its timeout, waiting for members to rejoin"
         ),
         Event::OffsetsExpired { partitions } => {
-            info!(group_id, partitions, "offsets expired (retention)")
+            info!(%group_id, partitions, "offsets expired (retention)")
         }
-        Event::GroupRemoved => info!(group_id, "empty group removed (retention)"),
+        Event::GroupRemoved => info!(%group_id, "empty group removed (retention)"),
         Event::EvictedAtBarrier { member_ids } => {
-            warn!(group_id, members = ?member_ids, "members did not rejoin before the rebalance timeout")
+            warn!(%group_id, members = %logsafe_list(member_ids), "members did not rejoin before the rebalance timeout")
         }
         Event::EvictedAtSync { member_ids } => {
-            warn!(group_id, members = ?member_ids, "members did not sync before the rebalance timeout")
+            warn!(%group_id, members = %logsafe_list(member_ids), "members did not sync before the rebalance timeout")
         }
     }
 }

@@ -30,6 +30,7 @@ use crate::catalog::TopicCatalog;
 use crate::clock::Clock;
 use crate::config::GroupConfig;
 use crate::engine::{absent_group, validate_group_id, AbsentGroup, Group, GroupState, Map, Millis};
+use crate::logsafe::{logsafe, logsafe_list};
 use crate::storage::{GroupRecord, Mutation, OffsetWrite, Store, StoredState};
 
 /// Which groups this node coordinates. A single node owns every group; a clustered node
@@ -493,7 +494,7 @@ impl Supervisor {
                         act.catalog.install(&changes);
                         let names: Arc<[String]> =
                             changes.iter().map(|t| t.topic.clone()).collect();
-                        info!(topics = ?names, "topic catalog changed");
+                        info!(topics = %logsafe_list(&names), "topic catalog changed");
                         for entry in act.groups.values() {
                             entry.addr.do_send(TopicsChanged(Arc::clone(&names)));
                         }
@@ -556,7 +557,7 @@ impl Handler<Route> for Supervisor {
                 None
             }
             AbsentGroup::Create => {
-                debug!(group_id, "group created");
+                debug!(group_id = %logsafe(&group_id), "group created");
                 let group = Group::new(group_id, Arc::clone(&self.config), self.clock.now());
                 let (group_id, addr) = self.spawn_group(group, ctx);
                 addr.do_send(call);

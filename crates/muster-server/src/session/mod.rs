@@ -7,7 +7,9 @@
 //! Backpressure: each request takes a slot from the connection's in-flight semaphore, released
 //! by the writer when its response has been written. With every slot taken the session stops
 //! reading, so a client that floods requests or never reads its responses holds a bounded
-//! amount of memory.
+//! amount of memory. The writer also takes every free slot while the connection's unwritten
+//! answers are over `max_buffered_response_bytes` (so the session stops reading then too), and
+//! ends the connection when the client takes no byte for `write_timeout_ms`.
 
 mod burst;
 mod routing;
@@ -21,12 +23,13 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use bytes::BytesMut;
-use metrics::gauge;
+use metrics::{counter, gauge};
 use muster_coordinator::actors::{AdminCall, ReplyTo, Supervisor, Ticket};
 use muster_coordinator::engine::ClientInfo;
+use muster_coordinator::logsafe;
 use muster_protocol::{
-    correlation_hint, decode_request, ErrorCode, HelloRequest, HelloResponse, Request,
-    RequestFrame, Response, MAX_PROTOCOL_VERSION, MIN_PROTOCOL_VERSION,
+    check_frame_length, correlation_hint, decode_request, ErrorCode, HelloRequest, HelloResponse,
+    Request, RequestFrame, Response, MAX_PROTOCOL_VERSION, MIN_PROTOCOL_VERSION,
 };
 use tokio::io::WriteHalf;
 use tokio::net::TcpStream;
@@ -36,7 +39,7 @@ use tracing::{debug, warn};
 
 use self::burst::{Bursts, Incoming};
 use self::routing::Router;
-use self::writer::{write_responses, Outbox, ToWriter};
+use self::writer::{write_responses, Outbox, ToWriter, WriteEnd, WriterLimits};
 use crate::auth::Authenticator;
 pub use crate::telemetry::NO_REQUEST;
 
@@ -46,6 +49,8 @@ pub struct SessionSettings {
     pub max_in_flight: usize,
     pub max_connections: usize,
     pub idle_timeout: Option<Duration>,
+    /// Each connection's bound on unwritten answers and its write timeout.
+    pub(crate) writer: WriterLimits,
     pub server_id: String,
     pub authenticator: Arc<dyn Authenticator>,
     pub supervisor: Addr<Supervisor>,
@@ -69,12 +74,19 @@ impl SessionSettings {
             max_in_flight,
             max_connections,
             idle_timeout,
+            writer: WriterLimits::from(&crate::ConnectionLimits::default()),
             server_id,
             authenticator,
             supervisor,
             open_connections: AtomicUsize::new(0),
             shutdown: watch::channel(false).0,
         }
+    }
+
+    /// Each connection's bound on unwritten answers and its write timeout.
+    pub fn with_limits(mut self, limits: &crate::ConnectionLimits) -> Self {
+        self.writer = WriterLimits::from(limits);
+        self
     }
 
     /// Tells every session to write what it has queued and close.
@@ -219,9 +231,13 @@ impl Session {
             request_tag,
             arrived: started,
         };
-        if frame.is_empty() {
-            warn!(parent: &self.span, "zero-length frame; closing");
-            let last = ticket(0, NO_REQUEST).answer(too_large("frame length 0"));
+        // The codec already refused lengths over the limit before reading them; the protocol
+        // crate's rule also refuses 0 (every payload holds at least a correlation id). A frame
+        // is at most `max_frame_bytes`, so its length fits a u32.
+        let declared = u32::try_from(frame.len()).unwrap_or(u32::MAX);
+        if let Err(e) = check_frame_length(declared, self.slot.settings.max_frame_bytes) {
+            warn!(parent: &self.span, error = %e, "bad frame length; closing");
+            let last = ticket(0, NO_REQUEST).answer(too_large(&e.to_string()));
             return self.close_with(ToWriter::One(last), ctx);
         }
         let RequestFrame {
@@ -288,7 +304,10 @@ impl Session {
             return self.close_with(ToWriter::One(ticket.answer(response)), ctx);
         }
         self.greeted = true;
-        self.span.record("client_id", hello.client_id.as_str());
+        self.span.record(
+            "client_id",
+            tracing::field::display(logsafe(&hello.client_id)),
+        );
         self.client.client_id = Arc::from(hello.client_id.as_str());
         debug!(parent: &self.span, "hello");
         self.answer(ticket, answer(ErrorCode::None, &self.settings));
@@ -328,9 +347,23 @@ impl Actor for Session {
             // Shutdown waits for the writer too: it may outlive the session while it writes
             // what is queued.
             let running = self.slot.running.clone();
+            let limits = self.settings.writer;
             actix::spawn(async move {
-                if let Err(e) = write_responses(write, rx, permits, close_rx, shutdown).await {
-                    debug!(parent: &span, error = %e, "connection write failed");
+                match write_responses(write, rx, permits, limits, close_rx, shutdown).await {
+                    Ok(()) => {}
+                    Err(WriteEnd::Io(e)) => {
+                        debug!(parent: &span, error = %e, "connection write failed");
+                    }
+                    Err(e @ WriteEnd::Timeout(_)) => {
+                        counter!("muster_connections_closed_total", "reason" => "write_timeout")
+                            .increment(1);
+                        warn!(parent: &span, error = %e, "slow reader; connection closed");
+                    }
+                    Err(e @ WriteEnd::Overflow(_)) => {
+                        counter!("muster_connections_closed_total", "reason" => "response_buffer")
+                            .increment(1);
+                        warn!(parent: &span, error = %e, "client not reading; connection closed");
+                    }
                 }
                 session.do_send(WriterDone);
                 drop(running);

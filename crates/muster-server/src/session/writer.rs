@@ -9,12 +9,12 @@
 
 use std::io;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use futures_util::FutureExt;
 use muster_coordinator::actors::{Answer, ReplySink};
 use muster_protocol::{encode_response, ErrorCode, Response, ResponseFrame};
-use tokio::io::{AsyncWriteExt, WriteHalf};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 use tracing::info;
 
@@ -66,57 +66,195 @@ impl ReplySink for Outbox {
     }
 }
 
+/// A connection writer's limits (protocol §1 "Backpressure").
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WriterLimits {
+    /// Encoded answers not yet written at which the session stops reading (the writer takes
+    /// every free in-flight slot until the buffer drains below it). Twice this, with more than
+    /// one answer buffered and the socket not taking bytes, closes the connection.
+    pub max_buffered: usize,
+    /// A socket that takes no byte for this long closes the connection.
+    pub write_timeout: Duration,
+}
+
+impl From<&crate::ConnectionLimits> for WriterLimits {
+    fn from(limits: &crate::ConnectionLimits) -> Self {
+        Self {
+            max_buffered: limits.max_buffered_response_bytes,
+            write_timeout: limits.write_timeout,
+        }
+    }
+}
+
+/// Why a connection's writer ended other than by closing cleanly.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum WriteEnd {
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    #[error("the client took no bytes for {0:?} (write timeout)")]
+    Timeout(Duration),
+    #[error("{0} bytes of answers unread by the client (over twice the buffer bound)")]
+    Overflow(usize),
+}
+
 /// Writes responses as they come, batching whatever is ready into one write, and gives the
 /// answered requests' in-flight slots back once their bytes are written. On `close` it writes
 /// what is already queued and shuts the socket.
-pub(crate) async fn write_responses(
-    mut write: WriteHalf<TcpStream>,
+///
+/// The fast path (the socket takes the batch at once) is one write per batch, as before any
+/// limit: no timer, no extra clock read. Only when the socket does not take the bytes does the
+/// writer arm the write timeout, and while it waits it keeps taking answers off the channel
+/// and encoding them, so what a connection holds is counted in encoded bytes: at
+/// [`WriterLimits::max_buffered`] it withholds the in-flight slots (the session stops reading,
+/// as at `max_in_flight`), and at twice that it gives up on the client.
+pub(crate) async fn write_responses<W: AsyncWrite + Unpin>(
+    mut write: W,
     mut rx: mpsc::UnboundedReceiver<ToWriter>,
     permits: Arc<Semaphore>,
+    limits: WriterLimits,
     mut close: oneshot::Receiver<()>,
     mut shutdown: watch::Receiver<bool>,
-) -> io::Result<()> {
+) -> Result<(), WriteEnd> {
     let mut out = Encoder::new();
+    let mut gate = Gate {
+        permits,
+        withheld: 0,
+        max_buffered: limits.max_buffered,
+    };
+    let mut closing = false;
+    // Armed only while the socket refuses bytes; reset on every write that makes progress.
+    let timer = tokio::time::sleep(limits.write_timeout);
+    tokio::pin!(timer);
     loop {
-        let first = tokio::select! {
-            biased;
-            msg = rx.recv() => msg,
-            _ = &mut close => None,
-            _ = shutdown.wait_for(|down| *down) => None,
-        };
-        out.now = Instant::now();
-        let Some(first) = first else {
-            // Closing (or shutting down): write what is already queued, then close the socket.
-            while let Ok(next) = rx.try_recv() {
-                out.push(next);
+        if out.unwritten() == 0 {
+            if closing {
+                tokio::time::timeout(limits.write_timeout, write.shutdown())
+                    .await
+                    .map_err(|_| WriteEnd::Timeout(limits.write_timeout))??;
+                return Ok(());
             }
-            write.write_all(&out.buf).await?;
-            write.shutdown().await?;
-            return Ok(());
-        };
-        out.push(first);
-        while out.buf.len() < WRITE_BATCH_BYTES {
-            match rx.try_recv() {
-                Ok(next) => out.push(next),
-                Err(_) => break,
+            let first = tokio::select! {
+                biased;
+                msg = rx.recv() => msg,
+                _ = &mut close => None,
+                _ = shutdown.wait_for(|down| *down) => None,
+            };
+            out.now = Instant::now();
+            match first {
+                Some(first) => out.push(first),
+                None => closing = true,
             }
+            if closing {
+                // Closing (or shutting down): write what is already queued, then close.
+                while let Ok(next) = rx.try_recv() {
+                    out.push(next);
+                }
+            } else {
+                while out.buf.len() < WRITE_BATCH_BYTES {
+                    match rx.try_recv() {
+                        Ok(next) => out.push(next),
+                        Err(_) => break,
+                    }
+                }
+            }
+            out.metrics.flush();
+            gate.check(out.unwritten());
         }
-        out.metrics.flush();
-        write.write_all(&out.buf).await?;
-        out.buf.clear();
-        // One large answer (a 10 000-member leader's JoinGroup is ~1 MB) grows the buffer; the
-        // connection should not keep that high-water mark for the rest of its life.
-        out.buf.shrink_to(WRITE_BUF_KEEP);
-        // The responses are on the wire: their in-flight slots are free again.
-        permits.add_permits(std::mem::take(&mut out.answered));
+        // Fast path: the socket takes the bytes now.
+        let attempt = write.write(out.pending()).now_or_never();
+        let written = match attempt {
+            Some(written) => written?,
+            None => {
+                // The client is not reading fast enough: wait for the socket, the timeout, or
+                // more answers (encoded meanwhile, so the bound counts them).
+                timer
+                    .as_mut()
+                    .reset(tokio::time::Instant::now() + limits.write_timeout);
+                loop {
+                    tokio::select! {
+                        biased;
+                        written = write.write(out.pending()) => break written?,
+                        msg = rx.recv(), if !closing => {
+                            let Some(msg) = msg else {
+                                closing = true;
+                                continue;
+                            };
+                            out.now = Instant::now();
+                            out.compact();
+                            out.push(msg);
+                            out.metrics.flush();
+                            gate.check(out.unwritten());
+                            if out.unwritten() > limits.max_buffered.saturating_mul(2)
+                                && out.buffered_answers > 1
+                            {
+                                return Err(WriteEnd::Overflow(out.unwritten()));
+                            }
+                        }
+                        _ = &mut close, if !closing => closing = true,
+                        _ = shutdown.wait_for(|down| *down), if !closing => closing = true,
+                        _ = &mut timer => return Err(WriteEnd::Timeout(limits.write_timeout)),
+                    }
+                    if closing {
+                        // What was queued before the close still goes (within the timeout).
+                        out.compact();
+                        while let Ok(next) = rx.try_recv() {
+                            out.push(next);
+                        }
+                    }
+                }
+            }
+        };
+        if written == 0 {
+            return Err(io::Error::from(io::ErrorKind::WriteZero).into());
+        }
+        out.written += written;
+        if out.unwritten() == 0 {
+            out.clear();
+            // The responses are on the wire: their in-flight slots are free again.
+            gate.permits.add_permits(std::mem::take(&mut out.answered));
+            gate.check(0);
+        }
+    }
+}
+
+/// The byte bound on a connection's unwritten answers, enforced through its in-flight slots:
+/// at the bound the writer takes every free slot (the session, finding none, stops reading
+/// until one comes back), and gives them back once the buffer is under the bound again.
+struct Gate {
+    permits: Arc<Semaphore>,
+    /// Free slots the writer took because the buffer is at the bound.
+    withheld: usize,
+    max_buffered: usize,
+}
+
+impl Gate {
+    fn check(&mut self, unwritten: usize) {
+        if unwritten >= self.max_buffered {
+            let free = self.permits.available_permits();
+            if free > 0 {
+                if let Ok(taken) = self
+                    .permits
+                    .try_acquire_many(u32::try_from(free).unwrap_or(u32::MAX))
+                {
+                    self.withheld += taken.num_permits();
+                    taken.forget();
+                }
+            }
+        } else if self.withheld > 0 {
+            self.permits.add_permits(std::mem::take(&mut self.withheld));
+        }
     }
 }
 
 /// The writer's buffer of encoded answers not yet written.
 struct Encoder {
     buf: Vec<u8>,
+    /// How much of `buf` is on the wire already.
+    written: usize,
     /// In-flight slots the answers in `buf` hold.
     answered: usize,
+    /// Answers encoded into `buf` (slotted or not).
+    buffered_answers: usize,
     /// When this round of answers was taken (one clock read per write for their latencies).
     now: Instant,
     metrics: RequestMetrics,
@@ -126,10 +264,39 @@ impl Encoder {
     fn new() -> Self {
         Self {
             buf: Vec::with_capacity(WRITE_BUF_KEEP),
+            written: 0,
             answered: 0,
+            buffered_answers: 0,
             now: Instant::now(),
             metrics: RequestMetrics::new(),
         }
+    }
+
+    /// Encoded bytes not yet written.
+    fn unwritten(&self) -> usize {
+        self.buf.len() - self.written
+    }
+
+    fn pending(&self) -> &[u8] {
+        &self.buf[self.written..]
+    }
+
+    /// Drops the written prefix once it is large (the buffer grows while the socket waits).
+    fn compact(&mut self) {
+        if self.written >= WRITE_BATCH_BYTES {
+            self.buf.drain(..self.written);
+            self.written = 0;
+        }
+    }
+
+    /// Everything is written: start over with a small buffer.
+    fn clear(&mut self) {
+        self.buf.clear();
+        self.written = 0;
+        self.buffered_answers = 0;
+        // One large answer (a 10 000-member leader's JoinGroup is ~1 MB) grows the buffer; the
+        // connection should not keep that high-water mark for the rest of its life.
+        self.buf.shrink_to(WRITE_BUF_KEEP);
     }
 
     fn push(&mut self, next: ToWriter) {
@@ -149,6 +316,7 @@ impl Encoder {
     }
 
     fn encode(&mut self, Answer { ticket, response }: Answer) {
+        self.buffered_answers += 1;
         let latency = self.now.saturating_duration_since(ticket.arrived);
         self.metrics.record(ticket.request_tag, &response, latency);
         let frame = ResponseFrame {
@@ -185,6 +353,121 @@ mod tests {
         .answer(Response::Heartbeat(HeartbeatResponse {
             error_code: ErrorCode::None.code(),
         }))
+    }
+
+    /// A heartbeat answer's frame: 4 + 4 + 4 + 2 bytes.
+    const HEARTBEAT_FRAME: usize = 14;
+
+    /// A writer on one end of an in-memory pipe of `pipe` bytes, the session's side of its
+    /// channel, and its in-flight slots (`slots` of them, all taken as by the session).
+    struct Harness {
+        outbox: Arc<Outbox>,
+        permits: Arc<Semaphore>,
+        reader: tokio::io::DuplexStream,
+        task: tokio::task::JoinHandle<Result<(), WriteEnd>>,
+        _close: oneshot::Sender<()>,
+        _shutdown: watch::Sender<bool>,
+    }
+
+    fn harness(pipe: usize, slots: usize, limits: WriterLimits) -> Harness {
+        let (writer, reader) = tokio::io::duplex(pipe);
+        let (outbox, rx) = Outbox::new();
+        let permits = Arc::new(Semaphore::new(slots));
+        permits
+            .try_acquire_many(u32::try_from(slots).expect("few"))
+            .expect("free slots")
+            .forget();
+        let (close, close_rx) = oneshot::channel();
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let task = tokio::spawn(write_responses(
+            writer,
+            rx,
+            Arc::clone(&permits),
+            limits,
+            close_rx,
+            shutdown_rx,
+        ));
+        Harness {
+            outbox,
+            permits,
+            reader,
+            task,
+            _close: close,
+            _shutdown: shutdown,
+        }
+    }
+
+    /// Polls `cond` every millisecond for up to 5 s.
+    async fn eventually(mut cond: impl FnMut() -> bool) -> bool {
+        for _ in 0..5_000 {
+            if cond() {
+                return true;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        false
+    }
+
+    #[tokio::test]
+    async fn at_the_byte_bound_the_writer_withholds_free_slots_until_the_client_reads() {
+        use tokio::io::AsyncReadExt;
+        let limits = WriterLimits {
+            max_buffered: 10 * HEARTBEAT_FRAME,
+            write_timeout: Duration::from_secs(60),
+        };
+        // 100 slots, 20 of them taken by requests whose answers the client does not read.
+        let mut h = harness(16, 100, limits);
+        h.permits.add_permits(80);
+        for i in 0..20 {
+            h.outbox.send(answer(i));
+        }
+        let permits = Arc::clone(&h.permits);
+        assert!(
+            eventually(|| permits.available_permits() == 0).await,
+            "the session would stop reading"
+        );
+        // The client reads everything: every slot comes back.
+        let mut buf = vec![0u8; 20 * HEARTBEAT_FRAME];
+        h.reader.read_exact(&mut buf).await.expect("answers");
+        assert!(eventually(|| permits.available_permits() == 100).await);
+        assert!(!h.task.is_finished());
+    }
+
+    #[tokio::test]
+    async fn a_client_that_takes_nothing_for_the_write_timeout_is_given_up() {
+        let limits = WriterLimits {
+            max_buffered: 1 << 20,
+            write_timeout: Duration::from_millis(50),
+        };
+        let h = harness(16, 10, limits);
+        for i in 0..10 {
+            h.outbox.send(answer(i));
+        }
+        let ended = tokio::time::timeout(Duration::from_secs(5), h.task)
+            .await
+            .expect("the writer ends")
+            .expect("no panic");
+        assert!(matches!(ended, Err(WriteEnd::Timeout(_))), "{ended:?}");
+        drop(h.reader);
+    }
+
+    #[tokio::test]
+    async fn unread_answers_over_twice_the_bound_end_the_connection() {
+        let limits = WriterLimits {
+            max_buffered: 10 * HEARTBEAT_FRAME,
+            write_timeout: Duration::from_secs(60),
+        };
+        let h = harness(16, 100, limits);
+        for i in 0..100 {
+            h.outbox.send(answer(i));
+            tokio::task::yield_now().await;
+        }
+        let ended = tokio::time::timeout(Duration::from_secs(5), h.task)
+            .await
+            .expect("the writer ends")
+            .expect("no panic");
+        assert!(matches!(ended, Err(WriteEnd::Overflow(_))), "{ended:?}");
+        drop(h.reader);
     }
 
     #[test]

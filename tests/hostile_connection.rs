@@ -1,0 +1,291 @@
+//! Hostile connections over real TCP (issue #11): a client that pipelines requests with large
+//! answers and never reads them, and admin HTTP clients that send half a header or open more
+//! connections than the cap. While a slow reader is at it, the server's memory stays bounded
+//! and another client's heartbeats keep being answered.
+//!
+//! The tests of this file run one at a time (they watch the process' memory and metrics).
+
+mod common;
+
+use std::time::Duration;
+
+use anyhow::{ensure, Context as _, Result};
+use common::*;
+use muster_server::ServerThread;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+use tokio::sync::Mutex;
+
+/// One test at a time: they read process-wide figures (RSS, counters).
+static SERIAL: Mutex<()> = Mutex::const_new(());
+
+/// Topics the slow reader's DescribeTopics lists, with names of the longest length allowed:
+/// one answer is then ~0.5 MB.
+const TOPICS: usize = 2_000;
+
+/// The process' resident memory, in bytes (the server runs in this process).
+fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// The value of one counter series in the process' metrics (0 if absent).
+fn counter_value(series: &str) -> f64 {
+    muster_server::telemetry::render_metrics()
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+fn closed_for(reason: &str) -> f64 {
+    counter_value(&format!(
+        "muster_connections_closed_total{{reason=\"{reason}\"}}"
+    ))
+}
+
+/// Creates [`TOPICS`] topics with 240-byte names, so that one DescribeTopics answer is large.
+async fn many_long_topics(server: &ServerThread) -> Result<()> {
+    let mut admin = Conn::connect(server.local_addr(), "admin").await?;
+    let names: Vec<String> = (0..TOPICS)
+        .map(|i| format!("{i:06}{}", "t".repeat(234)))
+        .collect();
+    for chunk in names.chunks(200) {
+        let topics: Vec<(&str, i32)> = chunk.iter().map(|n| (n.as_str(), 1)).collect();
+        let created = as_create_topics(admin.call(create_topics(&topics)).await?);
+        ensure!(
+            created.results.iter().all(|r| r.error_code == 0),
+            "topics created: {:?}",
+            created.results.first()
+        );
+    }
+    Ok(())
+}
+
+/// A connection that says Hello, then pipelines `n` DescribeTopics of every topic and never
+/// reads a byte. Its receive buffer is small, so the server's writes block soon.
+async fn slow_reader(server: &ServerThread, n: usize) -> Result<TcpStream> {
+    let socket = TcpSocket::new_v4()?;
+    socket.set_recv_buffer_size(4096)?;
+    let mut stream = socket.connect(server.local_addr()).await?;
+    let mut bytes = frame(&payload(1, hello(1, "slow-reader")));
+    for i in 0..n {
+        let id = u32::try_from(i + 2).context("small")?;
+        bytes.extend(frame(&payload(id, describe_topics(None))));
+    }
+    stream.write_all(&bytes).await?;
+    Ok(stream)
+}
+
+/// Heartbeats `member` every 20 ms until `done` says stop; each must be answered NONE.
+async fn keep_heartbeating(
+    mut member: Member,
+    done: tokio::sync::watch::Receiver<bool>,
+) -> Result<usize> {
+    let mut answered = 0;
+    while !*done.borrow() {
+        let got = member.heartbeat().await?;
+        ensure!(got == 0, "heartbeat answered {got}");
+        answered += 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(answered)
+}
+
+/// Reads (and drops) what the server sent until it closes the connection; fails if it does
+/// not within `limit`.
+async fn drained_until_closed(stream: &mut TcpStream, limit: Duration) -> Result<usize> {
+    let mut total = 0;
+    let mut buf = vec![0u8; 64 * 1024];
+    tokio::time::timeout(limit, async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => total += n,
+            }
+        }
+    })
+    .await
+    .context("the server did not close the connection")?;
+    Ok(total)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_is_closed_after_the_write_timeout() -> Result<()> {
+    let _serial = SERIAL.lock().await;
+    let server = start_server_with(fast_config(), |o| {
+        o.limits.write_timeout = Duration::from_millis(300);
+    });
+    many_long_topics(&server).await?;
+    let members = form_group(server.local_addr(), "bystander", 1, 10_000, 10_000).await?;
+    let (stop, done) = tokio::sync::watch::channel(false);
+    let heartbeats = tokio::spawn(keep_heartbeating(
+        members.into_iter().next().context("a member")?,
+        done,
+    ));
+    let before = closed_for("write_timeout");
+    // ~20 MB of answers: far more than the socket buffers take, under twice the 16 MiB bound.
+    let mut stream = slow_reader(&server, 40).await?;
+    // The server gives up on the client: the counter moves, and reading what it had sent
+    // ends in a close, before all forty answers (some 20 MB) arrived.
+    let mut waited = Duration::ZERO;
+    while closed_for("write_timeout") <= before {
+        ensure!(waited < ANSWER_TIMEOUT, "no write timeout counted");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        waited += Duration::from_millis(20);
+    }
+    let read = drained_until_closed(&mut stream, ANSWER_TIMEOUT).await?;
+    ensure!(
+        read < 40 * TOPICS * 240,
+        "{read} bytes read: the answers were not cut short"
+    );
+    stop.send_replace(true);
+    let answered = heartbeats.await??;
+    ensure!(answered > 0, "the bystander's heartbeats were answered");
+    server.stop();
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_holds_bounded_memory() -> Result<()> {
+    let _serial = SERIAL.lock().await;
+    let server = start_server_with(fast_config(), |o| {
+        o.limits.max_buffered_response_bytes = 4 << 20;
+        // Long: here the buffer bound, not the timeout, ends the connection.
+        o.limits.write_timeout = Duration::from_secs(600);
+    });
+    many_long_topics(&server).await?;
+    let members = form_group(server.local_addr(), "bystander-mem", 1, 10_000, 10_000).await?;
+    let (stop, done) = tokio::sync::watch::channel(false);
+    let heartbeats = tokio::spawn(keep_heartbeating(
+        members.into_iter().next().context("a member")?,
+        done,
+    ));
+    let base = rss_bytes();
+    let before = closed_for("response_buffer");
+    // 400 answers of ~0.5 MB: some 200 MB if the server buffered them all for the client.
+    let mut stream = slow_reader(&server, 400).await?;
+    let mut peak = base;
+    let mut waited = Duration::ZERO;
+    while closed_for("response_buffer") <= before {
+        peak = peak.max(rss_bytes());
+        ensure!(
+            waited < ANSWER_TIMEOUT * 3,
+            "the connection was never closed"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        waited += Duration::from_millis(10);
+    }
+    drained_until_closed(&mut stream, ANSWER_TIMEOUT).await?;
+    peak = peak.max(rss_bytes());
+    let grown = peak.saturating_sub(base);
+    ensure!(
+        grown < 96 << 20,
+        "memory grew {} MiB for one client that never reads",
+        grown >> 20
+    );
+    stop.send_replace(true);
+    let answered = heartbeats.await??;
+    ensure!(answered > 0, "the bystander's heartbeats were answered");
+    server.stop();
+    Ok(())
+}
+
+/// Starts a server with an admin listener whose limits are `timeout` and `max_connections`.
+fn admin_server(timeout: Duration, max_connections: usize) -> ServerThread {
+    start_server_with(fast_config(), |o| {
+        o.admin_listen = Some("127.0.0.1:0".into());
+        o.limits.admin_timeout = timeout;
+        o.limits.admin_max_connections = max_connections;
+    })
+}
+
+/// Reads until the server closes; the bytes it sent.
+async fn read_to_close(stream: &mut TcpStream) -> Result<Vec<u8>> {
+    let mut got = Vec::new();
+    tokio::time::timeout(ANSWER_TIMEOUT, async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await
+    .context("the admin listener did not close the connection")?;
+    Ok(got)
+}
+
+#[tokio::test]
+async fn an_admin_client_sending_half_a_header_is_disconnected() -> Result<()> {
+    let _serial = SERIAL.lock().await;
+    let server = admin_server(Duration::from_millis(200), 8);
+    let addr = server.admin_addr().context("admin listener")?;
+    // Its own thread, not the supervisor's.
+    let threads: Vec<String> = std::fs::read_dir("/proc/self/task")?
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .collect();
+    ensure!(
+        threads.iter().any(|t| t.trim() == "musterd-admin"),
+        "an admin thread: {threads:?}"
+    );
+    let mut slow = TcpStream::connect(addr).await?;
+    slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        .await?;
+    read_to_close(&mut slow).await?;
+    // The listener still serves a polite client.
+    let mut polite = TcpStream::connect(addr).await?;
+    polite
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await?;
+    let answer = String::from_utf8_lossy(&read_to_close(&mut polite).await?).into_owned();
+    ensure!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn admin_connections_over_the_cap_are_closed_and_bodies_refused() -> Result<()> {
+    let _serial = SERIAL.lock().await;
+    // A long timeout: only the cap can close the third connection this soon.
+    let server = admin_server(Duration::from_secs(120), 2);
+    let addr = server.admin_addr().context("admin listener")?;
+    let mut first = TcpStream::connect(addr).await?;
+    let mut second = TcpStream::connect(addr).await?;
+    // Each holds a slot once it is accepted: the first bytes of a request answered prove it.
+    first.write_all(b"GET /readyz HTTP/1.1\r\n").await?;
+    second.write_all(b"GET /readyz HTTP/1.1\r\n").await?;
+    let mut closed_at_once = 0;
+    for _ in 0..3 {
+        let mut third = TcpStream::connect(addr).await?;
+        let got = read_to_close(&mut third).await?;
+        ensure!(got.is_empty(), "refused without an answer");
+        closed_at_once += 1;
+    }
+    ensure!(closed_at_once == 3);
+    // The two within the cap are still served.
+    first.write_all(b"Host: x\r\n\r\n").await?;
+    let answer = String::from_utf8_lossy(&read_to_close(&mut first).await?).into_owned();
+    ensure!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    // A request with a body, and a head over the limit, are refused.
+    second
+        .write_all(b"Host: x\r\nContent-Length: 5\r\n\r\nhello")
+        .await?;
+    let answer = String::from_utf8_lossy(&read_to_close(&mut second).await?).into_owned();
+    ensure!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    let mut long = TcpStream::connect(addr).await?;
+    let head = format!(
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Long: {}\r\n\r\n",
+        "a".repeat(64 * 1024)
+    );
+    let _ = long.write_all(head.as_bytes()).await;
+    let answer = String::from_utf8_lossy(&read_to_close(&mut long).await?).into_owned();
+    ensure!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 431"),
+        "{answer}"
+    );
+    Ok(())
+}
