@@ -62,7 +62,17 @@ async fn metrics_move_during_a_rebalance() -> anyhow::Result<()> {
 
     let _members = form_group(server.local_addr(), "metrics-g", 2, 10_000, 5_000).await?;
 
-    let (_, after) = http_get(admin, "/metrics")?;
+    // The per-state gauges are set by the supervisor when a group tells it of a new state,
+    // which may land a moment after the SyncGroup answers (the admin listener has its own
+    // thread): give them a bounded moment.
+    let mut after = String::new();
+    for _ in 0..100 {
+        after = http_get(admin, "/metrics")?.1;
+        if sample(&after, "muster_groups", &["state=\"Stable\""]) >= 1.0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     assert!(
         sample(&after, "muster_rebalances_total", &[]) >= rebalances + 1.0,
         "{after}"
