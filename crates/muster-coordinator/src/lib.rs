@@ -21,4 +21,4 @@ pub mod metrics;
 pub mod storage;
 pub mod types;
 
-pub use config::GroupConfig;
+pub use config::{GroupConfig, Limits};
