@@ -140,6 +140,7 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
     let workers: Vec<Arbiter> = (0..workers_wanted).map(|_| Arbiter::new()).collect();
     let handles: Vec<ArbiterHandle> = workers.iter().map(Arbiter::handle).collect();
     let groups = initial.groups.len();
+    let max_client_id_bytes = options.group.limits.max_client_id_bytes;
     let supervisor = Supervisor::new(SupervisorOptions {
         config: options.group,
         store: Arc::clone(&options.store),
@@ -149,7 +150,7 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
         clock: Clock::new(),
     })
     .start();
-    let sessions = Arc::new(SessionSettings::new(
+    let mut sessions = SessionSettings::new(
         options.max_frame_bytes,
         options.max_in_flight,
         options.max_connections,
@@ -157,7 +158,9 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
         uuid::Uuid::new_v4().to_string(),
         options.authenticator,
         supervisor.clone(),
-    ));
+    );
+    sessions.max_client_id_bytes = max_client_id_bytes;
+    let sessions = Arc::new(sessions);
     let (running, connections_done) = mpsc::channel(1);
     let listener = Listener::new(socket, handles, Arc::clone(&sessions), running).start();
     readiness.set(true);
