@@ -93,7 +93,10 @@ async fn oversized_group_requests_get_clear_errors() -> anyhow::Result<()> {
     }
     // Nothing was created for the refused joins.
     let listed = as_list(conn.call(list_groups(&[])).await?);
-    assert!(listed.groups.iter().all(|g| g.group_id != "h"), "{listed:?}");
+    assert!(
+        listed.groups.iter().all(|g| g.group_id != "h"),
+        "{listed:?}"
+    );
 
     // Heartbeat and LeaveGroup with oversized ids or reasons.
     let hb = as_heartbeat(conn.call(heartbeat("calm", 1, &"m".repeat(10_000))).await?);
@@ -121,8 +124,13 @@ async fn oversized_group_requests_get_clear_errors() -> anyhow::Result<()> {
     assert!(fetched.topics.is_empty());
     let long_topic = "t".repeat(10_000);
     let committed = as_commit(
-        conn.call(commit("offsets", -1, "", &[(long_topic.as_str(), 0, 1, None)]))
-            .await?,
+        conn.call(commit(
+            "offsets",
+            -1,
+            "",
+            &[(long_topic.as_str(), 0, 1, None)],
+        ))
+        .await?,
     );
     assert_eq!(committed.error_code, code(ErrorCode::InvalidTopic));
     still_heartbeats(&mut calm).await?;
@@ -133,7 +141,10 @@ async fn oversized_group_requests_get_clear_errors() -> anyhow::Result<()> {
     assert_eq!(error_code_of(conn.call(describe_groups(&ids)).await?), OVER);
     assert_eq!(error_code_of(conn.call(delete_groups(&ids)).await?), OVER);
     let topics: Vec<(&str, i32)> = ids.iter().map(|t| (*t, 1)).collect();
-    assert_eq!(error_code_of(conn.call(create_topics(&topics)).await?), OVER);
+    assert_eq!(
+        error_code_of(conn.call(create_topics(&topics)).await?),
+        OVER
+    );
     assert_eq!(
         error_code_of(conn.call(describe_topics(Some(&ids))).await?),
         OVER
@@ -165,7 +176,10 @@ async fn repeated_ids_are_answered_once() -> anyhow::Result<()> {
     );
     assert_eq!(committed.error_code, 0);
     let wanted = vec![0; 20_000];
-    let fetched = as_fetch(conn.call(fetch("offsets", Some(&[(TOPIC, &wanted)]))).await?);
+    let fetched = as_fetch(
+        conn.call(fetch("offsets", Some(&[(TOPIC, &wanted)])))
+            .await?,
+    );
     assert_eq!(fetched.error_code, 0);
     assert_eq!(fetched.topics[0].partitions.len(), 1);
     still_heartbeats(&mut calm).await?;
@@ -179,7 +193,10 @@ async fn pending_member_ids_are_capped_server_wide() -> anyhow::Result<()> {
     let server = start_server(config);
     let mut conn = Conn::connect(server.local_addr(), "hostile").await?;
     for i in 0..3 {
-        let r = as_join(conn.call(join_request(&format!("p{i}"), "", LONG_MS, LONG_MS)).await?);
+        let r = as_join(
+            conn.call(join_request(&format!("p{i}"), "", LONG_MS, LONG_MS))
+                .await?,
+        );
         assert_eq!(r.error_code, code(ErrorCode::MemberIdRequired));
     }
     let r = as_join(conn.call(join_request("p9", "", LONG_MS, LONG_MS)).await?);
@@ -194,15 +211,24 @@ async fn the_number_of_groups_is_capped() -> anyhow::Result<()> {
     let server = start_server(config);
     let mut conn = Conn::connect(server.local_addr(), "hostile").await?;
     for group in ["a", "b"] {
-        let r = as_commit(conn.call(commit(group, -1, "", &[(TOPIC, 0, 1, None)])).await?);
+        let r = as_commit(
+            conn.call(commit(group, -1, "", &[(TOPIC, 0, 1, None)]))
+                .await?,
+        );
         assert_eq!(r.error_code, 0);
     }
-    let r = as_commit(conn.call(commit("c", -1, "", &[(TOPIC, 0, 1, None)])).await?);
+    let r = as_commit(
+        conn.call(commit("c", -1, "", &[(TOPIC, 0, 1, None)]))
+            .await?,
+    );
     assert_eq!(r.error_code, FULL);
     let r = as_join(conn.call(join_request("c", "", LONG_MS, LONG_MS)).await?);
     assert_eq!(r.error_code, FULL);
     // An existing group is still served.
-    let r = as_commit(conn.call(commit("a", -1, "", &[(TOPIC, 1, 1, None)])).await?);
+    let r = as_commit(
+        conn.call(commit("a", -1, "", &[(TOPIC, 1, 1, None)]))
+            .await?,
+    );
     assert_eq!(r.error_code, 0);
     Ok(())
 }
@@ -242,10 +268,6 @@ async fn a_long_topic_name_times_many_partitions_does_not_amplify() -> anyhow::R
         still_heartbeats(&mut calm).await?;
     }
     let grown = rss_bytes().saturating_sub(before);
-    assert!(
-        grown < 64 << 20,
-        "resident set grew by {} MiB",
-        grown >> 20
-    );
+    assert!(grown < 64 << 20, "resident set grew by {} MiB", grown >> 20);
     Ok(())
 }

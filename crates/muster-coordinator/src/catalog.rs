@@ -56,7 +56,12 @@ impl TopicCatalog {
     /// for the same topic in one request sees the earlier one. A partition count over
     /// `max_partitions` is INVALID_PARTITIONS; a new topic past `max_topics` in the catalog is
     /// RESOURCE_LIMIT_REACHED (protocol §6.18).
-    pub fn plan(&self, requested: &[TopicInfo], max_topics: usize, max_partitions: i32) -> TopicPlan {
+    pub fn plan(
+        &self,
+        requested: &[TopicInfo],
+        max_topics: usize,
+        max_partitions: i32,
+    ) -> TopicPlan {
         let current = self.read();
         let mut plan = TopicPlan::default();
         let mut planned: HashMap<&str, i32> = HashMap::new();
@@ -196,7 +201,11 @@ mod tests {
     #[test]
     fn create_raise_lower_and_same() {
         let catalog = TopicCatalog::new([info("a", 3)]);
-        let plan = catalog.plan(&[info("a", 5), info("b", 1), info("a", 3), info("c", 0)], 100, 100);
+        let plan = catalog.plan(
+            &[info("a", 5), info("b", 1), info("a", 3), info("c", 0)],
+            100,
+            100,
+        );
         // a: raised to 5; b: created; a again at 3: lower than the 5 planned → refused; c: bad.
         assert_eq!(codes(&plan), vec![0, 0, 37, 37]);
         assert_eq!(plan.changes, vec![info("a", 5), info("b", 1)]);

@@ -151,5 +151,3 @@ pub const MAX_ENCODABLE_GROUP_SIZE: usize = {
 
 /// The most groups one ListGroups answer can list (74 898).
 pub const MAX_LISTED_GROUPS: usize = encodable::<ListedGroup>();
-
-

@@ -190,8 +190,16 @@ mod tests {
             (ErrorCode::FencedInstanceId, 82, "FENCED_INSTANCE_ID"),
             (ErrorCode::IllegalState, 200, "ILLEGAL_STATE"),
             (ErrorCode::TooManyConnections, 201, "TOO_MANY_CONNECTIONS"),
-            (ErrorCode::ResourceLimitReached, 203, "RESOURCE_LIMIT_REACHED"),
-            (ErrorCode::RequestLimitExceeded, 204, "REQUEST_LIMIT_EXCEEDED"),
+            (
+                ErrorCode::ResourceLimitReached,
+                203,
+                "RESOURCE_LIMIT_REACHED",
+            ),
+            (
+                ErrorCode::RequestLimitExceeded,
+                204,
+                "REQUEST_LIMIT_EXCEEDED",
+            ),
         ];
         for (code, number, name) in pinned {
             assert_eq!(code.code(), number, "{name}");

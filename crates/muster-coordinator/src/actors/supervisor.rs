@@ -557,7 +557,9 @@ impl Supervisor {
 /// `ids` without repeats, in the order each was first named.
 fn distinct(ids: Vec<String>) -> Vec<String> {
     let mut seen: HashSet<String, ProcessKeys> = HashSet::default();
-    ids.into_iter().filter(|id| seen.insert(id.clone())).collect()
+    ids.into_iter()
+        .filter(|id| seen.insert(id.clone()))
+        .collect()
 }
 
 /// A state's bit in a ListGroups filter.
@@ -619,7 +621,8 @@ impl Handler<Route> for Supervisor {
             }
             AbsentGroup::Create if self.groups.len() >= self.config.limits.max_groups => {
                 // The server holds as many groups as it may (protocol §6.18).
-                let answer = crate::engine::error_for(&call.request, ErrorCode::ResourceLimitReached);
+                let answer =
+                    crate::engine::error_for(&call.request, ErrorCode::ResourceLimitReached);
                 call.reply.send(answer);
                 None
             }
@@ -641,14 +644,18 @@ impl Handler<AdminCall> for Supervisor {
         let limits = &self.config.limits;
         let over = match &call.request {
             Request::DescribeGroups(r) if r.group_ids.len() > limits.max_groups_per_request => {
-                Some(too_many("groups", r.group_ids.len(), limits.max_groups_per_request))
+                Some(too_many(
+                    "groups",
+                    r.group_ids.len(),
+                    limits.max_groups_per_request,
+                ))
             }
-            Request::DeleteGroups(r) if r.group_ids.len() > limits.max_groups_per_request => {
-                Some(too_many("groups", r.group_ids.len(), limits.max_groups_per_request))
-            }
-            Request::CreateTopics(r) if r.topics.len() > limits.max_topics_per_request => {
-                Some(too_many("topics", r.topics.len(), limits.max_topics_per_request))
-            }
+            Request::DeleteGroups(r) if r.group_ids.len() > limits.max_groups_per_request => Some(
+                too_many("groups", r.group_ids.len(), limits.max_groups_per_request),
+            ),
+            Request::CreateTopics(r) if r.topics.len() > limits.max_topics_per_request => Some(
+                too_many("topics", r.topics.len(), limits.max_topics_per_request),
+            ),
             Request::DescribeTopics(r)
                 if r.topics.as_ref().map_or(0, Vec::len) > limits.max_topics_per_request =>
             {

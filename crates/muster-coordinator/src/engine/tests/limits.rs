@@ -70,7 +70,10 @@ fn assignor_count_names_and_metadata_are_capped() {
     let mut req = new_join();
     // "ud-a" + "ud-b" = 8 bytes: fits; a third byte-heavy one does not.
     req.assignors = assignors(&["a", "b"]);
-    assert_eq!(join_code(&mut h, req.clone()), ErrorCode::MemberIdRequired.code());
+    assert_eq!(
+        join_code(&mut h, req.clone()),
+        ErrorCode::MemberIdRequired.code()
+    );
     req.assignors[0].user_data = vec![0; 7];
     assert_eq!(join_code(&mut h, req), OVER, "11 bytes of user data");
 }
@@ -221,7 +224,12 @@ fn commit_partitions_are_capped_and_topic_names_too() {
     );
     assert_eq!(r.error_code, OVER);
     assert!(writes.is_empty());
-    let (r, writes) = h.commit("", None, -1, vec![commit_topic(&"t".repeat(250), &[(0, 1, None)])]);
+    let (r, writes) = h.commit(
+        "",
+        None,
+        -1,
+        vec![commit_topic(&"t".repeat(250), &[(0, 1, None)])],
+    );
     assert_eq!(r.error_code, ErrorCode::InvalidTopic.code());
     assert!(writes.is_empty());
 }
@@ -239,13 +247,22 @@ fn commit_writes_a_repeated_partition_once_and_shares_the_topic() {
         ],
     );
     assert_eq!(r.error_code, 0);
-    assert_eq!(r.topics[0].partitions.len(), 3, "one result per requested partition");
+    assert_eq!(
+        r.topics[0].partitions.len(),
+        3,
+        "one result per requested partition"
+    );
     let got: Vec<(i32, i64)> = writes
         .iter()
         .map(|w| (w.partition, w.committed.offset))
         .collect();
     assert_eq!(got, vec![(0, 3), (1, 4)], "last value wins, written once");
-    let (_, writes) = h.commit("", None, -1, vec![commit_topic("t2", &[(0, 1, None), (1, 1, None)])]);
+    let (_, writes) = h.commit(
+        "",
+        None,
+        -1,
+        vec![commit_topic("t2", &[(0, 1, None), (1, 1, None)])],
+    );
     assert!(
         Arc::ptr_eq(&writes[0].topic, &writes[1].topic),
         "one allocation per topic entry, shared by its partitions"
@@ -255,7 +272,12 @@ fn commit_writes_a_repeated_partition_once_and_shares_the_topic() {
 #[test]
 fn fetch_answers_a_repeated_partition_once() {
     let mut h = Harness::new();
-    let (_, writes) = h.commit("", None, -1, vec![commit_topic("t1", &[(0, 5, Some("x".repeat(4_000)))])]);
+    let (_, writes) = h.commit(
+        "",
+        None,
+        -1,
+        vec![commit_topic("t1", &[(0, 5, Some("x".repeat(4_000)))])],
+    );
     h.group.apply_offsets(writes);
     let r = h.group.fetch_offsets(&OffsetFetchRequest {
         group_id: GROUP.into(),
