@@ -220,6 +220,48 @@ mod tests {
     }
 
     #[test]
+    fn topic_count_and_partition_count_are_capped() {
+        let catalog = TopicCatalog::new([info("a", 1)]);
+        let plan = catalog.plan(
+            &[
+                info("a", 3),
+                info("b", 1),
+                info("b", 2),
+                info("c", 1),
+                info("d", 11),
+            ],
+            2,
+            10,
+        );
+        // a raised (exists), b new (2nd topic), b again (same topic), c over max_topics, d over
+        // max_partitions.
+        assert_eq!(
+            codes(&plan),
+            vec![
+                0,
+                0,
+                0,
+                ErrorCode::ResourceLimitReached.code(),
+                ErrorCode::InvalidPartitions.code()
+            ]
+        );
+        assert_eq!(
+            plan.changes,
+            vec![info("a", 3), info("b", 2)],
+            "b stored once"
+        );
+        let huge = catalog.plan(&[info("a", i32::MAX)], 100, 100_000);
+        assert_eq!(codes(&huge), vec![ErrorCode::InvalidPartitions.code()]);
+    }
+
+    #[test]
+    fn a_topic_named_twice_is_stored_once() {
+        let catalog = TopicCatalog::new([]);
+        let plan = catalog.plan(&[info("a", 2), info("b", 1), info("a", 2)], 100, 100);
+        assert_eq!(plan.changes, vec![info("a", 2), info("b", 1)]);
+    }
+
+    #[test]
     fn describe_leaves_unknown_out() {
         let catalog = TopicCatalog::new([info("b", 2), info("a", 1)]);
         assert_eq!(catalog.describe(None), vec![info("a", 1), info("b", 2)]);
