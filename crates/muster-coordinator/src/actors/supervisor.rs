@@ -7,7 +7,7 @@
 //! never pass through here. Group actors reach it through `Recipient`s (`SupervisorLink`), so
 //! `group.rs` does not depend on this module.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -19,6 +19,7 @@ use muster_protocol::{
 };
 use tracing::{debug, error, info};
 
+use super::admin_limits::{self, distinct, state_bit};
 use super::group::{GroupActor, GroupEnv, SupervisorLink};
 use super::messages::{
     AbortHeld, AdminCall, ArmTimer, Delete, Describe, Forget, GroupLink, Route, Shutdown,
@@ -29,9 +30,7 @@ use super::timers::DeadlineQueue;
 use crate::catalog::TopicCatalog;
 use crate::clock::Clock;
 use crate::config::{GroupConfig, MAX_ENCODABLE_GROUP_SIZE, MAX_LISTED_GROUPS};
-use crate::engine::{
-    absent_group, validate_group_id, AbsentGroup, Group, GroupState, Map, Millis, ProcessKeys,
-};
+use crate::engine::{absent_group, validate_group_id, AbsentGroup, Group, GroupState, Map, Millis};
 use crate::storage::{GroupRecord, Mutation, OffsetWrite, Store, StoredState};
 
 /// Which groups this node coordinates. A single node owns every group; a clustered node
@@ -554,27 +553,6 @@ impl Supervisor {
     }
 }
 
-/// `ids` without repeats, in the order each was first named.
-fn distinct(ids: Vec<String>) -> Vec<String> {
-    let mut seen: HashSet<String, ProcessKeys> = HashSet::default();
-    ids.into_iter()
-        .filter(|id| seen.insert(id.clone()))
-        .collect()
-}
-
-/// A state's bit in a ListGroups filter.
-fn state_bit(state: GroupState) -> u8 {
-    1 << state as u8
-}
-
-/// A request over a per-request limit of protocol §6.18, answered as `Response::Error`.
-fn too_many(what: &str, n: usize, max: usize) -> Response {
-    Response::error(
-        ErrorCode::RequestLimitExceeded,
-        format!("{n} {what} in one request; the limit is {max}"),
-    )
-}
-
 fn dead_group(group_id: String, code: ErrorCode) -> DescribedGroup {
     DescribedGroup {
         error_code: code.code(),
@@ -641,32 +619,7 @@ impl Handler<AdminCall> for Supervisor {
     type Result = ResponseActFuture<Self, ()>;
 
     fn handle(&mut self, call: AdminCall, ctx: &mut Self::Context) -> Self::Result {
-        let limits = &self.config.limits;
-        let over = match &call.request {
-            Request::DescribeGroups(r) if r.group_ids.len() > limits.max_groups_per_request => {
-                Some(too_many(
-                    "groups",
-                    r.group_ids.len(),
-                    limits.max_groups_per_request,
-                ))
-            }
-            Request::DeleteGroups(r) if r.group_ids.len() > limits.max_groups_per_request => Some(
-                too_many("groups", r.group_ids.len(), limits.max_groups_per_request),
-            ),
-            Request::CreateTopics(r) if r.topics.len() > limits.max_topics_per_request => Some(
-                too_many("topics", r.topics.len(), limits.max_topics_per_request),
-            ),
-            Request::DescribeTopics(r)
-                if r.topics.as_ref().map_or(0, Vec::len) > limits.max_topics_per_request =>
-            {
-                Some(too_many(
-                    "topics",
-                    r.topics.as_ref().map_or(0, Vec::len),
-                    limits.max_topics_per_request,
-                ))
-            }
-            _ => None,
-        };
+        let over = admin_limits::check(&call.request, &self.config.limits);
         if let Some(response) = over {
             call.reply.send(response);
             return Box::pin(actix::fut::ready(()));
