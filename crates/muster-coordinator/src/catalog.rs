@@ -53,15 +53,32 @@ impl TopicCatalog {
     }
 
     /// Validates a CreateTopics request against the catalog without changing it. A later entry
-    /// for the same topic in one request sees the earlier one.
-    pub fn plan(&self, requested: &[TopicInfo]) -> TopicPlan {
+    /// for the same topic in one request sees the earlier one. A partition count over
+    /// `max_partitions` is INVALID_PARTITIONS; a new topic past `max_topics` in the catalog is
+    /// RESOURCE_LIMIT_REACHED (protocol §6.18).
+    pub fn plan(
+        &self,
+        requested: &[TopicInfo],
+        max_topics: usize,
+        max_partitions: i32,
+    ) -> TopicPlan {
         let current = self.read();
         let mut plan = TopicPlan::default();
         let mut planned: HashMap<&str, i32> = HashMap::new();
+        let mut created = 0usize;
         for t in requested {
             let code = match validate_topic_name(&t.topic) {
                 Err(code) => code,
-                Ok(()) if t.partitions < 1 => ErrorCode::InvalidPartitions,
+                Ok(()) if t.partitions < 1 || t.partitions > max_partitions => {
+                    ErrorCode::InvalidPartitions
+                }
+                Ok(())
+                    if !current.contains_key(&t.topic)
+                        && !planned.contains_key(t.topic.as_str())
+                        && current.len() + created >= max_topics =>
+                {
+                    ErrorCode::ResourceLimitReached
+                }
                 Ok(()) => {
                     let existing = planned
                         .get(t.topic.as_str())
@@ -70,7 +87,10 @@ impl TopicCatalog {
                     match existing {
                         Some(n) if t.partitions < n => ErrorCode::InvalidPartitions,
                         Some(n) if t.partitions == n => ErrorCode::None,
-                        _ => {
+                        existing => {
+                            if existing.is_none() {
+                                created += 1;
+                            }
                             planned.insert(&t.topic, t.partitions);
                             ErrorCode::None
                         }
@@ -82,15 +102,18 @@ impl TopicCatalog {
                 error_code: code.code(),
             });
         }
+        // One change per topic (its last planned count), in the order first named: a name
+        // repeated in the request is stored once.
+        let mut stored: HashMap<&str, ()> = HashMap::new();
         plan.changes = requested
             .iter()
             .filter(|t| planned.get(t.topic.as_str()) == Some(&t.partitions))
+            .filter(|t| stored.insert(t.topic.as_str(), ()).is_none())
             .map(|t| TopicInfo {
                 topic: t.topic.clone(),
                 partitions: t.partitions,
             })
             .collect();
-        plan.changes.dedup_by(|a, b| a.topic == b.topic);
         plan
     }
 
@@ -178,18 +201,64 @@ mod tests {
     #[test]
     fn create_raise_lower_and_same() {
         let catalog = TopicCatalog::new([info("a", 3)]);
-        let plan = catalog.plan(&[info("a", 5), info("b", 1), info("a", 3), info("c", 0)]);
+        let plan = catalog.plan(
+            &[info("a", 5), info("b", 1), info("a", 3), info("c", 0)],
+            100,
+            100,
+        );
         // a: raised to 5; b: created; a again at 3: lower than the 5 planned → refused; c: bad.
         assert_eq!(codes(&plan), vec![0, 0, 37, 37]);
         assert_eq!(plan.changes, vec![info("a", 5), info("b", 1)]);
         catalog.install(&plan.changes);
         assert_eq!(catalog.partitions("a"), Some(5));
 
-        let same = catalog.plan(&[info("a", 5)]);
+        let same = catalog.plan(&[info("a", 5)], 100, 100);
         assert_eq!(codes(&same), vec![0]);
         assert!(same.changes.is_empty(), "same count changes nothing");
-        let lower = catalog.plan(&[info("a", 4)]);
+        let lower = catalog.plan(&[info("a", 4)], 100, 100);
         assert_eq!(codes(&lower), vec![ErrorCode::InvalidPartitions.code()]);
+    }
+
+    #[test]
+    fn topic_count_and_partition_count_are_capped() {
+        let catalog = TopicCatalog::new([info("a", 1)]);
+        let plan = catalog.plan(
+            &[
+                info("a", 3),
+                info("b", 1),
+                info("b", 2),
+                info("c", 1),
+                info("d", 11),
+            ],
+            2,
+            10,
+        );
+        // a raised (exists), b new (2nd topic), b again (same topic), c over max_topics, d over
+        // max_partitions.
+        assert_eq!(
+            codes(&plan),
+            vec![
+                0,
+                0,
+                0,
+                ErrorCode::ResourceLimitReached.code(),
+                ErrorCode::InvalidPartitions.code()
+            ]
+        );
+        assert_eq!(
+            plan.changes,
+            vec![info("a", 3), info("b", 2)],
+            "b stored once"
+        );
+        let huge = catalog.plan(&[info("a", i32::MAX)], 100, 100_000);
+        assert_eq!(codes(&huge), vec![ErrorCode::InvalidPartitions.code()]);
+    }
+
+    #[test]
+    fn a_topic_named_twice_is_stored_once() {
+        let catalog = TopicCatalog::new([]);
+        let plan = catalog.plan(&[info("a", 2), info("b", 1), info("a", 2)], 100, 100);
+        assert_eq!(plan.changes, vec![info("a", 2), info("b", 1)]);
     }
 
     #[test]

@@ -1,5 +1,9 @@
 //! Settings the group engine obeys (protocol §5 "Settings named here"), shared by every group.
 
+use muster_protocol::{DescribedMember, JoinedMember, ListedGroup};
+
+use crate::engine::PendingBudget;
+
 /// Server-wide rules for every group. Cheap to share behind an `Arc`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupConfig {
@@ -21,6 +25,75 @@ pub struct GroupConfig {
     /// An Empty group with no offsets and no pending members is removed once it has been
     /// Empty this long (Kafka removes such groups at its next retention check).
     pub empty_group_removal_ms: u64,
+    /// The request limits of protocol §6.18 (ids, names, list lengths, timeouts, capacities).
+    pub limits: Limits,
+    /// The server's one count of pending member ids (against
+    /// [`Limits::max_pending_member_ids`]), shared by every group through this config.
+    pub pending_budget: PendingBudget,
+}
+
+/// What one request may ask for and how much the server holds in total (protocol §6.18
+/// "Limits"). A request over a per-request limit gets REQUEST_LIMIT_EXCEEDED (or the Kafka code
+/// the protocol names); a server-wide capacity that is full answers RESOURCE_LIMIT_REACHED.
+/// Every limit here is a musterd setting of the same name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Longest client id in Hello, in bytes (checked by the session).
+    pub max_client_id_bytes: usize,
+    /// Longest member id a request may carry, in bytes (generated ids are shorter).
+    pub max_member_id_bytes: usize,
+    /// Longest `group_instance_id`, in bytes (Kafka: 249).
+    pub max_instance_id_bytes: usize,
+    /// Most assignors one JoinGroup may name.
+    pub max_assignors: usize,
+    /// Longest assignor name, in bytes.
+    pub max_assignor_name_bytes: usize,
+    /// Most assignor `user_data` bytes one JoinGroup may carry, summed over its assignors.
+    pub max_assignor_metadata_bytes: usize,
+    /// Most topics one JoinGroup may subscribe to.
+    pub max_subscribed_topics: usize,
+    /// Most partitions one OffsetCommit or OffsetFetch (or one JoinGroup's owned partitions)
+    /// may name, summed over its topics.
+    pub max_partitions_per_request: usize,
+    /// Most group ids one DescribeGroups or DeleteGroups may name.
+    pub max_groups_per_request: usize,
+    /// Most topics one CreateTopics or DescribeTopics may name.
+    pub max_topics_per_request: usize,
+    /// Longest `reason` in JoinGroup or LeaveGroup, in bytes.
+    pub max_reason_bytes: usize,
+    /// Largest `rebalance_timeout_ms` a member may ask for.
+    pub max_rebalance_timeout_ms: u32,
+    /// Most member ids handed out with MEMBER_ID_REQUIRED and not yet joined, over all groups.
+    pub max_pending_member_ids: usize,
+    /// Most groups the server holds.
+    pub max_groups: usize,
+    /// Most topics in the catalog.
+    pub max_topics: usize,
+    /// Most partitions one topic may have.
+    pub max_partitions_per_topic: i32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_client_id_bytes: 255,
+            max_member_id_bytes: 255,
+            max_instance_id_bytes: 249,
+            max_assignors: 16,
+            max_assignor_name_bytes: 255,
+            max_assignor_metadata_bytes: 131_072,
+            max_subscribed_topics: 1_000,
+            max_partitions_per_request: 50_000,
+            max_groups_per_request: 1_000,
+            max_topics_per_request: 1_000,
+            max_reason_bytes: 1_024,
+            max_rebalance_timeout_ms: 1_800_000,
+            max_pending_member_ids: 100_000,
+            max_groups: 1_000_000,
+            max_topics: 100_000,
+            max_partitions_per_topic: 100_000,
+        }
+    }
 }
 
 impl Default for GroupConfig {
@@ -34,13 +107,47 @@ impl Default for GroupConfig {
             max_offset_metadata_bytes: 4_096,
             offsets_retention_ms: 10_080 * 60_000,
             empty_group_removal_ms: 600_000,
+            limits: Limits::default(),
+            pending_budget: PendingBudget::default(),
         }
     }
 }
 
 impl GroupConfig {
-    /// Whether a group of `size` members is already at the size cap.
+    /// Whether a group of `size` members (pending ids included, as Kafka counts them) is
+    /// already at the size cap.
     pub(crate) fn is_full(&self, size: usize) -> bool {
-        self.max_group_size != 0 && size >= self.max_group_size as usize
+        size >= self.effective_max_group_size()
+    }
+
+    /// `max_group_size`, but never over [`MAX_ENCODABLE_GROUP_SIZE`] (0 means that ceiling).
+    pub fn effective_max_group_size(&self) -> usize {
+        match self.max_group_size as usize {
+            0 => MAX_ENCODABLE_GROUP_SIZE,
+            n => n.min(MAX_ENCODABLE_GROUP_SIZE),
+        }
     }
 }
+
+/// Most entries one sequence of a response can hold: wincode refuses, when encoding and when
+/// decoding, a sequence whose elements need more than 4 MiB of memory (its preallocation
+/// limit, which a client decoding with the default configuration also applies).
+pub const fn encodable<T>() -> usize {
+    wincode::config::DEFAULT_PREALLOCATION_SIZE_LIMIT / std::mem::size_of::<T>()
+}
+
+/// The largest group whose answers encode: the leader's JoinGroup lists every member, and so
+/// does DescribeGroups (26 214 members with 160-byte `DescribedMember`s). `max_group_size`
+/// is capped here (protocol §6.18), so no answer about one group fails to encode.
+pub const MAX_ENCODABLE_GROUP_SIZE: usize = {
+    let join = encodable::<JoinedMember>();
+    let describe = encodable::<DescribedMember>();
+    if join < describe {
+        join
+    } else {
+        describe
+    }
+};
+
+/// The most groups one ListGroups answer can list (74 898).
+pub const MAX_LISTED_GROUPS: usize = encodable::<ListedGroup>();

@@ -22,5 +22,5 @@ pub mod metrics;
 pub mod storage;
 pub mod types;
 
-pub use config::GroupConfig;
+pub use config::{GroupConfig, Limits};
 pub use logsafe::{logsafe, logsafe_list};

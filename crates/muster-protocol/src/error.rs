@@ -88,6 +88,8 @@ error_codes! {
     82 => FencedInstanceId, "FENCED_INSTANCE_ID", "another member took over this instance id";
     200 => IllegalState, "ILLEGAL_STATE", "the server expected Hello first";
     201 => TooManyConnections, "TOO_MANY_CONNECTIONS", "the server is at its connection limit; try again";
+    203 => ResourceLimitReached, "RESOURCE_LIMIT_REACHED", "a server-wide capacity limit is reached; try again later";
+    204 => RequestLimitExceeded, "REQUEST_LIMIT_EXCEEDED", "a field of the request is over a server limit";
 }
 
 // The table must stay in ascending numeric order: `ALL` promises it, and duplicates of a number
@@ -132,7 +134,7 @@ mod tests {
     /// The numbers of protocol §4, pinned one by one: changing any of them breaks every client.
     #[test]
     fn codes_match_protocol_section_4() {
-        let pinned: [(ErrorCode, i16, &str); 27] = [
+        let pinned: [(ErrorCode, i16, &str); 29] = [
             (ErrorCode::None, 0, "NONE"),
             (ErrorCode::UnknownServerError, -1, "UNKNOWN_SERVER_ERROR"),
             (
@@ -188,6 +190,16 @@ mod tests {
             (ErrorCode::FencedInstanceId, 82, "FENCED_INSTANCE_ID"),
             (ErrorCode::IllegalState, 200, "ILLEGAL_STATE"),
             (ErrorCode::TooManyConnections, 201, "TOO_MANY_CONNECTIONS"),
+            (
+                ErrorCode::ResourceLimitReached,
+                203,
+                "RESOURCE_LIMIT_REACHED",
+            ),
+            (
+                ErrorCode::RequestLimitExceeded,
+                204,
+                "REQUEST_LIMIT_EXCEEDED",
+            ),
         ];
         for (code, number, name) in pinned {
             assert_eq!(code.code(), number, "{name}");

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Arg, ArgMatches, Command};
-use muster_coordinator::GroupConfig;
+use muster_coordinator::{GroupConfig, Limits};
 
 use crate::telemetry::LogFormat;
 use table::settings;
@@ -51,8 +51,56 @@ settings! {
     /// How long the first rebalance of an empty group waits for more members.
     initial_rebalance_delay_ms: u32 = "3000", range(0 ..= 3_600_000);
 
-    /// Most members per group (0 = unlimited).
+    /// Most members (and pending ids) per group; 0 = 26214, the most whose answers encode.
     max_group_size: u32 = "0";
+
+    /// Longest client id in Hello, in bytes (more → REQUEST_LIMIT_EXCEEDED).
+    max_client_id_bytes: usize = "255", range(1 ..= 65_535);
+
+    /// Longest member id a request may carry, in bytes.
+    max_member_id_bytes: usize = "255", range(128 ..= 65_535);
+
+    /// Longest group_instance_id, in bytes.
+    max_instance_id_bytes: usize = "249", range(1 ..= 65_535);
+
+    /// Most assignors one JoinGroup may name.
+    max_assignors: usize = "16", range(1 ..= 1_024);
+
+    /// Longest assignor name, in bytes.
+    max_assignor_name_bytes: usize = "255", range(1 ..= 65_535);
+
+    /// Most assignor user-data bytes one JoinGroup may carry, summed over its assignors.
+    max_assignor_metadata_bytes: usize = "131072", range(0 ..= 1_073_741_824);
+
+    /// Most topics one JoinGroup may subscribe to.
+    max_subscribed_topics: usize = "1000", range(1 ..= 1_000_000);
+
+    /// Most partitions one OffsetCommit, OffsetFetch or JoinGroup (owned partitions) may name.
+    max_partitions_per_request: usize = "50000", range(1 ..= 100_000_000);
+
+    /// Most group ids one DescribeGroups or DeleteGroups may name.
+    max_groups_per_request: usize = "1000", range(1 ..= 1_000_000);
+
+    /// Most topics one CreateTopics or DescribeTopics may name.
+    max_topics_per_request: usize = "1000", range(1 ..= 1_000_000);
+
+    /// Longest reason string in JoinGroup or LeaveGroup, in bytes.
+    max_reason_bytes: usize = "1024", range(0 ..= 1_048_576);
+
+    /// Largest rebalance timeout a member may ask for.
+    max_rebalance_timeout_ms: u32 = "1800000", range(1 ..= 86_400_000);
+
+    /// Most member ids handed out with MEMBER_ID_REQUIRED and not yet joined, over all groups.
+    max_pending_member_ids: usize = "100000", range(1 ..= 100_000_000);
+
+    /// Most groups the server holds (more → RESOURCE_LIMIT_REACHED).
+    max_groups: usize = "1000000", range(1 ..= 100_000_000);
+
+    /// Most topics in the catalog.
+    max_topics: usize = "100000", range(1 ..= 100_000_000);
+
+    /// Most partitions one topic may have (more → INVALID_PARTITIONS).
+    max_partitions_per_topic: u32 = "100000", range(1 ..= 2_147_483_647);
 
     /// Largest frame payload accepted, in bytes.
     max_frame_bytes: u32 = "1048576", range(64 ..= 1_073_741_824);
@@ -188,6 +236,25 @@ impl Settings {
             initial_rebalance_delay_ms: self.initial_rebalance_delay_ms,
             max_group_size: self.max_group_size,
             offsets_retention_ms: self.offsets_retention_minutes.saturating_mul(60_000),
+            limits: Limits {
+                max_client_id_bytes: self.max_client_id_bytes,
+                max_member_id_bytes: self.max_member_id_bytes,
+                max_instance_id_bytes: self.max_instance_id_bytes,
+                max_assignors: self.max_assignors,
+                max_assignor_name_bytes: self.max_assignor_name_bytes,
+                max_assignor_metadata_bytes: self.max_assignor_metadata_bytes,
+                max_subscribed_topics: self.max_subscribed_topics,
+                max_partitions_per_request: self.max_partitions_per_request,
+                max_groups_per_request: self.max_groups_per_request,
+                max_topics_per_request: self.max_topics_per_request,
+                max_reason_bytes: self.max_reason_bytes,
+                max_rebalance_timeout_ms: self.max_rebalance_timeout_ms,
+                max_pending_member_ids: self.max_pending_member_ids,
+                max_groups: self.max_groups,
+                max_topics: self.max_topics,
+                max_partitions_per_topic: i32::try_from(self.max_partitions_per_topic)
+                    .unwrap_or(i32::MAX),
+            },
             ..GroupConfig::default()
         }
     }

@@ -173,6 +173,7 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
     let workers: Vec<Arbiter> = (0..workers_wanted).map(|_| Arbiter::new()).collect();
     let handles: Vec<ArbiterHandle> = workers.iter().map(Arbiter::handle).collect();
     let groups = initial.groups.len();
+    let max_client_id_bytes = options.group.limits.max_client_id_bytes;
     let supervisor = Supervisor::new(SupervisorOptions {
         config: options.group,
         store: Arc::clone(&options.store),
@@ -182,18 +183,18 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
         clock: Clock::new(),
     })
     .start();
-    let sessions = Arc::new(
-        SessionSettings::new(
-            options.max_frame_bytes,
-            options.max_in_flight,
-            options.max_connections,
-            options.idle_timeout,
-            uuid::Uuid::new_v4().to_string(),
-            options.authenticator,
-            supervisor.clone(),
-        )
-        .with_limits(&options.limits),
-    );
+    let mut sessions = SessionSettings::new(
+        options.max_frame_bytes,
+        options.max_in_flight,
+        options.max_connections,
+        options.idle_timeout,
+        uuid::Uuid::new_v4().to_string(),
+        options.authenticator,
+        supervisor.clone(),
+    )
+    .with_limits(&options.limits);
+    sessions.max_client_id_bytes = max_client_id_bytes;
+    let sessions = Arc::new(sessions);
     let (running, connections_done) = mpsc::channel(1);
     let listener = Listener::new(socket, handles, Arc::clone(&sessions), running).start();
     readiness.set(true);

@@ -9,6 +9,7 @@
 //! it: the supervisor holds group actors' `Addr`s (it creates them), a group holds the
 //! supervisor as `Recipient`s, a session holds a group as a [`GroupLink`].
 
+mod admin_limits;
 mod group;
 mod messages;
 mod reply;

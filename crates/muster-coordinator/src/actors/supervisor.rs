@@ -19,6 +19,7 @@ use muster_protocol::{
 };
 use tracing::{debug, error, info};
 
+use super::admin_limits::{self, distinct, state_bit};
 use super::group::{GroupActor, GroupEnv, SupervisorLink};
 use super::messages::{
     AbortHeld, AdminCall, ArmTimer, Delete, Describe, Forget, GroupLink, Route, Shutdown,
@@ -28,7 +29,7 @@ use super::reply::ReplyTo;
 use super::timers::DeadlineQueue;
 use crate::catalog::TopicCatalog;
 use crate::clock::Clock;
-use crate::config::GroupConfig;
+use crate::config::{GroupConfig, MAX_ENCODABLE_GROUP_SIZE, MAX_LISTED_GROUPS};
 use crate::engine::{absent_group, validate_group_id, AbsentGroup, Group, GroupState, Map, Millis};
 use crate::logsafe::{logsafe, logsafe_list};
 use crate::storage::{GroupRecord, Mutation, OffsetWrite, Store, StoredState};
@@ -359,7 +360,27 @@ impl Supervisor {
         }
     }
 
+    /// DescribeGroups: one description per *distinct* requested id, in the order first named
+    /// (protocol §6.15): a repeated id would cost a full description each time.
     fn describe_groups(&self, group_ids: Vec<String>) -> ResponseFuture<Response> {
+        let group_ids = distinct(group_ids);
+        // Every member described costs a description in memory and on the wire: one answer
+        // describes at most as many members as one group may hold (protocol §6.18).
+        let members: usize = group_ids
+            .iter()
+            .filter_map(|id| self.groups.find(id))
+            .map(|(_, e)| e.members as usize)
+            .sum();
+        if members > MAX_ENCODABLE_GROUP_SIZE {
+            let response = Response::error(
+                ErrorCode::RequestLimitExceeded,
+                format!(
+                    "the groups named have {members} members; one DescribeGroups answer \
+                     describes at most {MAX_ENCODABLE_GROUP_SIZE}: ask for fewer groups"
+                ),
+            );
+            return Box::pin(async move { response });
+        }
         let lookups: Vec<_> = group_ids
             .into_iter()
             .map(|group_id| {
@@ -387,19 +408,36 @@ impl Supervisor {
     }
 
     fn list_groups(&self, states: &[String]) -> Response {
-        let wanted: Vec<Option<GroupState>> =
-            states.iter().map(|s| GroupState::parse(s.trim())).collect();
+        // The filter is a set of the five states (one bit each): O(groups + filter), however
+        // many (or repeated) states the request names. Unknown names match nothing.
+        let wanted = states
+            .iter()
+            .filter_map(|s| GroupState::parse(s.trim()))
+            .fold(0u8, |mask, s| mask | state_bit(s));
+        let filtered = !states.is_empty();
         let mut groups: Vec<ListedGroup> = self
             .groups
             .values()
             .filter(|e| e.state != GroupState::Dead)
-            .filter(|e| wanted.is_empty() || wanted.contains(&Some(e.state)))
+            .filter(|e| !filtered || wanted & state_bit(e.state) != 0)
             .map(|e| ListedGroup {
                 group_id: e.group_id.to_string(),
                 state: e.state.as_str().to_owned(),
                 members: e.members,
             })
             .collect();
+        if groups.len() > MAX_LISTED_GROUPS {
+            // The answer would not encode (nor decode in a client): say so, instead of an
+            // UNKNOWN_SERVER_ERROR from the encoder (protocol §6.18).
+            return Response::error(
+                ErrorCode::RequestLimitExceeded,
+                format!(
+                    "{} groups match; one ListGroups answer lists at most {MAX_LISTED_GROUPS}: \
+                     filter by state",
+                    groups.len()
+                ),
+            );
+        }
         groups.sort_unstable_by(|a, b| a.group_id.cmp(&b.group_id));
         Response::ListGroups(ListGroupsResponse {
             error_code: ErrorCode::None.code(),
@@ -407,8 +445,9 @@ impl Supervisor {
         })
     }
 
+    /// DeleteGroups: one result per distinct requested id, in the order first named.
     fn delete_groups(&mut self, group_ids: Vec<String>) -> ResponseActFuture<Self, Response> {
-        let deletions: Vec<_> = group_ids
+        let deletions: Vec<_> = distinct(group_ids)
             .into_iter()
             .map(|group_id| {
                 let target = self
@@ -471,7 +510,10 @@ impl Supervisor {
         topics: Vec<muster_protocol::TopicInfo>,
         ctx: &mut Context<Self>,
     ) {
-        let plan = self.catalog.plan(&topics);
+        let limits = &self.config.limits;
+        let plan = self
+            .catalog
+            .plan(&topics, limits.max_topics, limits.max_partitions_per_topic);
         let reply = call.reply;
         let response = Response::CreateTopics(CreateTopicsResponse {
             results: plan.results,
@@ -556,6 +598,13 @@ impl Handler<Route> for Supervisor {
                 call.reply.send(response);
                 None
             }
+            AbsentGroup::Create if self.groups.len() >= self.config.limits.max_groups => {
+                // The server holds as many groups as it may (protocol §6.18).
+                let answer =
+                    crate::engine::error_for(&call.request, ErrorCode::ResourceLimitReached);
+                call.reply.send(answer);
+                None
+            }
             AbsentGroup::Create => {
                 debug!(group_id = %logsafe(&group_id), "group created");
                 let group = Group::new(group_id, Arc::clone(&self.config), self.clock.now());
@@ -571,6 +620,11 @@ impl Handler<AdminCall> for Supervisor {
     type Result = ResponseActFuture<Self, ()>;
 
     fn handle(&mut self, call: AdminCall, ctx: &mut Self::Context) -> Self::Result {
+        let over = admin_limits::check(&call.request, &self.config.limits);
+        if let Some(response) = over {
+            call.reply.send(response);
+            return Box::pin(actix::fut::ready(()));
+        }
         match call.request {
             Request::DescribeGroups(r) => {
                 let reply = call.reply;

@@ -8,6 +8,7 @@ use muster_protocol::{
 
 use super::answers::{join_error, sync_error};
 use super::join::check_session_timeout;
+use super::limits::check_request;
 use super::offsets::{commit_error, fetch_from};
 use crate::config::GroupConfig;
 
@@ -37,6 +38,9 @@ pub enum AbsentGroup {
 
 /// The answer a request gets when its group does not exist, or [`AbsentGroup::Create`].
 pub fn absent_group(request: &Request, config: &GroupConfig) -> AbsentGroup {
+    if let Err(code) = check_request(&config.limits, request) {
+        return AbsentGroup::Answer(limit_error(request, code));
+    }
     let unknown_member = ErrorCode::UnknownMemberId;
     let answer = match request {
         Request::JoinGroup(r) => {
@@ -101,6 +105,19 @@ pub fn error_for(request: &Request, code: ErrorCode) -> Response {
             topics: Vec::new(),
         }),
         _ => Response::error(code, code.name()),
+    }
+}
+
+/// The answer to a request over a limit of protocol §6.18: as [`error_for`], but the ids that
+/// may be what is over the limit are not echoed (JoinGroup's member id, LeaveGroup's members).
+pub fn limit_error(request: &Request, code: ErrorCode) -> Response {
+    match request {
+        Request::JoinGroup(_) => join_error(code, ""),
+        Request::LeaveGroup(_) => Response::LeaveGroup(LeaveGroupResponse {
+            error_code: code.code(),
+            members: Vec::new(),
+        }),
+        other => error_for(other, code),
     }
 }
 

@@ -52,6 +52,7 @@ impl<R> Group<R> {
         match self.state {
             GroupState::Empty => {
                 self.offsets.clear();
+                self.config.pending_budget.release(self.pending.len());
                 self.pending.clear();
                 self.set_state(GroupState::Dead, now);
                 ErrorCode::None

@@ -161,6 +161,59 @@ impl<R> Group<R> {
         }
     }
 
+    /// A group can hold more members than its cap at a barrier (members that had not rejoined
+    /// when newcomers were let in come back): the newest members go, answered
+    /// GROUP_MAX_SIZE_REACHED, so that no generation is over the cap (and so every answer that
+    /// lists the members still encodes).
+    fn shed_over_size(&mut self, out: &mut Output<R>) {
+        let cap = self.config.effective_max_group_size();
+        if self.members.len() <= cap {
+            return;
+        }
+        let mut newest: Vec<(Millis, Arc<str>)> = self
+            .members
+            .values()
+            .filter(|m| m.is_new)
+            .map(|m| (m.joined_at, Arc::clone(&m.member_id)))
+            .collect();
+        newest.sort_unstable_by(|a, b| b.cmp(a));
+        let excess = self.members.len() - cap;
+        for (_, id) in newest.into_iter().take(excess) {
+            if let Some(m) = self.members.get_mut(&id) {
+                if m.answer_held(ErrorCode::GroupMaxSizeReached, out) {
+                    self.num_awaiting_join -= 1;
+                }
+            }
+            self.remove_member(&id, out);
+        }
+    }
+
+    /// The generation counter is at `i32::MAX` (protocol §6.18): no new generation can be
+    /// made, so the rebalance is refused. Every member is answered RESOURCE_LIMIT_REACHED and
+    /// removed, and the group is left Empty at its last generation, where a JoinGroup is
+    /// refused the same way; an operator deletes the group to start over.
+    pub(super) fn exhaust_generation(&mut self, now: Millis, out: &mut Output<R>) {
+        let code = ErrorCode::ResourceLimitReached;
+        for m in self.members.values_mut() {
+            if m.answer_held(code, out) {
+                self.num_awaiting_join -= 1;
+            }
+        }
+        let ids: Vec<Arc<str>> = self.members.keys().cloned().collect();
+        for id in ids {
+            self.remove_member(&id, out);
+        }
+        let pending: Vec<String> = self.pending.keys().cloned().collect();
+        for id in pending {
+            self.forget_pending(&id);
+        }
+        self.sync_window = None;
+        self.assignor = None;
+        self.leader = None;
+        self.set_state(GroupState::Empty, now);
+        out.persist = true;
+    }
+
     /// The barrier closes: laggards go, the generation moves on, held joins are answered.
     pub(super) fn complete_join(&mut self, cx: Ctx<'_>, out: &mut Output<R>) {
         let now = cx.now;
@@ -187,8 +240,13 @@ impl<R> Group<R> {
             return;
         }
 
+        self.shed_over_size(out);
         let barrier = self.barrier.take();
-        self.generation += 1;
+        let Some(next) = self.generation.checked_add(1) else {
+            self.exhaust_generation(now, out);
+            return;
+        };
+        self.generation = next;
         out.persist = true;
         let trigger = barrier
             .as_ref()

@@ -2,11 +2,15 @@
 
 use muster_protocol::{ErrorCode, HeartbeatRequest};
 
+use super::limits::check_heartbeat;
 use super::{Group, GroupState, Millis};
 
 impl<R> Group<R> {
     /// Heartbeat (protocol §5 "Heartbeat"): answered at once; returns the error code.
     pub fn heartbeat(&mut self, now: Millis, req: &HeartbeatRequest) -> ErrorCode {
+        if let Err(code) = check_heartbeat(&self.config.limits, req) {
+            return code;
+        }
         match self.state {
             GroupState::Dead => return ErrorCode::CoordinatorNotAvailable,
             GroupState::Empty => return ErrorCode::UnknownMemberId,

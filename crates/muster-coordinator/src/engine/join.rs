@@ -8,8 +8,14 @@ use muster_protocol::{ErrorCode, JoinGroupRequest};
 use uuid::Uuid;
 
 use super::answers::join_error;
+use super::limits::{check_join, truncated};
 use super::{ClientInfo, Ctx, Group, GroupState, Held, Member, Millis, Output, RebalanceTrigger};
 use crate::config::GroupConfig;
+
+/// Generated member ids start with at most this many bytes of the client id (or instance id),
+/// then `-` and a UUID: at most 101 bytes, under the floor of `max_member_id_bytes` (128), so
+/// an id the server gave out is never over the member-id limit.
+pub(super) const MEMBER_ID_PREFIX_BYTES: usize = 64;
 
 impl<R> Group<R> {
     /// JoinGroup (protocol §5 "JoinGroup", "Barrier", "Static membership").
@@ -24,8 +30,19 @@ impl<R> Group<R> {
         out: &mut Output<R>,
     ) {
         let now = cx.now;
+        if let Err(code) = check_join(&self.config.limits, &req) {
+            // The ids are not echoed: they may be what is over the limit.
+            return out.reply(reply, join_error(code, ""));
+        }
         if let Err(code) = check_session_timeout(&self.config, req.session_timeout_ms) {
             return out.reply(reply, join_error(code, &req.member_id));
+        }
+        if self.generation == i32::MAX {
+            // The generation counter is exhausted: no rebalance can start (protocol §6.18).
+            return out.reply(
+                reply,
+                join_error(ErrorCode::ResourceLimitReached, &req.member_id),
+            );
         }
         if self.state == GroupState::Dead {
             return out.reply(
@@ -42,7 +59,7 @@ impl<R> Group<R> {
         if self.pending.contains_key(&req.member_id) {
             // A pending id is not a member yet: size and protocol checks apply, and a refusal
             // keeps the id pending (it may rejoin with better assignors).
-            if !self.accepts_new_member() {
+            if !self.accepts_new_member(true) {
                 return out.reply(
                     reply,
                     join_error(ErrorCode::GroupMaxSizeReached, &req.member_id),
@@ -54,12 +71,7 @@ impl<R> Group<R> {
                     join_error(ErrorCode::InconsistentGroupProtocol, &req.member_id),
                 );
             }
-            self.pending.remove(&req.member_id);
-            if self.pending.is_empty() {
-                // A join storm leaves a table sized for all its pending ids; free it once the
-                // last one has joined, rather than keep it in every idle group.
-                self.pending.shrink_to_fit();
-            }
+            self.forget_pending(&req.member_id);
             let member_id = req.member_id.clone();
             self.add_member(cx, member_id, req, client, reply, out);
             return;
@@ -129,7 +141,7 @@ impl<R> Group<R> {
             self.static_takeover(cx, old_member_id, req, client, fresh, reply, out);
             return;
         }
-        if !self.accepts_new_member() {
+        if !self.accepts_new_member(false) {
             return out.reply(reply, join_error(ErrorCode::GroupMaxSizeReached, ""));
         }
         if !self.supports_assignors(&req.assignors, None) {
@@ -137,11 +149,23 @@ impl<R> Group<R> {
         }
         if let Some(instance) = req.group_instance_id.as_deref() {
             // A new static member joins directly, without MEMBER_ID_REQUIRED (as in Kafka).
-            let member_id = format!("{instance}-{fresh}");
+            let member_id = format!("{}-{fresh}", truncated(instance, MEMBER_ID_PREFIX_BYTES));
             self.add_member(cx, member_id, req, client, reply, out);
             return;
         }
-        let member_id = format!("{}-{}", client.client_id, fresh);
+        if !self
+            .config
+            .pending_budget
+            .try_take(self.config.limits.max_pending_member_ids)
+        {
+            // Every pending id of the server is taken (protocol §6.18).
+            return out.reply(reply, join_error(ErrorCode::ResourceLimitReached, ""));
+        }
+        let member_id = format!(
+            "{}-{}",
+            truncated(&client.client_id, MEMBER_ID_PREFIX_BYTES),
+            fresh
+        );
         let expires = cx.now + Millis::from(req.session_timeout_ms);
         self.pending.insert(member_id.clone(), expires);
         self.note_deadline(expires);
@@ -150,15 +174,32 @@ impl<R> Group<R> {
     }
 
     /// Whether a member the group does not know yet may join (protocol §5, Kafka's
-    /// `acceptJoiningMember`).
-    pub(super) fn accepts_new_member(&self) -> bool {
-        match self.state {
-            GroupState::Empty | GroupState::Dead => true,
-            GroupState::PreparingRebalance => !self.config.is_full(self.num_awaiting_join),
-            GroupState::CompletingRebalance | GroupState::Stable => {
-                !self.config.is_full(self.members.len())
-            }
+    /// `acceptJoiningMember`). Pending ids count against the size cap, as in Kafka (other than
+    /// the joiner's own, if `joiner_is_pending`): otherwise MEMBER_ID_REQUIRED would hand out
+    /// ids without bound.
+    pub(super) fn accepts_new_member(&self, joiner_is_pending: bool) -> bool {
+        let members = match self.state {
+            GroupState::Empty | GroupState::Dead => 0,
+            GroupState::PreparingRebalance => self.num_awaiting_join,
+            GroupState::CompletingRebalance | GroupState::Stable => self.members.len(),
+        };
+        let pending = self.pending.len() - usize::from(joiner_is_pending);
+        !self.config.is_full(members + pending)
+    }
+
+    /// Forgets a pending id (it joined, left or expired) and gives its unit back to the
+    /// server's budget; says whether it was pending.
+    pub(super) fn forget_pending(&mut self, member_id: &str) -> bool {
+        if self.pending.remove(member_id).is_none() {
+            return false;
         }
+        self.config.pending_budget.release(1);
+        if self.pending.is_empty() {
+            // A join storm leaves a table sized for all its pending ids; free it once the
+            // last one has gone, rather than keep it in every idle group.
+            self.pending.shrink_to_fit();
+        }
+        true
     }
 
     pub(super) fn add_member(
@@ -236,7 +277,8 @@ impl<R> Group<R> {
         out: &mut Output<R>,
     ) {
         let instance = req.group_instance_id.clone().unwrap_or_default();
-        let new_member_id: Arc<str> = format!("{instance}-{fresh}").into();
+        let new_member_id: Arc<str> =
+            format!("{}-{fresh}", truncated(&instance, MEMBER_ID_PREFIX_BYTES)).into();
         let Some(mut member) = self.members.remove(old_member_id.as_str()) else {
             // The static map and the member map disagree; should be impossible. Treat as new.
             self.statics.remove(&instance);

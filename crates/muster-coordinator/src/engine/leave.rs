@@ -3,6 +3,7 @@
 
 use muster_protocol::{ErrorCode, LeaveGroupRequest, LeaveGroupResponse, LeaveResult};
 
+use super::limits::check_leave;
 use super::{Ctx, Group, GroupState, Output, RebalanceTrigger, NONE};
 
 impl<R> Group<R> {
@@ -14,6 +15,12 @@ impl<R> Group<R> {
         req: LeaveGroupRequest,
         out: &mut Output<R>,
     ) -> LeaveGroupResponse {
+        if let Err(code) = check_leave(&self.config.limits, &req) {
+            return LeaveGroupResponse {
+                error_code: code.code(),
+                members: Vec::new(),
+            };
+        }
         let mut results = Vec::with_capacity(req.members.len());
         let mut removed_any = false;
         let mut forgot_pending = false;
@@ -33,7 +40,7 @@ impl<R> Group<R> {
                     }
                     None => ErrorCode::UnknownMemberId,
                 }
-            } else if self.pending.remove(&leaving.member_id).is_some() {
+            } else if self.forget_pending(&leaving.member_id) {
                 forgot_pending = true;
                 ErrorCode::None
             } else {

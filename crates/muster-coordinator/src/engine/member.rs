@@ -11,7 +11,8 @@ use super::{Event, Group, Member, Millis, Output};
 
 impl<R> Group<R> {
     /// Whether `assignors` has one in common with every current member (other than `except`).
-    /// O(assignors), from `assignor_support`.
+    /// O(assignors · log(names)), from `assignor_support` (sorted by name): linear in the
+    /// request, whatever the members name.
     pub(super) fn supports_assignors(
         &self,
         assignors: &[AssignorMetadata],
@@ -21,11 +22,7 @@ impl<R> Group<R> {
         let others = self.members.len() - usize::from(excepted.is_some());
         let answer = !assignors.is_empty()
             && assignors.iter().any(|a| {
-                let supporters = self
-                    .assignor_support
-                    .iter()
-                    .find(|(name, _)| *name == a.name)
-                    .map_or(0, |(_, n)| *n);
+                let supporters = Self::support_of(&self.assignor_support, &a.name);
                 let own = usize::from(excepted.is_some_and(|m| m.supports(&a.name)));
                 supporters.saturating_sub(own) == others
             });
@@ -43,39 +40,41 @@ impl<R> Group<R> {
         answer
     }
 
-    /// Counts (`add`) or uncounts one member's assignors in `support`; a name the member lists
-    /// twice counts once.
+    /// How many members support `name`, from the sorted `support` list.
+    pub(super) fn support_of(support: &[(String, usize)], name: &str) -> usize {
+        support
+            .binary_search_by(|(n, _)| n.as_str().cmp(name))
+            .map_or(0, |at| support[at].1)
+    }
+
+    /// Counts (`add`) or uncounts one member's assignors in `support` (kept sorted by name); a
+    /// name the member lists twice counts once. O(k log k + k log S) for k assignors, not
+    /// O(k²): the names are sorted and deduplicated first.
     pub(super) fn count_support(
         support: &mut Vec<(String, usize)>,
         assignors: &[AssignorMetadata],
         add: bool,
     ) {
-        for (i, a) in assignors.iter().enumerate() {
-            if assignors.iter().take(i).any(|b| b.name == a.name) {
-                continue;
-            }
-            let at = support.iter().position(|(name, _)| *name == a.name);
+        let mut names: Vec<&str> = assignors.iter().map(|a| a.name.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        for name in names {
+            let at = support.binary_search_by(|(n, _)| n.as_str().cmp(name));
             match (at, add) {
-                (Some(at), true) => {
-                    if let Some((_, n)) = support.get_mut(at) {
-                        *n += 1;
-                    }
-                }
-                (None, true) => {
-                    // Exactly: groups offer one to three assignors, and a first `push` would
+                (Ok(at), true) => support[at].1 += 1,
+                (Err(at), true) => {
+                    // Exactly: groups offer one to three assignors, and a first `insert` would
                     // reserve four slots (128 bytes) in every group.
                     support.reserve_exact(1);
-                    support.push((a.name.clone(), 1));
+                    support.insert(at, (name.to_owned(), 1));
                 }
-                (Some(at), false) => {
-                    if let Some((_, n)) = support.get_mut(at) {
-                        *n -= 1;
-                        if *n == 0 {
-                            support.swap_remove(at);
-                        }
+                (Ok(at), false) => {
+                    support[at].1 -= 1;
+                    if support[at].1 == 0 {
+                        support.remove(at);
                     }
                 }
-                (None, false) => {}
+                (Err(_), false) => {}
             }
         }
     }
@@ -156,11 +155,13 @@ impl<R> Group<R> {
     /// its most preferred one; most votes wins (ties go to the name first in order).
     pub(super) fn select_assignor(&self) -> Option<String> {
         let first = self.members.values().next()?;
+        // Supported by every member: the support count says so in O(log names), not O(members).
+        let everyone = self.members.len();
         let candidates: Vec<&str> = first
             .assignors
             .iter()
             .map(|a| a.name.as_str())
-            .filter(|name| self.members.values().all(|m| m.supports(name)))
+            .filter(|name| Self::support_of(&self.assignor_support, name) == everyone)
             .collect();
         let mut votes: HashMap<&str, usize> = HashMap::new();
         for m in self.members.values() {

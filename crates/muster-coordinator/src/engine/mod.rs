@@ -16,6 +16,7 @@
 //! | States (entering a state)                | `mod.rs`       |
 //! | Group id; a group that does not exist    | `absent.rs`    |
 //! | JoinGroup checks, pending ids            | `join.rs`      |
+//! | Request limits, pending-id budget        | `limits.rs`    |
 //! | Unchanged follower; Static membership    | `join.rs`      |
 //! | Barrier, initial delay, generation, vote | `barrier.rs`   |
 //! | JoinGroup / SyncGroup answer shapes      | `answers.rs`   |
@@ -35,6 +36,7 @@ mod barrier;
 mod heartbeat;
 mod join;
 mod leave;
+mod limits;
 mod member;
 mod offsets;
 mod persist;
@@ -44,8 +46,10 @@ mod tests;
 mod timers;
 
 pub use absent::{
-    absent_group, error_for, error_like, validate_group_id, AbsentGroup, MAX_GROUP_ID_BYTES,
+    absent_group, error_for, error_like, limit_error, validate_group_id, AbsentGroup,
+    MAX_GROUP_ID_BYTES,
 };
+pub use limits::{check_request, PendingBudget};
 
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
@@ -356,6 +360,14 @@ pub struct Group<R> {
     new_deadline: Option<Millis>,
 }
 
+/// A group that goes (deleted, removed, or its actor stopped) gives its pending ids back to
+/// the server's budget.
+impl<R> Drop for Group<R> {
+    fn drop(&mut self) {
+        self.config.pending_budget.release(self.pending.len());
+    }
+}
+
 impl<R> Group<R> {
     /// A new, Empty group at generation 0.
     pub fn new(group_id: String, config: Arc<GroupConfig>, now: Millis) -> Self {
@@ -415,6 +427,11 @@ impl<R> Group<R> {
     #[cfg(test)]
     pub(super) fn has_member(&self, member_id: &str) -> bool {
         self.members.contains_key(member_id)
+    }
+
+    #[cfg(test)]
+    pub(super) fn set_generation_for_test(&mut self, generation: i32) {
+        self.generation = generation;
     }
 
     #[cfg(test)]

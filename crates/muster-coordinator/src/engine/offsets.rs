@@ -6,7 +6,12 @@ use muster_protocol::{
     OffsetFetchRequest, OffsetFetchResponse, PartitionResult, PartitionResults,
 };
 
-use super::{Group, GroupState, Millis, Offsets, NONE};
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use super::limits::{check_commit, check_fetch};
+use super::{Group, GroupState, Millis, Offsets, ProcessKeys, NONE};
 use crate::storage::records::{CommittedOffset, OffsetWrite};
 
 impl<R> Group<R> {
@@ -18,13 +23,22 @@ impl<R> Group<R> {
         now: Millis,
         req: OffsetCommitRequest,
     ) -> (OffsetCommitResponse, Vec<OffsetWrite>) {
+        if let Err(code) = check_commit(&self.config.limits, &req) {
+            return (commit_error(code, &req), Vec::new());
+        }
         if let Err(code) = self.check_commit(now, &req) {
             return (commit_error(code, &req), Vec::new());
         }
         let max_metadata = self.config.max_offset_metadata_bytes;
-        let mut writes = Vec::new();
+        let mut writes: Vec<OffsetWrite> = Vec::new();
+        // (topic, partition) → its write: a partition named twice is written once, with the
+        // last value (as Kafka, which collects a commit into a map).
+        let mut written: HashMap<(Arc<str>, i32), usize> = HashMap::new();
         let mut topics = Vec::with_capacity(req.topics.len());
         for t in req.topics {
+            // One allocation per topic, shared by its partitions' writes: a long name and many
+            // partitions cost their sum, not their product.
+            let topic: Arc<str> = Arc::from(t.topic.as_str());
             let mut results = Vec::with_capacity(t.partitions.len());
             for p in t.partitions {
                 let code = if let Err(code) =
@@ -32,15 +46,22 @@ impl<R> Group<R> {
                 {
                     code
                 } else {
-                    writes.push(OffsetWrite {
-                        topic: t.topic.clone(),
+                    let write = OffsetWrite {
+                        topic: Arc::clone(&topic),
                         partition: p.partition,
                         committed: CommittedOffset {
                             offset: p.offset,
                             metadata: p.metadata,
                             commit_timestamp_ms: now,
                         },
-                    });
+                    };
+                    match written.entry((Arc::clone(&topic), p.partition)) {
+                        Entry::Occupied(at) => writes[*at.get()] = write,
+                        Entry::Vacant(slot) => {
+                            slot.insert(writes.len());
+                            writes.push(write);
+                        }
+                    }
                     ErrorCode::None
                 };
                 results.push(PartitionResult {
@@ -94,15 +115,28 @@ impl<R> Group<R> {
     /// Makes committed offsets visible to OffsetFetch, once durable.
     pub fn apply_offsets(&mut self, writes: Vec<OffsetWrite>) {
         for w in writes {
-            self.offsets
-                .entry(w.topic)
-                .or_default()
-                .insert(w.partition, w.committed);
+            match self.offsets.get_mut(&*w.topic) {
+                Some(parts) => {
+                    parts.insert(w.partition, w.committed);
+                }
+                None => {
+                    self.offsets
+                        .entry(w.topic.to_string())
+                        .or_default()
+                        .insert(w.partition, w.committed);
+                }
+            }
         }
     }
 
     /// OffsetFetch (protocol §5 "OffsetFetch"): any state; no commit → offset -1.
     pub fn fetch_offsets(&self, req: &OffsetFetchRequest) -> OffsetFetchResponse {
+        if let Err(code) = check_fetch(&self.config.limits, req) {
+            return OffsetFetchResponse {
+                error_code: code.code(),
+                topics: Vec::new(),
+            };
+        }
         fetch_from(Some(&self.offsets), req)
     }
 
@@ -177,17 +211,23 @@ pub(super) fn fetch_from(
             .and_then(|p| p.get(&partition))
     };
     let topics = match &req.topics {
-        Some(wanted) => wanted
-            .iter()
-            .map(|t| FetchedTopic {
-                topic: t.topic.clone(),
-                partitions: t
-                    .partitions
-                    .iter()
-                    .map(|&p| fetched(p, lookup(&t.topic, p)))
-                    .collect(),
-            })
-            .collect(),
+        // A partition named twice is answered once (protocol §6.14): the answer's size must
+        // follow the request's, and a stored offset's metadata can be 4 KiB.
+        Some(wanted) => {
+            let mut seen: HashSet<(&str, i32), ProcessKeys> = HashSet::default();
+            wanted
+                .iter()
+                .map(|t| FetchedTopic {
+                    topic: t.topic.clone(),
+                    partitions: t
+                        .partitions
+                        .iter()
+                        .filter(|&&p| seen.insert((t.topic.as_str(), p)))
+                        .map(|&p| fetched(p, lookup(&t.topic, p)))
+                        .collect(),
+                })
+                .collect()
+        }
         None => {
             let mut all: Vec<FetchedTopic> = offsets
                 .into_iter()

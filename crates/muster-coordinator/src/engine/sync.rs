@@ -12,6 +12,7 @@ use std::sync::Arc;
 use muster_protocol::{ErrorCode, SyncGroupRequest};
 
 use super::answers::{sync_error, sync_response};
+use super::limits::check_sync;
 use super::{Ctx, Group, GroupState, Millis, Output, ProcessKeys};
 
 /// A set of member ids (keyed like every map of a group).
@@ -28,6 +29,9 @@ pub(super) struct SyncWindow {
 impl<R> Group<R> {
     /// SyncGroup (protocol §5 "SyncGroup").
     pub fn sync(&mut self, cx: Ctx<'_>, req: SyncGroupRequest, reply: R, out: &mut Output<R>) {
+        if let Err(code) = check_sync(&self.config.limits, &req) {
+            return out.reply(reply, sync_error(code));
+        }
         if self.state == GroupState::Dead {
             return out.reply(reply, sync_error(ErrorCode::CoordinatorNotAvailable));
         }

@@ -42,6 +42,9 @@ impl<R> Group<R> {
         let before = self.pending.len();
         self.pending.retain(|_, deadline| *deadline > now);
         let forgot_pending = self.pending.len() != before;
+        self.config
+            .pending_budget
+            .release(before - self.pending.len());
 
         // Session expiry and the new-member cap.
         let cap = self.config.new_member_join_timeout_ms;

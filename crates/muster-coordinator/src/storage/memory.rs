@@ -44,7 +44,7 @@ impl Store for MemoryStore {
                     let writes = parts
                         .iter()
                         .map(|((topic, partition), committed)| OffsetWrite {
-                            topic: topic.clone(),
+                            topic: topic.as_str().into(),
                             partition: *partition,
                             committed: committed.clone(),
                         })
@@ -81,7 +81,7 @@ impl Store for MemoryStore {
                 Mutation::PutOffsets { group_id, offsets } => {
                     let parts = inner.offsets.entry(group_id).or_default();
                     for w in offsets {
-                        parts.insert((w.topic, w.partition), w.committed);
+                        parts.insert((w.topic.to_string(), w.partition), w.committed);
                     }
                 }
                 Mutation::DeleteOffsets {

@@ -2,6 +2,8 @@
 //! member) and its committed offsets. Owned here, by storage; the engine builds and reads them
 //! (`engine/persist.rs`), storage never looks at the engine.
 
+use std::sync::Arc;
+
 use muster_protocol::{AssignorMetadata, TopicPartitions};
 
 use crate::types::{GroupState, Millis};
@@ -15,10 +17,11 @@ pub struct CommittedOffset {
     pub commit_timestamp_ms: Millis,
 }
 
-/// A committed offset for one partition, as written.
+/// A committed offset for one partition, as written. The topic is shared by the writes of one
+/// commit (one allocation per topic, not per partition).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OffsetWrite {
-    pub topic: String,
+    pub topic: Arc<str>,
     pub partition: i32,
     pub committed: CommittedOffset,
 }

@@ -54,6 +54,8 @@ pub struct SessionSettings {
     pub server_id: String,
     pub authenticator: Arc<dyn Authenticator>,
     pub supervisor: Addr<Supervisor>,
+    /// Longest client id Hello may carry (protocol §6.18); `Limits::default()`'s unless set.
+    pub max_client_id_bytes: usize,
     /// Connections open now (the listener counts them in, sessions count themselves out).
     pub open_connections: AtomicUsize,
     shutdown: watch::Sender<bool>,
@@ -78,6 +80,7 @@ impl SessionSettings {
             server_id,
             authenticator,
             supervisor,
+            max_client_id_bytes: muster_coordinator::Limits::default().max_client_id_bytes,
             open_connections: AtomicUsize::new(0),
             shutdown: watch::channel(false).0,
         }
@@ -292,6 +295,13 @@ impl Session {
             return self.answer(
                 ticket,
                 answer(ErrorCode::UnsupportedVersion, &self.settings),
+            );
+        }
+        if hello.client_id.len() > self.settings.max_client_id_bytes {
+            // Kept on every member and in log lines: refused, the connection stays open.
+            return self.answer(
+                ticket,
+                answer(ErrorCode::RequestLimitExceeded, &self.settings),
             );
         }
         if let Err(e) = self

@@ -325,34 +325,41 @@ fn max_size_counts_members_or_awaiting_members_by_state() {
         max_group_size: 2,
         ..config()
     });
-    // An Empty group always accepts.
+    // Pending ids count (as in Kafka): two fill an Empty group of two.
     let a = h.member_id_required();
     let b = h.member_id_required();
-    let c = h.member_id_required();
+    let tx = h.join("", None, &["t1"], &["range"]);
+    assert_eq!(
+        h.join_reply(tx).error_code,
+        code(ErrorCode::GroupMaxSizeReached)
+    );
     let ta = h.join(&a, None, &["t1"], &["range"]);
     assert_eq!(h.join_reply(ta).error_code, 0);
     assert_eq!(h.state(), GroupState::CompletingRebalance);
-    // CompletingRebalance: one member, room for one more.
+    // CompletingRebalance: one member and b's pending id: full for newcomers, but b may join.
+    let tx = h.join("", None, &["t1"], &["range"]);
+    assert_eq!(
+        h.join_reply(tx).error_code,
+        code(ErrorCode::GroupMaxSizeReached)
+    );
     let tb = h.join(&b, None, &["t1"], &["range"]);
     assert!(!h.is_answered(tb));
     assert_eq!(h.state(), GroupState::PreparingRebalance);
     // PreparingRebalance counts members waiting at the barrier: b only (a has not rejoined).
     let td = h.join("", None, &["t1"], &["range"]);
-    assert_eq!(
-        h.join_reply(td).error_code,
-        code(ErrorCode::MemberIdRequired)
-    );
+    let d = h.join_reply(td);
+    assert_eq!(d.error_code, code(ErrorCode::MemberIdRequired));
     h.rejoin(&a);
-    // Now two are waiting (the barrier still waits for the pending ids c and d).
+    // Now two are waiting (the barrier still waits for the pending id d).
     let te = h.join("", None, &["t1"], &["range"]);
     assert_eq!(
         h.join_reply(te).error_code,
         code(ErrorCode::GroupMaxSizeReached)
     );
-    let tc = h.join(&c, None, &["t1"], &["range"]);
+    let tc = h.join(&d.member_id, None, &["t1"], &["range"]);
     let rc = h.join_reply(tc);
     assert_eq!(rc.error_code, code(ErrorCode::GroupMaxSizeReached));
-    assert_eq!(rc.member_id, c);
+    assert_eq!(rc.member_id, d.member_id);
     assert_eq!(h.group.member_count(), 2);
 }
 

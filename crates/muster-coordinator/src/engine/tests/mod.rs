@@ -15,6 +15,7 @@ mod heartbeat;
 mod join;
 mod layout;
 mod leave;
+mod limits;
 mod offsets;
 mod persist;
 mod props;
@@ -54,6 +55,7 @@ fn config() -> GroupConfig {
         // Retention is tested on its own (`retention_config`); elsewhere groups live on.
         offsets_retention_ms: 1_000_000_000_000,
         empty_group_removal_ms: 1_000_000_000_000,
+        ..GroupConfig::default()
     }
 }
 

@@ -128,7 +128,7 @@ fn oversized_metadata_is_refused_on_its_partition_only() {
     assert_eq!(r.topics[1].partitions[0].error_code, 0);
     let written: Vec<(String, i32)> = writes
         .iter()
-        .map(|w| (w.topic.clone(), w.partition))
+        .map(|w| (w.topic.to_string(), w.partition))
         .collect();
     assert_eq!(written, vec![("t1".into(), 1), ("t2".into(), 0)]);
 }

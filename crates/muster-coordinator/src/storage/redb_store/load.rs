@@ -73,7 +73,7 @@ fn load_offsets(txn: &ReadTransaction, path: &Path) -> Result<Offsets, StoreErro
             )
         })?;
         let write = OffsetWrite {
-            topic: topic.to_owned(),
+            topic: topic.into(),
             partition,
             committed,
         };

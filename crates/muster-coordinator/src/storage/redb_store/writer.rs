@@ -104,7 +104,7 @@ pub(super) fn prepare(batch: Vec<Mutation>) -> Result<Vec<Op>, StoreError> {
                         .into_iter()
                         .map(|w| {
                             let value = codec::encode_offset(w.committed).map_err(rejected)?;
-                            Ok((w.topic, w.partition, value))
+                            Ok((w.topic.to_string(), w.partition, value))
                         })
                         .collect::<Result<_, StoreError>>()?,
                 },

@@ -1,0 +1,193 @@
+//! Request limits (protocol §6.18 "Limits"): every id, name and list a group request carries is
+//! checked against [`Limits`] before the group spends anything on it, so a request's cost is
+//! bounded by the settings, not only by the frame size. Checked by the group's own methods and
+//! by [`super::absent_group`] (a group that does not exist yet), with the same answers.
+//!
+//! Also the server-wide budget of pending member ids ([`PendingBudget`]), which groups share.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use muster_protocol::{
+    ErrorCode, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest,
+    OffsetFetchRequest, Request, SyncGroupRequest,
+};
+
+use crate::catalog::MAX_TOPIC_NAME_BYTES;
+use crate::config::Limits;
+
+const OVER: ErrorCode = ErrorCode::RequestLimitExceeded;
+
+/// Member ids handed out with MEMBER_ID_REQUIRED and not yet joined, counted over every group
+/// of the server (protocol §6.4): one counter, shared by the groups through their config. A
+/// group takes one unit per pending id and gives it back when the id joins, leaves, expires or
+/// the group goes.
+#[derive(Debug, Clone, Default)]
+pub struct PendingBudget(Arc<AtomicUsize>);
+
+impl PendingBudget {
+    /// Takes one unit unless `max` are already taken.
+    pub(crate) fn try_take(&self, max: usize) -> bool {
+        self.0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                (used < max).then_some(used + 1)
+            })
+            .is_ok()
+    }
+
+    /// Gives back `n` units.
+    pub(crate) fn release(&self, n: usize) {
+        if n > 0 {
+            // Never below zero, whatever a caller does.
+            let _ = self
+                .0
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                    Some(used.saturating_sub(n))
+                });
+        }
+    }
+
+    /// Pending ids held now, over all groups.
+    pub fn in_use(&self) -> usize {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// Two configs are equal whatever counter they share.
+impl PartialEq for PendingBudget {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for PendingBudget {}
+
+fn at_most(len: usize, max: usize) -> Result<(), ErrorCode> {
+    if len > max {
+        Err(OVER)
+    } else {
+        Ok(())
+    }
+}
+
+fn ids(limits: &Limits, member_id: &str, instance_id: Option<&str>) -> Result<(), ErrorCode> {
+    at_most(member_id.len(), limits.max_member_id_bytes)?;
+    at_most(
+        instance_id.map_or(0, str::len),
+        limits.max_instance_id_bytes,
+    )
+}
+
+/// JoinGroup: ids, reason, rebalance timeout, assignors (count, names, user data), subscribed
+/// topics (count; a name longer than any topic can be is INVALID_TOPIC), owned partitions.
+pub fn check_join(limits: &Limits, req: &JoinGroupRequest) -> Result<(), ErrorCode> {
+    ids(limits, &req.member_id, req.group_instance_id.as_deref())?;
+    at_most(
+        req.reason.as_deref().map_or(0, str::len),
+        limits.max_reason_bytes,
+    )?;
+    if req.rebalance_timeout_ms > limits.max_rebalance_timeout_ms {
+        return Err(OVER);
+    }
+    at_most(req.assignors.len(), limits.max_assignors)?;
+    let mut user_data = 0usize;
+    for a in &req.assignors {
+        at_most(a.name.len(), limits.max_assignor_name_bytes)?;
+        user_data = user_data.saturating_add(a.user_data.len());
+    }
+    at_most(user_data, limits.max_assignor_metadata_bytes)?;
+    at_most(req.topics.len(), limits.max_subscribed_topics)?;
+    if req.topics.iter().any(|t| t.len() > MAX_TOPIC_NAME_BYTES) {
+        return Err(ErrorCode::InvalidTopic);
+    }
+    at_most(req.owned_partitions.len(), limits.max_subscribed_topics)?;
+    if req
+        .owned_partitions
+        .iter()
+        .any(|t| t.topic.len() > MAX_TOPIC_NAME_BYTES)
+    {
+        return Err(ErrorCode::InvalidTopic);
+    }
+    let owned = req
+        .owned_partitions
+        .iter()
+        .fold(0usize, |n, t| n.saturating_add(t.partitions.len()));
+    at_most(owned, limits.max_partitions_per_request)
+}
+
+/// SyncGroup: ids (the leader's assignments are only kept for members the group has).
+pub fn check_sync(limits: &Limits, req: &SyncGroupRequest) -> Result<(), ErrorCode> {
+    ids(limits, &req.member_id, req.group_instance_id.as_deref())
+}
+
+/// Heartbeat: ids only (two comparisons: this is the hot path).
+pub fn check_heartbeat(limits: &Limits, req: &HeartbeatRequest) -> Result<(), ErrorCode> {
+    ids(limits, &req.member_id, req.group_instance_id.as_deref())
+}
+
+/// LeaveGroup: each member's ids and reason.
+pub fn check_leave(limits: &Limits, req: &LeaveGroupRequest) -> Result<(), ErrorCode> {
+    for m in &req.members {
+        ids(limits, &m.member_id, m.group_instance_id.as_deref())?;
+        at_most(
+            m.reason.as_deref().map_or(0, str::len),
+            limits.max_reason_bytes,
+        )?;
+    }
+    Ok(())
+}
+
+/// OffsetCommit: ids, partitions in all (a topic name longer than any topic can be is
+/// INVALID_TOPIC: it is copied into every stored key of the commit).
+pub fn check_commit(limits: &Limits, req: &OffsetCommitRequest) -> Result<(), ErrorCode> {
+    ids(limits, &req.member_id, req.group_instance_id.as_deref())?;
+    let mut partitions = 0usize;
+    for t in &req.topics {
+        if t.topic.len() > MAX_TOPIC_NAME_BYTES {
+            return Err(ErrorCode::InvalidTopic);
+        }
+        partitions = partitions.saturating_add(t.partitions.len());
+    }
+    at_most(partitions, limits.max_partitions_per_request)
+}
+
+/// OffsetFetch: partitions in all.
+pub fn check_fetch(limits: &Limits, req: &OffsetFetchRequest) -> Result<(), ErrorCode> {
+    let Some(topics) = &req.topics else {
+        return Ok(());
+    };
+    let mut partitions = 0usize;
+    for t in topics {
+        if t.topic.len() > MAX_TOPIC_NAME_BYTES {
+            return Err(ErrorCode::InvalidTopic);
+        }
+        partitions = partitions.saturating_add(t.partitions.len().max(1));
+    }
+    at_most(partitions, limits.max_partitions_per_request)
+}
+
+/// The check of [`check_join`] and its siblings for any group request (others pass).
+pub fn check_request(limits: &Limits, request: &Request) -> Result<(), ErrorCode> {
+    match request {
+        Request::JoinGroup(r) => check_join(limits, r),
+        Request::SyncGroup(r) => check_sync(limits, r),
+        Request::Heartbeat(r) => check_heartbeat(limits, r),
+        Request::LeaveGroup(r) => check_leave(limits, r),
+        Request::OffsetCommit(r) => check_commit(limits, r),
+        Request::OffsetFetch(r) => check_fetch(limits, r),
+        _ => Ok(()),
+    }
+}
+
+/// At most `max_bytes` of `s`, cut at a character boundary (generated member ids start with
+/// the client id: a long client id must not make every id it is given long).
+pub(super) fn truncated(s: &str, max_bytes: usize) -> &str {
+    if s.len() <= max_bytes {
+        return s;
+    }
+    let mut end = max_bytes;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
