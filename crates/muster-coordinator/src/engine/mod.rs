@@ -385,6 +385,9 @@ pub struct Group<R> {
     offsets: Offsets,
     /// Set when a change may have moved the next deadline earlier.
     new_deadline: Option<Millis>,
+    /// The caller has offset commits of this group still being made durable: retention waits
+    /// (see [`Group::hold_retention`]).
+    retention_held: bool,
 }
 
 impl<R> Group<R> {
@@ -408,6 +411,7 @@ impl<R> Group<R> {
             state_since: now,
             offsets: Map::default(),
             new_deadline: None,
+            retention_held: false,
         };
         // A new group starts Empty: its retention clock runs from creation.
         group.note_retention_start(now);

@@ -146,10 +146,27 @@ impl<R> Group<R> {
         self.note_deadline(now.saturating_add(soonest));
     }
 
+    /// Holds retention while the caller has offset commits of this group in flight (submitted
+    /// to storage, not yet durable, so not yet in [`Group::apply_offsets`]): expiring the
+    /// partition's older offset, or removing a group that seems to have none, would queue a
+    /// delete behind the commit and erase an offset about to be acknowledged. Released, the
+    /// retention deadline is armed again.
+    pub fn hold_retention(&mut self, held: bool) {
+        if self.retention_held == held {
+            return;
+        }
+        self.retention_held = held;
+        if !held {
+            if let Some(at) = self.retention_deadline() {
+                self.note_deadline(at);
+            }
+        }
+    }
+
     /// When retention next has work (Empty groups only): the oldest offset's expiry, or the
     /// removal of a group with nothing left.
     pub(super) fn retention_deadline(&self) -> Option<Millis> {
-        if self.state != GroupState::Empty || !self.pending.is_empty() {
+        if self.state != GroupState::Empty || !self.pending.is_empty() || self.retention_held {
             return None;
         }
         let oldest = self
@@ -173,7 +190,7 @@ impl<R> Group<R> {
     /// for the retention period; a group left Empty with no offsets is removed (state Dead,
     /// `persist` set so the caller deletes it durably).
     pub(super) fn run_retention(&mut self, now: Millis, out: &mut Output<R>) {
-        if self.state != GroupState::Empty || !self.pending.is_empty() {
+        if self.state != GroupState::Empty || !self.pending.is_empty() || self.retention_held {
             return;
         }
         let retention = self.config.offsets_retention_ms;
