@@ -7,7 +7,7 @@
 //! never pass through here. Group actors reach it through `Recipient`s (`SupervisorLink`), so
 //! `group.rs` does not depend on this module.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -191,7 +191,14 @@ pub struct Supervisor {
     /// Groups per state and members in all groups, for the gauges.
     per_state: HashMap<GroupState, usize>,
     members_total: u64,
+    /// A catalog change is being made durable: later CreateTopics wait in `topics_waiting`.
+    topics_busy: bool,
+    topics_waiting: VecDeque<(AdminCall, Vec<muster_protocol::TopicInfo>)>,
 }
+
+/// CreateTopics requests that may wait behind a catalog change being written; past this the
+/// request is answered COORDINATOR_NOT_AVAILABLE (a disk that slow has bigger problems).
+const MAX_TOPIC_CHANGES_WAITING: usize = 1024;
 
 impl Supervisor {
     pub fn new(options: SupervisorOptions) -> Self {
@@ -212,6 +219,8 @@ impl Supervisor {
             due: Vec::new(),
             per_state: HashMap::new(),
             members_total: 0,
+            topics_busy: false,
+            topics_waiting: VecDeque::new(),
         }
     }
 
@@ -237,6 +246,7 @@ impl Supervisor {
             Some(env) => Arc::clone(env),
             None => Arc::new(GroupEnv {
                 store: Arc::clone(&self.store),
+                config: Arc::clone(&self.config),
                 catalog: Arc::clone(&self.catalog),
                 clock: self.clock,
                 supervisor: SupervisorLink {
@@ -464,12 +474,28 @@ impl Supervisor {
         }
     }
 
+    /// CreateTopics: the catalog changes, and the answer leaves, only once the change is
+    /// durable. The supervisor keeps routing and firing timers meanwhile (the write is awaited
+    /// in a spawned future, not with `ctx.wait`); catalog changes are serialised, so a request
+    /// never plans against counts that a change in flight is about to replace (two concurrent
+    /// requests for one topic: the second is planned after the first is installed).
     fn create_topics(
         &mut self,
         call: AdminCall,
         topics: Vec<muster_protocol::TopicInfo>,
         ctx: &mut Context<Self>,
     ) {
+        if self.topics_busy {
+            if self.topics_waiting.len() >= MAX_TOPIC_CHANGES_WAITING {
+                call.reply.send(Response::error(
+                    ErrorCode::CoordinatorNotAvailable,
+                    "too many topic changes waiting for storage",
+                ));
+            } else {
+                self.topics_waiting.push_back((call, topics));
+            }
+            return;
+        }
         let plan = self.catalog.plan(&topics);
         let reply = call.reply;
         let response = Response::CreateTopics(CreateTopicsResponse {
@@ -483,31 +509,34 @@ impl Supervisor {
         let durable = self
             .store
             .apply(changes.iter().cloned().map(Mutation::PutTopic).collect());
-        // Catalog changes are rare; serialising them (ctx.wait) keeps two concurrent requests
-        // from planning against the same old counts.
-        ctx.wait(
-            durable
-                .into_actor(self)
-                .map(move |result, act, _| match result {
-                    Ok(()) => {
-                        act.catalog.install(&changes);
-                        let names: Arc<[String]> =
-                            changes.iter().map(|t| t.topic.clone()).collect();
-                        info!(topics = ?names, "topic catalog changed");
-                        for entry in act.groups.values() {
-                            entry.addr.do_send(TopicsChanged(Arc::clone(&names)));
-                        }
-                        reply.send(response);
+        self.topics_busy = true;
+        ctx.spawn(durable.into_actor(self).map(move |result, act, ctx| {
+            match result {
+                Ok(()) => {
+                    act.catalog.install(&changes);
+                    let names: Arc<[String]> = changes.iter().map(|t| t.topic.clone()).collect();
+                    info!(topics = ?names, "topic catalog changed");
+                    for entry in act.groups.values() {
+                        entry.addr.do_send(TopicsChanged(Arc::clone(&names)));
                     }
-                    Err(e) => {
-                        error!(error = %e, "topic change not durable");
-                        reply.send(Response::error(
-                            ErrorCode::CoordinatorNotAvailable,
-                            format!("topic change not durable: {e}"),
-                        ));
-                    }
-                }),
-        );
+                    reply.send(response);
+                }
+                Err(e) => {
+                    error!(error = %e, "topic change not durable");
+                    reply.send(Response::error(
+                        ErrorCode::CoordinatorNotAvailable,
+                        format!("topic change not durable: {e}"),
+                    ));
+                }
+            }
+            act.topics_busy = false;
+            while !act.topics_busy {
+                let Some((call, topics)) = act.topics_waiting.pop_front() else {
+                    break;
+                };
+                act.create_topics(call, topics, ctx);
+            }
+        }));
     }
 }
 
@@ -660,7 +689,25 @@ impl Handler<Shutdown> for Supervisor {
         let store = Arc::clone(&self.store);
         Box::pin(async move {
             join_all(aborts).await;
-            if let Err(e) = store.close() {
+            // `close` waits for the writer's last round: on a hung disk, forever. It runs on a
+            // thread of its own so that this thread keeps serving and the caller's shutdown
+            // deadline bounds the wait (the process then exits without it).
+            let (done, closed) = tokio::sync::oneshot::channel();
+            let closing = Arc::clone(&store);
+            let spawned = std::thread::Builder::new()
+                .name("muster-store-close".into())
+                .spawn(move || {
+                    let _ = done.send(closing.close());
+                });
+            let result = match spawned {
+                Ok(_) => closed.await.unwrap_or_else(|_| {
+                    Err(crate::storage::StoreError::Io(
+                        "the store's closing thread panicked".into(),
+                    ))
+                }),
+                Err(_) => store.close(),
+            };
+            if let Err(e) = result {
                 error!(error = %e, "store did not close cleanly");
             }
         })
