@@ -1,11 +1,12 @@
 //! The operators' HTTP listener (`--admin-listen`): Prometheus text at `/metrics`, `/healthz`
-//! (the process is up) and `/readyz` (state is loaded and client connections are accepted).
+//! (the process is up) and `/readyz` (state is loaded, client connections are accepted, and
+//! storage takes writes: a full or failing disk makes the server not ready until it recovers).
 //! Deliberately tiny: HTTP/1.1, GET only, no TLS.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
@@ -13,23 +14,51 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
+use muster_coordinator::storage::Store;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tracing::{debug, info};
 
 use crate::telemetry::{metrics_handle, render_metrics};
 
-/// Whether the server is ready for clients (`/readyz`).
-#[derive(Debug, Default, Clone)]
-pub struct Readiness(Arc<AtomicBool>);
+/// Whether the server is ready for clients (`/readyz`): it is up (set by startup and
+/// shutdown) and the store it watches, if any, takes writes.
+#[derive(Default, Clone)]
+pub struct Readiness {
+    up: Arc<AtomicBool>,
+    storage: Arc<RwLock<Option<Arc<dyn Store>>>>,
+}
+
+impl std::fmt::Debug for Readiness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Readiness")
+            .field("up", &self.up.load(Ordering::Relaxed))
+            .field("storage_healthy", &self.storage_healthy())
+            .finish()
+    }
+}
 
 impl Readiness {
     pub fn set(&self, ready: bool) {
-        self.0.store(ready, Ordering::Release);
+        self.up.store(ready, Ordering::Release);
+    }
+
+    /// Makes readiness follow `store`'s health too.
+    pub fn watch_storage(&self, store: Arc<dyn Store>) {
+        *self.storage.write().unwrap_or_else(PoisonError::into_inner) = Some(store);
+    }
+
+    /// Whether the watched store (if any) takes writes.
+    pub fn storage_healthy(&self) -> bool {
+        self.storage
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .is_none_or(|store| store.healthy())
     }
 
     pub fn get(&self) -> bool {
-        self.0.load(Ordering::Acquire)
+        self.up.load(Ordering::Acquire) && self.storage_healthy()
     }
 }
 
@@ -102,8 +131,14 @@ fn route(req: &Request<Incoming>, readiness: &Readiness) -> Response<Full<Bytes>
             response
         }
         "/healthz" => text(StatusCode::OK, "ok\n"),
-        "/readyz" if readiness.get() => text(StatusCode::OK, "ready\n"),
-        "/readyz" => text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n"),
+        "/readyz" if !readiness.up.load(Ordering::Acquire) => {
+            text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
+        }
+        "/readyz" if !readiness.storage_healthy() => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: storage failing\n",
+        ),
+        "/readyz" => text(StatusCode::OK, "ready\n"),
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
     }
 }

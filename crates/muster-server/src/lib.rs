@@ -106,6 +106,7 @@ pub struct Running {
 pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
     let readiness = options.readiness.clone();
     readiness.set(false);
+    readiness.watch_storage(Arc::clone(&options.store));
     let admin = match &options.admin_listen {
         Some(addr) => Some(AdminServer::start(addr, readiness.clone()).await.map_err(
             |source| ServerError::Bind {
