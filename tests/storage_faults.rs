@@ -237,3 +237,47 @@ async fn retention_waits_for_a_commit_in_flight() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// A store whose `close` hangs, as on a disk that stopped answering, until the test lets go.
+struct HungStore {
+    inner: MemoryStore,
+    hang: Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl Store for HungStore {
+    fn load(&self) -> Result<StoredState, StoreError> {
+        self.inner.load()
+    }
+
+    fn apply(&self, batch: Vec<Mutation>) -> Durable {
+        self.inner.apply(batch)
+    }
+
+    fn close(&self) -> Result<(), StoreError> {
+        let _ = self.hang.lock().expect("hang").recv();
+        Ok(())
+    }
+}
+
+#[test]
+fn shutdown_is_bounded_when_the_store_hangs() -> anyhow::Result<()> {
+    let (release, hang) = std::sync::mpsc::channel::<()>();
+    let store: Arc<dyn Store> = Arc::new(HungStore {
+        inner: MemoryStore::new(),
+        hang: Mutex::new(hang),
+    });
+    let server = start_server_with(fast_config(), |o| {
+        o.store = store;
+        o.shutdown_timeout = Duration::from_millis(200);
+    });
+    let (stopped, done) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        server.stop();
+        let _ = stopped.send(());
+    });
+    // Not a latency figure: only that shutdown ends at all (its deadline is 200 ms).
+    let ended = done.recv_timeout(Duration::from_secs(20)).is_ok();
+    drop(release);
+    assert!(ended, "shutdown waited for a hung store past its deadline");
+    Ok(())
+}

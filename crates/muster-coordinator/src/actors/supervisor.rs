@@ -686,30 +686,8 @@ impl Handler<Shutdown> for Supervisor {
             .values()
             .map(|e| e.addr.send(AbortHeld))
             .collect();
-        let store = Arc::clone(&self.store);
         Box::pin(async move {
             join_all(aborts).await;
-            // `close` waits for the writer's last round: on a hung disk, forever. It runs on a
-            // thread of its own so that this thread keeps serving and the caller's shutdown
-            // deadline bounds the wait (the process then exits without it).
-            let (done, closed) = tokio::sync::oneshot::channel();
-            let closing = Arc::clone(&store);
-            let spawned = std::thread::Builder::new()
-                .name("muster-store-close".into())
-                .spawn(move || {
-                    let _ = done.send(closing.close());
-                });
-            let result = match spawned {
-                Ok(_) => closed.await.unwrap_or_else(|_| {
-                    Err(crate::storage::StoreError::Io(
-                        "the store's closing thread panicked".into(),
-                    ))
-                }),
-                Err(_) => store.close(),
-            };
-            if let Err(e) = result {
-                error!(error = %e, "store did not close cleanly");
-            }
         })
     }
 }
