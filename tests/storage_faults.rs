@@ -281,3 +281,44 @@ fn shutdown_is_bounded_when_the_store_hangs() -> anyhow::Result<()> {
     assert!(ended, "shutdown waited for a hung store past its deadline");
     Ok(())
 }
+
+#[tokio::test]
+async fn create_topics_waits_for_storage_without_stalling_the_supervisor() -> anyhow::Result<()> {
+    let store = Arc::new(GatedStore {
+        inner: MemoryStore::new(),
+        gate: Mutex::new(None),
+    });
+    let shared: Arc<dyn Store> = store.clone();
+    let server = start_server_with(fast_config(), |o| o.store = shared);
+    let mut conn = Conn::connect(server.local_addr(), "admin").await?;
+
+    store.close_gate();
+    let mut first = conn.send(create_topics(&[("t", 4)])).await?;
+    // A second change of the same topic, planned against the first once that is durable: a
+    // lower count is refused, not applied over it.
+    let mut second = conn.send(create_topics(&[("t", 2)])).await?;
+    // The supervisor keeps answering while the change waits for the disk.
+    let listed = as_list(wait_for(conn.send(list_groups(&[])).await?, ANSWER_TIMEOUT).await?);
+    assert_eq!(listed.error_code, 0);
+    assert_pending(&mut first, "CreateTopics answered before it was durable");
+    assert_pending(&mut second, "the second CreateTopics overtook the first");
+    let described = as_describe_topics(conn.call(describe_topics(Some(&["t"]))).await?);
+    assert!(
+        described.topics.iter().all(|t| t.partitions != 4),
+        "the catalog changed before the change was durable: {described:?}"
+    );
+
+    let applied = store.flush();
+    assert_eq!(applied.len(), 1, "{applied:?}");
+    let created = as_create_topics(wait(first).await?);
+    assert_eq!(created.results[0].error_code, 0);
+    let refused = as_create_topics(wait(second).await?);
+    assert_eq!(
+        refused.results[0].error_code,
+        code(ErrorCode::InvalidPartitions)
+    );
+    assert!(store.flush().is_empty(), "the refused change wrote nothing");
+    let described = as_describe_topics(conn.call(describe_topics(Some(&["t"]))).await?);
+    assert_eq!(described.topics[0].partitions, 4);
+    Ok(())
+}
