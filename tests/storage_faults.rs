@@ -133,10 +133,13 @@ async fn commits_fail_clearly_while_storage_fails() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Batches held back by a closed gate, with how to complete each.
+type Held = VecDeque<(Vec<Mutation>, DurableSender)>;
+
 /// A store that, while closed, queues every batch (keeping their order) instead of applying it.
 struct GatedStore {
     inner: MemoryStore,
-    gate: Mutex<Option<VecDeque<(Vec<Mutation>, DurableSender)>>>,
+    gate: Mutex<Option<Held>>,
 }
 
 impl GatedStore {
