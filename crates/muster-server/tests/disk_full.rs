@@ -358,6 +358,22 @@ fn a_full_disk_fails_writes_clearly_and_recovers() -> Result<()> {
         metric(server.admin, "muster_storage_healthy")? == 0.0,
         "muster_storage_healthy is 0 while failing"
     );
+    // The store keeps trying, and stays not ready while the disk is full (a probe that fits in
+    // pages redb freed inside its file must not make it flap to ready).
+    let errors_at_failure = metric(server.admin, "muster_storage_errors_total")?;
+    wait_until("two failed reopen attempts", || {
+        let (status, body) = http_get(server.admin, "/readyz")?;
+        ensure!(
+            status == 503,
+            "readyz {status} {body:?} while the disk is still full"
+        );
+        Ok(metric(server.admin, "muster_storage_errors_total")? >= errors_at_failure + 2.0)
+    })?;
+    n += 1;
+    ensure!(
+        commit(&mut committer, n)? == ErrorCode::CoordinatorNotAvailable.code(),
+        "a commit on a disk still full must fail"
+    );
     // Heartbeats need no disk.
     for _ in 0..3 {
         let code = heartbeat(&mut member, served_generation, &member_id)?;

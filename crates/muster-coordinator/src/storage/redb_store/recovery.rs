@@ -4,12 +4,19 @@
 //!
 //! While the store is unhealthy, `apply` refuses batches at once and any that raced in are
 //! answered here with [`StoreError::Unavailable`]; nothing queues behind a dead disk. The
-//! writer retries with exponential backoff ([`Backoff`]: 50 ms doubling to 5 s): drop the
-//! old handle, reopen the file (which checks it and rolls a half-written commit back), and
-//! commit a probe write. Only when the probe is durable does the store take writes again. The
-//! backoff is reset by the first real round that commits, not by the probe: a disk with just
-//! enough room for the probe fails the next round and waits longer before the next try.
+//! writer retries with exponential backoff ([`Backoff`]: 50 ms doubling to 5 s): check that
+//! the filesystem takes [`SPACE_PROBE_BYTES`] more (a file written, fsync'd and removed beside
+//! the store), drop the old handle, reopen the file (which checks it and rolls a half-written
+//! commit back), and commit a probe write. Only then does the store take writes again.
+//!
+//! The space check matters: redb reuses pages that earlier commits freed inside its file, so a
+//! probe commit alone succeeds on a full disk, and the store would flap between healthy and
+//! failing while no real write can succeed. The backoff is reset by the first real round that
+//! commits, not by the probes: a disk with just enough room for them fails the next round and
+//! waits longer before the next try.
 
+use std::io::Write;
+use std::path::Path;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,6 +32,12 @@ use crate::storage::StoreError;
 const RETRY_FIRST: Duration = Duration::from_millis(50);
 /// Longest wait between attempts.
 const RETRY_MAX: Duration = Duration::from_secs(5);
+/// Free space the filesystem must show (by taking a file of this size) before the store takes
+/// writes again.
+const SPACE_PROBE_BYTES: usize = 1024 * 1024;
+/// The space probe's file, beside the store's; removed after each check.
+const SPACE_PROBE_FILE: &str = "muster.space-probe";
+
 /// How long a reopen waits for readers to let go of the old handle before trying later.
 const RELEASE_WAIT: Duration = Duration::from_millis(200);
 
@@ -73,6 +86,7 @@ pub(super) fn recover(
         }
         let reopened = shared
             .injected()
+            .and_then(|()| probe_space(path))
             .and_then(|()| open_database(path))
             .and_then(|db| probe(&db).map(|()| db));
         match reopened {
@@ -126,6 +140,23 @@ fn release(mut db: Arc<Database>) -> Result<(), Arc<Database>> {
             Err(shared) => return Err(shared),
         }
     }
+}
+
+/// Whether the filesystem holding `store` takes [`SPACE_PROBE_BYTES`] more, durably.
+fn probe_space(store: &Path) -> Result<(), StoreError> {
+    let probe = store.with_file_name(SPACE_PROBE_FILE);
+    let written = std::fs::File::create(&probe).and_then(|mut file| {
+        file.write_all(&vec![0; SPACE_PROBE_BYTES])?;
+        file.sync_all()
+    });
+    // Removed whatever happened: it must not take the space it was testing for.
+    let _ = std::fs::remove_file(&probe);
+    written.map_err(|e| {
+        StoreError::Io(format!(
+            "{} cannot take {SPACE_PROBE_BYTES} more bytes: {e}",
+            probe.display()
+        ))
+    })
 }
 
 /// A small durable write: proof that the disk takes writes again.
