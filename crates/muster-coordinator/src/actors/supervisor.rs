@@ -9,7 +9,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use futures_util::future::join_all;
@@ -199,6 +199,10 @@ pub struct Supervisor {
 /// CreateTopics requests that may wait behind a catalog change being written; past this the
 /// request is answered COORDINATOR_NOT_AVAILABLE (a disk that slow has bigger problems).
 const MAX_TOPIC_CHANGES_WAITING: usize = 1024;
+
+/// Registry slots whose groups hear of a catalog change per supervisor turn, so that telling
+/// 100 000 groups does not hold up routing and timers for its whole length.
+const TOPICS_CHANGED_PER_TURN: usize = 1024;
 
 impl Supervisor {
     pub fn new(options: SupervisorOptions) -> Self {
@@ -516,9 +520,7 @@ impl Supervisor {
                     act.catalog.install(&changes);
                     let names: Arc<[String]> = changes.iter().map(|t| t.topic.clone()).collect();
                     info!(topics = ?names, "topic catalog changed");
-                    for entry in act.groups.values() {
-                        entry.addr.do_send(TopicsChanged(Arc::clone(&names)));
-                    }
+                    act.tell_topics_changed(names, 0, ctx);
                     reply.send(response);
                 }
                 Err(e) => {
@@ -537,6 +539,28 @@ impl Supervisor {
                 act.create_topics(call, topics, ctx);
             }
         }));
+    }
+}
+
+impl Supervisor {
+    /// Tells every group from registry slot `from` on that `names` changed, a slice per turn.
+    /// (A group created meanwhile reads the new catalog itself.)
+    fn tell_topics_changed(&mut self, names: Arc<[String]>, from: usize, ctx: &mut Context<Self>) {
+        let slots = &self.groups.slots;
+        let end = from
+            .saturating_add(TOPICS_CHANGED_PER_TURN)
+            .min(slots.len());
+        for entry in slots[from.min(end)..end]
+            .iter()
+            .filter_map(|s| s.entry.as_ref())
+        {
+            entry.addr.do_send(TopicsChanged(Arc::clone(&names)));
+        }
+        if end < slots.len() {
+            ctx.run_later(Duration::ZERO, move |act, ctx| {
+                act.tell_topics_changed(names, end, ctx)
+            });
+        }
     }
 }
 
