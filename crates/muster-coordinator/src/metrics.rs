@@ -39,6 +39,14 @@ pub fn describe() {
         Unit::Seconds,
         "Time one storage transaction took to commit and sync"
     );
+    describe_counter!(
+        "muster_storage_errors_total",
+        "Storage writes (rounds, and reopen attempts while recovering) that failed"
+    );
+    describe_gauge!(
+        "muster_storage_healthy",
+        "1 while storage takes writes; 0 from a failed write until it has recovered"
+    );
 }
 
 pub(crate) fn groups_in_state(state: GroupState, count: usize) {
@@ -69,4 +77,14 @@ pub(crate) fn storage_write(seconds: f64) {
 /// One storage transaction committed and synced (for store backends).
 pub fn storage_sync(seconds: f64) {
     histogram!("muster_storage_sync_seconds").record(seconds);
+}
+
+/// A storage write (or a reopen attempt while recovering) failed (for store backends).
+pub fn storage_error() {
+    counter!("muster_storage_errors_total").increment(1);
+}
+
+/// Whether storage takes writes (for store backends).
+pub fn storage_healthy(healthy: bool) {
+    gauge!("muster_storage_healthy").set(if healthy { 1.0 } else { 0.0 });
 }

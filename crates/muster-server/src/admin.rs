@@ -1,5 +1,6 @@
 //! The operators' HTTP listener (`--admin-listen`): Prometheus text at `/metrics`, `/healthz`
-//! (the process is up) and `/readyz` (state is loaded and client connections are accepted).
+//! (the process is up) and `/readyz` (state is loaded, client connections are accepted, and
+//! storage takes writes: a full or failing disk makes the server not ready until it recovers).
 //! Deliberately tiny: HTTP/1.1, GET only, no TLS, one request per connection.
 //!
 //! It is exposed to whoever reaches the port, so it is bounded like the client listener: it
@@ -12,7 +13,7 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use http_body_util::Full;
@@ -22,6 +23,7 @@ use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use metrics::counter;
+use muster_coordinator::storage::Store;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tracing::{debug, info, warn};
@@ -29,17 +31,44 @@ use tracing::{debug, info, warn};
 use crate::listener::AcceptBackoff;
 use crate::telemetry::{metrics_handle, render_metrics};
 
-/// Whether the server is ready for clients (`/readyz`).
-#[derive(Debug, Default, Clone)]
-pub struct Readiness(Arc<AtomicBool>);
+/// Whether the server is ready for clients (`/readyz`): it is up (set by startup and
+/// shutdown) and the store it watches, if any, takes writes.
+#[derive(Default, Clone)]
+pub struct Readiness {
+    up: Arc<AtomicBool>,
+    storage: Arc<RwLock<Option<Arc<dyn Store>>>>,
+}
+
+impl std::fmt::Debug for Readiness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Readiness")
+            .field("up", &self.up.load(Ordering::Relaxed))
+            .field("storage_healthy", &self.storage_healthy())
+            .finish()
+    }
+}
 
 impl Readiness {
     pub fn set(&self, ready: bool) {
-        self.0.store(ready, Ordering::Release);
+        self.up.store(ready, Ordering::Release);
+    }
+
+    /// Makes readiness follow `store`'s health too.
+    pub fn watch_storage(&self, store: Arc<dyn Store>) {
+        *self.storage.write().unwrap_or_else(PoisonError::into_inner) = Some(store);
+    }
+
+    /// Whether the watched store (if any) takes writes.
+    pub fn storage_healthy(&self) -> bool {
+        self.storage
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .is_none_or(|store| store.healthy())
     }
 
     pub fn get(&self) -> bool {
-        self.0.load(Ordering::Acquire)
+        self.up.load(Ordering::Acquire) && self.storage_healthy()
     }
 }
 
@@ -202,8 +231,14 @@ fn route(req: &Request<Incoming>, readiness: &Readiness) -> Response<Full<Bytes>
             response
         }
         "/healthz" => text(StatusCode::OK, "ok\n"),
-        "/readyz" if readiness.get() => text(StatusCode::OK, "ready\n"),
-        "/readyz" => text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n"),
+        "/readyz" if !readiness.up.load(Ordering::Acquire) => {
+            text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
+        }
+        "/readyz" if !readiness.storage_healthy() => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: storage failing\n",
+        ),
+        "/readyz" => text(StatusCode::OK, "ready\n"),
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
     }
 }

@@ -23,7 +23,7 @@ use muster_coordinator::clock::Clock;
 use muster_coordinator::storage::{Store, StoreError};
 use muster_coordinator::GroupConfig;
 use tokio::sync::mpsc;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::admin::{AdminLimits, AdminServer, Readiness};
 use crate::auth::{AllowAll, Authenticator};
@@ -129,6 +129,7 @@ pub struct Running {
     workers: Vec<Arbiter>,
     shutdown_timeout: Duration,
     readiness: Readiness,
+    store: Arc<dyn Store>,
 }
 
 /// Starts the admin listener (if any), loads state, binds, and starts the supervisor,
@@ -136,6 +137,7 @@ pub struct Running {
 pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
     let readiness = options.readiness.clone();
     readiness.set(false);
+    readiness.watch_storage(Arc::clone(&options.store));
     // The admin listener runs on a thread of its own: a flood of admin connections must not
     // delay the supervisor (routing, timers), which runs on this one.
     let admin = match &options.admin_listen {
@@ -218,6 +220,7 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
         workers,
         shutdown_timeout: options.shutdown_timeout,
         readiness,
+        store: options.store,
     })
 }
 
@@ -269,8 +272,9 @@ impl Running {
             .await
             .is_err()
         {
-            warn!("held requests and storage not settled within the shutdown timeout");
+            warn!("held requests not answered within the shutdown timeout");
         }
+        close_store(&self.store, deadline).await;
         // Sessions write what is queued, close their sockets, and drop their `running`
         // senders; the listener dropped its own on StopAccepting. `recv` returns `None` once
         // the last one is gone (nothing is ever sent on the channel).
@@ -288,6 +292,33 @@ impl Running {
             let _ = worker.join();
         }
         info!("stopped");
+    }
+}
+
+/// Flushes and closes the store, waiting at most until `deadline`. `close` waits for the
+/// writer's last round, on a hung disk forever: it runs on a thread of its own, abandoned at the
+/// deadline (the process then exits without it; nothing unacknowledged was promised).
+async fn close_store(store: &Arc<dyn Store>, deadline: tokio::time::Instant) {
+    let (done, closed) = tokio::sync::oneshot::channel();
+    let closing = Arc::clone(store);
+    let spawned = std::thread::Builder::new()
+        .name("muster-store-close".into())
+        .spawn(move || {
+            let _ = done.send(closing.close());
+        });
+    let result = match spawned {
+        Ok(_) => match tokio::time::timeout_at(deadline, closed).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(StoreError::Io("the store's closing thread panicked".into())),
+            Err(_) => {
+                warn!("storage not closed within the shutdown timeout; exiting without it");
+                return;
+            }
+        },
+        Err(_) => store.close(),
+    };
+    if let Err(e) = result {
+        error!(error = %e, "store did not close cleanly");
     }
 }
 

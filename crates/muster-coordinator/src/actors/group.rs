@@ -1,8 +1,16 @@
 //! One consumer group as an actor: a thin shell that hands each message and the current time
 //! to its [`Group`] engine and carries out what comes back — replies, durable writes, timer
 //! requests to the supervisor, status updates and operator logs.
+//!
+//! In-memory state never runs ahead of disk for long: when a write of the group's record
+//! fails, every request that waited on it (and every held JoinGroup/SyncGroup) is answered
+//! COORDINATOR_NOT_AVAILABLE and the group reloads what is durable ([`Store::load_group`]),
+//! retrying until the store has recovered; meanwhile it answers COORDINATOR_NOT_AVAILABLE to
+//! everything, so nothing acts on the generation that was never written. The last durable
+//! record is read back rather than kept: an idle group holds no second copy of itself.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use actix::prelude::*;
 use muster_protocol::{ErrorCode, HeartbeatRequest, HeartbeatResponse, Request, Response};
@@ -16,13 +24,16 @@ use super::messages::{
 use super::reply::ReplyTo;
 use crate::catalog::TopicCatalog;
 use crate::clock::Clock;
-use crate::engine::{error_like, Ctx, Event, Group, GroupState, Millis, Output};
+use crate::config::GroupConfig;
+use crate::engine::{error_for, error_like, Ctx, Event, Group, GroupState, Millis, Output};
 use crate::logsafe::{logsafe, logsafe_list};
 use crate::storage::{Mutation, Store};
 
 /// What every group actor shares.
 pub(crate) struct GroupEnv {
     pub store: Arc<dyn Store>,
+    /// For rebuilding a group from its durable record after a failed write.
+    pub config: Arc<GroupConfig>,
     pub catalog: Arc<TopicCatalog>,
     pub clock: Clock,
     /// The supervisor, as the three messages a group sends it (made once, shared by every
@@ -49,7 +60,17 @@ pub struct GroupActor {
     /// Replies waiting for the write after the one in flight.
     persist_next: Option<Vec<(ReplyTo, Response)>>,
     status: (GroupState, u32),
+    /// OffsetCommits submitted to the store and not yet answered: retention waits for them.
+    commits_in_flight: u32,
+    /// A write of the group's record failed and the durable record is not reloaded yet.
+    reloading: bool,
+    /// Topics whose partition count changed while reloading (rare; empty otherwise).
+    missed_topics: Vec<String>,
 }
+
+/// How often a group whose write failed tries to reload its durable record (it fails fast
+/// while the store is recovering).
+const RELOAD_RETRY: Duration = Duration::from_millis(200);
 
 impl GroupActor {
     pub(crate) fn new(key: u64, group: Group<ReplyTo>, env: Arc<GroupEnv>) -> Self {
@@ -62,6 +83,9 @@ impl GroupActor {
             persist_in_flight: false,
             persist_next: None,
             status,
+            commits_in_flight: 0,
+            reloading: false,
+            missed_topics: Vec::new(),
         }
     }
 
@@ -72,6 +96,10 @@ impl GroupActor {
             reply,
             client,
         } = call;
+        if self.reloading {
+            reply.send(error_for(&request, ErrorCode::CoordinatorNotAvailable));
+            return;
+        }
         // Borrows the catalog beside `self.group`: no reference-count traffic on the shared
         // `Arc` per request.
         let cx = Ctx {
@@ -117,8 +145,13 @@ impl GroupActor {
     /// A heartbeat's answer (a heartbeat changes nothing the actor must carry out: only the
     /// member's last-heard time, which pushes deadlines later).
     fn heartbeat(&mut self, now: Millis, request: &HeartbeatRequest) -> Response {
+        let code = if self.reloading {
+            ErrorCode::CoordinatorNotAvailable
+        } else {
+            self.group.heartbeat(now, request)
+        };
         Response::Heartbeat(HeartbeatResponse {
-            error_code: self.group.heartbeat(now, request).code(),
+            error_code: code.code(),
         })
     }
 
@@ -135,20 +168,31 @@ impl GroupActor {
             group_id: self.group.group_id().to_owned(),
             offsets: writes.clone(),
         }]);
-        let fut = durable.into_actor(self).map(move |result, act, _ctx| match result {
-            Ok(()) => {
-                crate::metrics::storage_write(submitted.elapsed().as_secs_f64());
-                crate::metrics::offsets_committed(writes.len());
-                act.group.apply_offsets(writes);
-                reply.send(Response::OffsetCommit(response));
+        // Retention must not delete an offset of this group behind this write (the delete would
+        // land after it, and the offset would be gone once acknowledged).
+        self.commits_in_flight += 1;
+        self.group.hold_retention(true);
+        let fut = durable.into_actor(self).map(move |result, act, ctx| {
+            match result {
+                Ok(()) => {
+                    crate::metrics::storage_write(submitted.elapsed().as_secs_f64());
+                    crate::metrics::offsets_committed(writes.len());
+                    act.group.apply_offsets(writes);
+                    reply.send(Response::OffsetCommit(response));
+                }
+                Err(e) => {
+                    error!(group_id = %logsafe(act.group.group_id()), error = %e, "offset commit not durable");
+                    let failed = error_like(
+                        &Response::OffsetCommit(response),
+                        ErrorCode::CoordinatorNotAvailable,
+                    );
+                    reply.send(failed);
+                }
             }
-            Err(e) => {
-                error!(group_id = %logsafe(act.group.group_id()), error = %e, "offset commit not durable");
-                let failed = error_like(
-                    &Response::OffsetCommit(response),
-                    ErrorCode::CoordinatorNotAvailable,
-                );
-                reply.send(failed);
+            act.commits_in_flight -= 1;
+            if act.commits_in_flight == 0 {
+                act.group.hold_retention(false);
+                act.finish(Output::default(), ctx);
             }
         });
         ctx.spawn(fut);
@@ -230,10 +274,15 @@ impl GroupActor {
                 }
                 Err(e) => {
                     error!(group_id = %logsafe(act.group.group_id()), error = %e,
-                        "group metadata not durable; answering COORDINATOR_NOT_AVAILABLE");
-                    for (to, response) in replies {
+                        "group metadata not durable; answering COORDINATOR_NOT_AVAILABLE and \
+                         rolling back to the durable record");
+                    // The replies waiting for the next write depend on this one's state too.
+                    let next = act.persist_next.take().unwrap_or_default();
+                    for (to, response) in replies.into_iter().chain(next) {
                         to.send(error_like(&response, ErrorCode::CoordinatorNotAvailable));
                     }
+                    act.roll_back(ctx);
+                    return;
                 }
             }
             if let Some(next) = act.persist_next.take() {
@@ -246,6 +295,67 @@ impl GroupActor {
             }
         });
         ctx.spawn(fut);
+    }
+
+    /// A write of the group's record failed: what the engine holds is ahead of disk. Answers
+    /// the held requests, then reloads the durable record.
+    fn roll_back(&mut self, ctx: &mut Context<Self>) {
+        let mut out = Output::default();
+        self.group
+            .abort_held(ErrorCode::CoordinatorNotAvailable, &mut out);
+        for (to, response) in out.replies {
+            to.send(response);
+        }
+        self.reloading = true;
+        self.reload(ctx);
+    }
+
+    /// Rebuilds the group from what the store holds (as at startup: sessions start afresh),
+    /// or tries again shortly while the store is recovering.
+    fn reload(&mut self, ctx: &mut Context<Self>) {
+        let stored = match self.env.store.load_group(self.group.group_id()) {
+            Ok(stored) => stored,
+            Err(e) => {
+                debug!(group_id = self.group.group_id(), error = %e, "durable record not readable yet");
+                ctx.run_later(RELOAD_RETRY, |act, ctx| act.reload(ctx));
+                return;
+            }
+        };
+        let now = self.env.clock.now();
+        let config = Arc::clone(&self.env.config);
+        let mut group = match stored.record {
+            Some(record) => Group::restore(record, stored.offsets, config, now),
+            None => {
+                // Never written: the group is what a new one would be, with its offsets.
+                let mut group = Group::new(self.group.group_id().to_owned(), config, now);
+                group.apply_offsets(stored.offsets);
+                group
+            }
+        };
+        if self.commits_in_flight > 0 {
+            group.hold_retention(true);
+        }
+        self.group = group;
+        self.reloading = false;
+        // The restored group reports its full next deadline; whatever the supervisor holds for
+        // us fires early at worst.
+        self.armed = None;
+        info!(
+            group_id = self.group.group_id(),
+            generation = self.group.generation(),
+            state = self.group.state().as_str(),
+            "group rolled back to its durable record"
+        );
+        let mut out = Output::default();
+        let missed = std::mem::take(&mut self.missed_topics);
+        if !missed.is_empty() {
+            let cx = Ctx {
+                now,
+                topics: self.env.catalog.as_ref(),
+            };
+            self.group.topics_changed(cx, &missed, &mut out);
+        }
+        self.finish(out, ctx);
     }
 }
 
@@ -328,6 +438,10 @@ impl Handler<Tick> for GroupActor {
     fn handle(&mut self, _: Tick, ctx: &mut Self::Context) {
         // The supervisor consumed our entry; the tick hands back the full next deadline.
         self.armed = None;
+        if self.reloading {
+            // The reload arms anew.
+            return;
+        }
         let cx = Ctx {
             now: self.env.clock.now(),
             topics: self.env.catalog.as_ref(),
@@ -350,6 +464,9 @@ impl Handler<Delete> for GroupActor {
     type Result = ResponseActFuture<Self, ErrorCode>;
 
     fn handle(&mut self, _: Delete, _: &mut Self::Context) -> Self::Result {
+        if self.reloading {
+            return Box::pin(actix::fut::ready(ErrorCode::CoordinatorNotAvailable));
+        }
         let code = self.group.delete(self.env.clock.now());
         if code != ErrorCode::None {
             return Box::pin(actix::fut::ready(code));
@@ -365,6 +482,8 @@ impl Handler<Delete> for GroupActor {
             }
             Err(e) => {
                 error!(group_id = %logsafe(act.group.group_id()), error = %e, "group deletion not durable");
+                // The engine already marked the group Dead: back to what is durable.
+                act.roll_back(ctx);
                 ErrorCode::CoordinatorNotAvailable
             }
         }))
@@ -375,6 +494,11 @@ impl Handler<TopicsChanged> for GroupActor {
     type Result = ();
 
     fn handle(&mut self, msg: TopicsChanged, ctx: &mut Self::Context) {
+        if self.reloading {
+            // Applied to the reloaded group instead.
+            self.missed_topics.extend(msg.0.iter().cloned());
+            return;
+        }
         let cx = Ctx {
             now: self.env.clock.now(),
             topics: self.env.catalog.as_ref(),

@@ -101,7 +101,9 @@ pub struct AdminCall {
     pub reply: ReplyTo,
 }
 
-/// Answer every held request COORDINATOR_NOT_AVAILABLE and flush storage.
+/// Answer every held request COORDINATOR_NOT_AVAILABLE. (The server then closes the store
+/// itself, off this actor's thread and bounded by its shutdown deadline: `Store::close`
+/// waits for the disk.)
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
 pub struct Shutdown;

@@ -7,9 +7,9 @@
 //! never pass through here. Group actors reach it through `Recipient`s (`SupervisorLink`), so
 //! `group.rs` does not depend on this module.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use futures_util::future::join_all;
@@ -193,7 +193,18 @@ pub struct Supervisor {
     /// Groups per state and members in all groups, for the gauges.
     per_state: HashMap<GroupState, usize>,
     members_total: u64,
+    /// A catalog change is being made durable: later CreateTopics wait in `topics_waiting`.
+    topics_busy: bool,
+    topics_waiting: VecDeque<(AdminCall, Vec<muster_protocol::TopicInfo>)>,
 }
+
+/// CreateTopics requests that may wait behind a catalog change being written; past this the
+/// request is answered COORDINATOR_NOT_AVAILABLE (a disk that slow has bigger problems).
+const MAX_TOPIC_CHANGES_WAITING: usize = 1024;
+
+/// Registry slots whose groups hear of a catalog change per supervisor turn, so that telling
+/// 100 000 groups does not hold up routing and timers for its whole length.
+const TOPICS_CHANGED_PER_TURN: usize = 1024;
 
 impl Supervisor {
     pub fn new(options: SupervisorOptions) -> Self {
@@ -214,6 +225,8 @@ impl Supervisor {
             due: Vec::new(),
             per_state: HashMap::new(),
             members_total: 0,
+            topics_busy: false,
+            topics_waiting: VecDeque::new(),
         }
     }
 
@@ -239,6 +252,7 @@ impl Supervisor {
             Some(env) => Arc::clone(env),
             None => Arc::new(GroupEnv {
                 store: Arc::clone(&self.store),
+                config: Arc::clone(&self.config),
                 catalog: Arc::clone(&self.catalog),
                 clock: self.clock,
                 supervisor: SupervisorLink {
@@ -504,12 +518,28 @@ impl Supervisor {
         }
     }
 
+    /// CreateTopics: the catalog changes, and the answer leaves, only once the change is
+    /// durable. The supervisor keeps routing and firing timers meanwhile (the write is awaited
+    /// in a spawned future, not with `ctx.wait`); catalog changes are serialised, so a request
+    /// never plans against counts that a change in flight is about to replace (two concurrent
+    /// requests for one topic: the second is planned after the first is installed).
     fn create_topics(
         &mut self,
         call: AdminCall,
         topics: Vec<muster_protocol::TopicInfo>,
         ctx: &mut Context<Self>,
     ) {
+        if self.topics_busy {
+            if self.topics_waiting.len() >= MAX_TOPIC_CHANGES_WAITING {
+                call.reply.send(Response::error(
+                    ErrorCode::CoordinatorNotAvailable,
+                    "too many topic changes waiting for storage",
+                ));
+            } else {
+                self.topics_waiting.push_back((call, topics));
+            }
+            return;
+        }
         let limits = &self.config.limits;
         let plan = self
             .catalog
@@ -526,31 +556,54 @@ impl Supervisor {
         let durable = self
             .store
             .apply(changes.iter().cloned().map(Mutation::PutTopic).collect());
-        // Catalog changes are rare; serialising them (ctx.wait) keeps two concurrent requests
-        // from planning against the same old counts.
-        ctx.wait(
-            durable
-                .into_actor(self)
-                .map(move |result, act, _| match result {
-                    Ok(()) => {
-                        act.catalog.install(&changes);
-                        let names: Arc<[String]> =
-                            changes.iter().map(|t| t.topic.clone()).collect();
-                        info!(topics = %logsafe_list(&names), "topic catalog changed");
-                        for entry in act.groups.values() {
-                            entry.addr.do_send(TopicsChanged(Arc::clone(&names)));
-                        }
-                        reply.send(response);
-                    }
-                    Err(e) => {
-                        error!(error = %e, "topic change not durable");
-                        reply.send(Response::error(
-                            ErrorCode::CoordinatorNotAvailable,
-                            format!("topic change not durable: {e}"),
-                        ));
-                    }
-                }),
-        );
+        self.topics_busy = true;
+        ctx.spawn(durable.into_actor(self).map(move |result, act, ctx| {
+            match result {
+                Ok(()) => {
+                    act.catalog.install(&changes);
+                    let names: Arc<[String]> = changes.iter().map(|t| t.topic.clone()).collect();
+                    info!(topics = %logsafe_list(&names), "topic catalog changed");
+                    act.tell_topics_changed(names, 0, ctx);
+                    reply.send(response);
+                }
+                Err(e) => {
+                    error!(error = %e, "topic change not durable");
+                    reply.send(Response::error(
+                        ErrorCode::CoordinatorNotAvailable,
+                        format!("topic change not durable: {e}"),
+                    ));
+                }
+            }
+            act.topics_busy = false;
+            while !act.topics_busy {
+                let Some((call, topics)) = act.topics_waiting.pop_front() else {
+                    break;
+                };
+                act.create_topics(call, topics, ctx);
+            }
+        }));
+    }
+}
+
+impl Supervisor {
+    /// Tells every group from registry slot `from` on that `names` changed, a slice per turn.
+    /// (A group created meanwhile reads the new catalog itself.)
+    fn tell_topics_changed(&mut self, names: Arc<[String]>, from: usize, ctx: &mut Context<Self>) {
+        let slots = &self.groups.slots;
+        let end = from
+            .saturating_add(TOPICS_CHANGED_PER_TURN)
+            .min(slots.len());
+        for entry in slots[from.min(end)..end]
+            .iter()
+            .filter_map(|s| s.entry.as_ref())
+        {
+            entry.addr.do_send(TopicsChanged(Arc::clone(&names)));
+        }
+        if end < slots.len() {
+            ctx.run_later(Duration::ZERO, move |act, ctx| {
+                act.tell_topics_changed(names, end, ctx)
+            });
+        }
     }
 }
 
@@ -712,12 +765,8 @@ impl Handler<Shutdown> for Supervisor {
             .values()
             .map(|e| e.addr.send(AbortHeld))
             .collect();
-        let store = Arc::clone(&self.store);
         Box::pin(async move {
             join_all(aborts).await;
-            if let Err(e) = store.close() {
-                error!(error = %e, "store did not close cleanly");
-            }
         })
     }
 }

@@ -358,6 +358,9 @@ pub struct Group<R> {
     offsets: Offsets,
     /// Set when a change may have moved the next deadline earlier.
     new_deadline: Option<Millis>,
+    /// The caller has offset commits of this group still being made durable: retention waits
+    /// (see [`Group::hold_retention`]).
+    retention_held: bool,
 }
 
 /// A group that goes (deleted, removed, or its actor stopped) gives its pending ids back to
@@ -389,6 +392,7 @@ impl<R> Group<R> {
             state_since: now,
             offsets: Map::default(),
             new_deadline: None,
+            retention_held: false,
         };
         // A new group starts Empty: its retention clock runs from creation.
         group.note_retention_start(now);

@@ -149,6 +149,23 @@ impl<R> Group<R> {
         self.note_deadline(now.saturating_add(soonest));
     }
 
+    /// Holds retention while the caller has offset commits of this group in flight (submitted
+    /// to storage, not yet durable, so not yet in [`Group::apply_offsets`]): expiring the
+    /// partition's older offset, or removing a group that seems to have none, would queue a
+    /// delete behind the commit and erase an offset about to be acknowledged. Released, the
+    /// retention deadline is armed again.
+    pub fn hold_retention(&mut self, held: bool) {
+        if self.retention_held == held {
+            return;
+        }
+        self.retention_held = held;
+        if !held {
+            if let Some(at) = self.retention_deadline() {
+                self.note_deadline(at);
+            }
+        }
+    }
+
     /// When retention next has work (Empty groups only): the oldest offset's expiry, or the
     /// removal of a group with nothing left.
     pub(super) fn retention_deadline(&self) -> Option<Millis> {
@@ -165,9 +182,10 @@ impl<R> Group<R> {
     }
 
     /// Retention runs only while the group is Empty with no member id pending (a pending id
-    /// is a consumer on its way in).
+    /// is a consumer on its way in), and not while the actor holds it (a commit of this group
+    /// is being written: a delete queued now would land behind it).
     fn retention_runs(&self) -> bool {
-        self.state == GroupState::Empty && self.pending.is_empty()
+        self.state == GroupState::Empty && self.pending.is_empty() && !self.retention_held
     }
 
     /// When an offset committed at `committed_at` expires: the retention period after the

@@ -1,13 +1,17 @@
 //! An in-memory [`Store`]: durable only for the life of the process. For tests, and for
 //! checking that a durable backend behaves the same (one test body runs against both).
+//! [`MemoryStore::fail_writes`] makes it fail like a full disk, so that what callers do on a
+//! failed write is tested without one.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use muster_protocol::TopicInfo;
 
 use super::{
-    CommittedOffset, Durable, GroupRecord, Mutation, OffsetWrite, Store, StoreError, StoredState,
+    CommittedOffset, Durable, GroupRecord, Mutation, OffsetWrite, Store, StoreError, StoredGroup,
+    StoredState,
 };
 
 #[derive(Debug, Default)]
@@ -21,12 +25,35 @@ struct Inner {
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     inner: Mutex<Inner>,
+    /// Fault injection: while set, every write and every `load_group` fails as on a full disk.
+    failing: AtomicBool,
 }
 
 impl MemoryStore {
     pub fn new() -> Self {
         Self::default()
     }
+
+    /// While `failing`, every batch fails ([`StoreError::Io`]) without being applied, reads of
+    /// one group fail, and the store reports itself unhealthy: a disk that is full, for tests.
+    pub fn fail_writes(&self, failing: bool) {
+        self.failing.store(failing, Ordering::Release);
+    }
+
+    fn failing(&self) -> bool {
+        self.failing.load(Ordering::Acquire)
+    }
+}
+
+fn offset_writes(parts: &BTreeMap<(String, i32), CommittedOffset>) -> Vec<OffsetWrite> {
+    parts
+        .iter()
+        .map(|((topic, partition), committed)| OffsetWrite {
+            topic: topic.as_str().into(),
+            partition: *partition,
+            committed: committed.clone(),
+        })
+        .collect()
 }
 
 impl Store for MemoryStore {
@@ -40,17 +67,7 @@ impl Store for MemoryStore {
             offsets: inner
                 .offsets
                 .iter()
-                .map(|(group, parts)| {
-                    let writes = parts
-                        .iter()
-                        .map(|((topic, partition), committed)| OffsetWrite {
-                            topic: topic.as_str().into(),
-                            partition: *partition,
-                            committed: committed.clone(),
-                        })
-                        .collect();
-                    (group.clone(), writes)
-                })
+                .map(|(group, parts)| (group.clone(), offset_writes(parts)))
                 .collect(),
             topics: inner
                 .topics
@@ -63,7 +80,34 @@ impl Store for MemoryStore {
         })
     }
 
+    fn load_group(&self, group_id: &str) -> Result<StoredGroup, StoreError> {
+        if self.failing() {
+            return Err(StoreError::Unavailable("injected failure".into()));
+        }
+        let inner = self
+            .inner
+            .lock()
+            .map_err(|_| StoreError::Corrupt("memory store lock poisoned".into()))?;
+        Ok(StoredGroup {
+            record: inner.groups.get(group_id).cloned(),
+            offsets: inner
+                .offsets
+                .get(group_id)
+                .map(offset_writes)
+                .unwrap_or_default(),
+        })
+    }
+
+    fn healthy(&self) -> bool {
+        !self.failing()
+    }
+
     fn apply(&self, batch: Vec<Mutation>) -> Durable {
+        if self.failing() {
+            return Durable::ready(Err(StoreError::Io(
+                "injected failure: no space left on device".into(),
+            )));
+        }
         let Ok(mut inner) = self.inner.lock() else {
             return Durable::ready(Err(StoreError::Corrupt(
                 "memory store lock poisoned".into(),

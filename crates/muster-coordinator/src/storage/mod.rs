@@ -6,6 +6,13 @@
 //! Writes are batches of [`Mutation`]s applied atomically and in submission order; the
 //! returned [`Durable`] resolves once the batch is on stable storage. Callers answer clients
 //! only after that (protocol §5: a NONE OffsetCommit answer means the offset survives a crash).
+//!
+//! A failing disk (ENOSPC, EIO) fails exactly the batches that were being written, with an
+//! error; the store then reports itself unhealthy ([`Store::healthy`]: `/readyz` and the
+//! `muster_storage_healthy` gauge follow it), refuses new batches at once
+//! ([`StoreError::Unavailable`], so nothing queues without bound) and recovers by itself once a
+//! write succeeds again. Callers keep in-memory state no further ahead than what is durable:
+//! a group whose record failed to write reloads it ([`Store::load_group`]).
 
 mod memory;
 pub mod records;
@@ -96,6 +103,17 @@ pub enum StoreError {
     /// it was applied.
     #[error("the store refused a write: {0}")]
     Rejected(String),
+    /// The store is recovering from a failed write (a full or failing disk): nothing is
+    /// written until it has reopened its file and a probe write has succeeded.
+    #[error("storage is failing and recovering; nothing can be written now: {0}")]
+    Unavailable(String),
+}
+
+/// One group as stored: its record (if it ever had one written) and its offsets.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoredGroup {
+    pub record: Option<GroupRecord>,
+    pub offsets: Vec<OffsetWrite>,
 }
 
 /// A durable home for coordinator state. Implementations must apply batches atomically and in
@@ -106,6 +124,25 @@ pub trait Store: Send + Sync + 'static {
     fn load(&self) -> Result<StoredState, StoreError>;
     /// Submits a batch; never blocks on I/O.
     fn apply(&self, batch: Vec<Mutation>) -> Durable;
+    /// What is durable for one group: how a group whose write failed gets back to disk's
+    /// state. Fails while the store is unhealthy; the caller retries later. The default reads
+    /// everything ([`Store::load`]) and keeps one group: backends override it.
+    fn load_group(&self, group_id: &str) -> Result<StoredGroup, StoreError> {
+        let state = self.load()?;
+        Ok(StoredGroup {
+            record: state.groups.into_iter().find(|g| g.group_id == group_id),
+            offsets: state
+                .offsets
+                .into_iter()
+                .find(|(g, _)| g == group_id)
+                .map(|(_, offsets)| offsets)
+                .unwrap_or_default(),
+        })
+    }
+    /// Whether writes are succeeding: false from a failed write until the store has recovered.
+    fn healthy(&self) -> bool {
+        true
+    }
     /// Flushes and stops accepting writes (graceful shutdown). Idempotent.
     fn close(&self) -> Result<(), StoreError> {
         Ok(())

@@ -284,6 +284,31 @@ fn load_round_trips_everything(store: &impl Store) {
     assert_eq!(load(store), expected);
 }
 
+fn load_group_reads_one_group(store: &impl Store) {
+    commit(
+        store,
+        vec![
+            Mutation::PutGroup(group("g", 3)),
+            put_offsets("g", vec![offset("a", 0, 1), offset("b", 2, 2)]),
+            Mutation::PutGroup(group("g2", 9)),
+            put_offsets("g2", vec![offset("a", 0, 7)]),
+            // A group id that "g"'s key range must not reach.
+            put_offsets("g\u{1}", vec![offset("a", 0, 8)]),
+            put_offsets("only-offsets", vec![offset("c", 1, 4)]),
+        ],
+    );
+    let g = store.load_group("g").expect("loads");
+    assert_eq!(g.record, Some(group("g", 3)));
+    assert_eq!(g.offsets, vec![offset("a", 0, 1), offset("b", 2, 2)]);
+    let only = store.load_group("only-offsets").expect("loads");
+    assert_eq!(only.record, None);
+    assert_eq!(only.offsets, vec![offset("c", 1, 4)]);
+    assert_eq!(
+        store.load_group("absent").expect("loads"),
+        super::StoredGroup::default()
+    );
+}
+
 fn an_empty_batch_is_durable_at_once(store: &impl Store) {
     assert_eq!(block_on(store.apply(Vec::new())), Ok::<(), StoreError>(()));
     assert_eq!(load(store), StoredState::default());
@@ -331,4 +356,5 @@ semantics!(
     batches_apply_in_submission_order,
     load_round_trips_everything,
     an_empty_batch_is_durable_at_once,
+    load_group_reads_one_group,
 );

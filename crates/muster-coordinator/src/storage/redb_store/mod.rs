@@ -27,15 +27,20 @@
 //! file first (redb's integrity check; it also recovers from a crash mid-commit by falling
 //! back to the last complete commit), because redb trusts an unchecked file and may panic on
 //! a damaged page.
+//!
+//! A failed write poisons a redb `Database` (every later call fails with `PreviousIo`), so
+//! the writer recovers by reopening the file (`recovery`): the handle lives in a slot shared
+//! with readers, emptied while the store is unhealthy.
 
 mod codec;
 mod load;
+mod recovery;
 mod writer;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Sender};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
 
 use redb::{
@@ -46,7 +51,8 @@ use tracing::{debug, warn};
 
 pub use self::writer::WriterStats;
 use self::writer::{Command, Counters};
-use super::{Durable, Mutation, Store, StoreError, StoredState};
+
+use super::{Durable, Mutation, Store, StoreError, StoredGroup, StoredState};
 
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const GROUPS: TableDefinition<&str, &[u8]> = TableDefinition::new("groups");
@@ -59,15 +65,79 @@ const FORMAT_VERSION_KEY: &str = "format_version";
 ///
 /// `apply` encodes the batch on the caller's thread and queues it; it never waits for I/O.
 /// `load` reads the last committed state and works until the store is dropped, even after
-/// `close`. Dropping the store closes it.
+/// `close` (but not while it is recovering from a failed write). Dropping the store closes it.
 pub struct RedbStore {
-    /// The database file.
-    path: PathBuf,
-    db: Arc<Database>,
+    shared: Arc<Shared>,
     commands: Sender<Command>,
     closed: AtomicBool,
     writer: Mutex<Option<JoinHandle<()>>>,
-    counters: Arc<Counters>,
+}
+
+/// What the store and its writer thread share.
+pub(super) struct Shared {
+    /// The database file.
+    pub(super) path: PathBuf,
+    /// The open database; `None` while the writer is reopening it after a failure.
+    db: RwLock<Option<Arc<Database>>>,
+    /// False from a failed write until a reopen and a probe write have succeeded.
+    healthy: AtomicBool,
+    pub(super) counters: Counters,
+    /// Tests: how many upcoming rounds (and reopen attempts) fail as on a full disk.
+    #[cfg(test)]
+    pub(super) inject_failures: std::sync::atomic::AtomicU32,
+}
+
+impl Shared {
+    /// The open database, unless the store is recovering.
+    pub(super) fn database(&self) -> Result<Arc<Database>, StoreError> {
+        self.db
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .ok_or_else(|| {
+                StoreError::Unavailable(format!("{} is being reopened", self.path.display()))
+            })
+    }
+
+    /// Takes the database out of the slot (readers then fail fast) to reopen it.
+    pub(super) fn take_database(&self) -> Option<Arc<Database>> {
+        self.db
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+
+    pub(super) fn put_database(&self, db: Database) {
+        *self.db.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(db));
+    }
+
+    pub(super) fn healthy(&self) -> bool {
+        self.healthy.load(Ordering::Acquire)
+    }
+
+    /// Tests: fails this write if a failure was injected.
+    #[cfg(test)]
+    pub(super) fn injected(&self) -> Result<(), StoreError> {
+        let failing = self
+            .inject_failures
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok();
+        if failing {
+            Err(StoreError::Io("injected: No space left on device".into()))
+        } else {
+            Ok(())
+        }
+    }
+
+    #[cfg(not(test))]
+    pub(super) fn injected(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    pub(super) fn set_healthy(&self, healthy: bool) {
+        self.healthy.store(healthy, Ordering::Release);
+        crate::metrics::storage_healthy(healthy);
+    }
 }
 
 impl RedbStore {
@@ -95,62 +165,100 @@ impl RedbStore {
             reason: e.to_string(),
         })?;
         let path = dir.join(Self::FILE_NAME);
-        // The integrity check verifies every page's checksum before anything is trusted: a
-        // damaged file is refused here, clearly, instead of failing (or panicking inside redb)
-        // somewhere later. It reads the whole file: ~150 ms for 100 000 groups and 1 000 000
-        // offsets (136 MiB).
-        // Everything the coordinator reads it reads once, at startup; afterwards the store is
-        // written, not read. redb's default 1 GiB page cache would only hold on to memory
-        // (measured ~280 B per idle member), so keep it small.
-        let db = redb::Builder::new()
-            .set_cache_size(Self::CACHE_BYTES)
-            .set_check_integrity_on_open(true)
-            .create(&path)
-            .map_err(|e| open_error(&path, e))?;
-        check_format(&db, &path)?;
-        let db = Arc::new(db);
+        let db = open_database(&path)?;
+        let shared = Arc::new(Shared {
+            path: path.clone(),
+            db: RwLock::new(Some(Arc::new(db))),
+            healthy: AtomicBool::new(true),
+            counters: Counters::default(),
+            #[cfg(test)]
+            inject_failures: Default::default(),
+        });
+        crate::metrics::storage_healthy(true);
 
         let (commands, queue) = mpsc::channel();
-        let counters = Arc::new(Counters::default());
         let writer = {
-            let db = Arc::clone(&db);
-            let path = path.clone();
-            let counters = Arc::clone(&counters);
+            let shared = Arc::clone(&shared);
             std::thread::Builder::new()
                 .name("muster-store-writer".into())
-                .spawn(move || writer::run(db, path, queue, counters))
+                .spawn(move || writer::run(&shared, queue))
                 .map_err(|e| StoreError::Io(format!("cannot start the store writer: {e}")))?
         };
         debug!(path = %path.display(), "store opened");
         Ok(RedbStore {
-            path,
-            db,
+            shared,
             commands,
             closed: AtomicBool::new(false),
             writer: Mutex::new(Some(writer)),
-            counters,
         })
     }
 
     /// The database file.
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.shared.path
     }
 
     /// What the writer has committed so far: batches per round is how much group commit saves.
     pub fn stats(&self) -> WriterStats {
-        self.counters.snapshot()
+        self.shared.counters.snapshot()
     }
+
+    /// Tests: the next `n` write rounds and reopen attempts fail as on a full disk.
+    #[cfg(test)]
+    pub(super) fn inject_failures(&self, n: u32) {
+        self.shared.inject_failures.store(n, Ordering::Release);
+    }
+}
+
+/// Opens (creating if missing) and checks the database file: at startup and on every
+/// recovery. The integrity check verifies every page's checksum before anything is trusted: a
+/// damaged file is refused here, clearly, instead of failing (or panicking inside redb)
+/// somewhere later. It reads the whole file: ~150 ms for 100 000 groups and 1 000 000 offsets
+/// (136 MiB). It also rolls back a commit that a failed write left half done.
+fn open_database(path: &Path) -> Result<Database, StoreError> {
+    // Everything the coordinator reads it reads once, at startup; afterwards the store is
+    // written, not read. redb's default 1 GiB page cache would only hold on to memory
+    // (measured ~280 B per idle member), so keep it small.
+    let db = redb::Builder::new()
+        .set_cache_size(RedbStore::CACHE_BYTES)
+        .set_check_integrity_on_open(true)
+        .create(path)
+        .map_err(|e| open_error(path, e))?;
+    check_format(&db, path)?;
+    Ok(db)
 }
 
 impl Store for RedbStore {
     fn load(&self) -> Result<StoredState, StoreError> {
-        load::load(&self.db, &self.path)
+        let db = self.shared.database()?;
+        load::load(&db, &self.shared.path)
+    }
+
+    fn load_group(&self, group_id: &str) -> Result<StoredGroup, StoreError> {
+        if !self.shared.healthy() {
+            return Err(StoreError::Unavailable(format!(
+                "{} is recovering from a failed write",
+                self.shared.path.display()
+            )));
+        }
+        let db = self.shared.database()?;
+        load::load_group(&db, &self.shared.path, group_id)
+    }
+
+    fn healthy(&self) -> bool {
+        self.shared.healthy()
     }
 
     fn apply(&self, batch: Vec<Mutation>) -> Durable {
         if self.closed.load(Ordering::Acquire) {
             return Durable::ready(Err(StoreError::Closed));
+        }
+        // Fail fast while recovering: no queue builds up behind a full disk.
+        if !self.shared.healthy() {
+            return Durable::ready(Err(StoreError::Unavailable(format!(
+                "{} is recovering from a failed write",
+                self.shared.path.display()
+            ))));
         }
         let ops = match writer::prepare(batch) {
             Ok(ops) => ops,
@@ -180,10 +288,10 @@ impl Store for RedbStore {
         handle.join().map_err(|_| {
             StoreError::Io(format!(
                 "the writer thread of {} panicked",
-                self.path.display()
+                self.shared.path.display()
             ))
         })?;
-        debug!(path = %self.path.display(), "store closed");
+        debug!(path = %self.shared.path.display(), "store closed");
         Ok(())
     }
 }
@@ -191,7 +299,7 @@ impl Store for RedbStore {
 impl Drop for RedbStore {
     fn drop(&mut self) {
         if let Err(error) = self.close() {
-            warn!(path = %self.path.display(), %error, "store did not close cleanly");
+            warn!(path = %self.shared.path.display(), %error, "store did not close cleanly");
         }
     }
 }
@@ -199,7 +307,8 @@ impl Drop for RedbStore {
 impl std::fmt::Debug for RedbStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedbStore")
-            .field("path", &self.path)
+            .field("path", &self.shared.path)
+            .field("healthy", &self.shared.healthy())
             .field("closed", &self.closed.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }

@@ -2,6 +2,7 @@
 //! files it must not touch, shutdown, and concurrent submitters.
 
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use redb::{Database, TableDefinition};
@@ -304,4 +305,46 @@ fn a_damaged_file_is_refused() {
     }
     std::fs::write(&path, &intact).expect("write");
     assert_eq!(open(dir.path()).load().expect("loads").groups.len(), 200);
+}
+
+/// Waits (bounded, polling) until `check` holds.
+fn eventually(what: &str, check: impl Fn() -> bool) {
+    let start = std::time::Instant::now();
+    while !check() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(20),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_failed_write_fails_its_batch_then_the_store_recovers() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let store = open(dir.path());
+    commit(&store, vec![put_offsets("g", vec![offset("a", 0, 1)])]);
+
+    // The failing round, then one failed reopen attempt.
+    store.inject_failures(2);
+    let failed = block_on(store.apply(vec![put_offsets("g", vec![offset("a", 0, 2)])]));
+    assert!(matches!(failed, Err(StoreError::Io(_))), "{failed:?}");
+    assert!(!store.healthy(), "unhealthy after a failed write");
+    // While recovering: refused at once, and one group cannot be read.
+    let refused = block_on(store.apply(vec![put_offsets("g", vec![offset("a", 0, 3)])]));
+    assert!(
+        matches!(refused, Err(StoreError::Unavailable(_))) || store.healthy(),
+        "{refused:?}"
+    );
+    eventually("the store to recover", || store.healthy());
+    assert_eq!(store.shared.inject_failures.load(Ordering::Acquire), 0);
+
+    // What was durable before is there, what failed is not, and writes work again.
+    let g = store.load_group("g").expect("loads once recovered");
+    assert_eq!(g.offsets, vec![offset("a", 0, 1)]);
+    commit(&store, vec![put_offsets("g", vec![offset("a", 0, 4)])]);
+    drop(store);
+    let reopened = open(dir.path());
+    let g = reopened.load_group("g").expect("loads");
+    assert_eq!(g.offsets, vec![offset("a", 0, 4)]);
 }

@@ -6,18 +6,21 @@
 //! batch's [`DurableSender`]. A commit costs a few milliseconds of fsync whatever it holds, so
 //! throughput comes from how much each round carries, and a caller's latency is at most the
 //! round in progress plus its own.
+//!
+//! A failed round (a full or failing disk) answers its batches with the error, marks the store
+//! unhealthy and hands over to `recovery`, which reopens the file; the rounds resume once it
+//! has.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Receiver;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redb::Database;
 use tracing::{trace, warn};
 
 use super::codec::{self, CodecError};
-use super::{runtime_error, GROUPS, OFFSETS, TOPICS};
+use super::recovery::{self, Backoff};
+use super::{runtime_error, Shared, GROUPS, OFFSETS, TOPICS};
 use crate::storage::{DurableSender, Mutation, StoreError};
 
 /// One mutation, encoded and ready to write.
@@ -59,14 +62,14 @@ pub struct WriterStats {
 
 /// The writer's running totals, shared with the store.
 #[derive(Debug, Default)]
-pub(super) struct Counters {
+pub(crate) struct Counters {
     rounds: AtomicU64,
     batches: AtomicU64,
     busy_us: AtomicU64,
 }
 
 impl Counters {
-    pub(super) fn snapshot(&self) -> WriterStats {
+    pub(crate) fn snapshot(&self) -> WriterStats {
         WriterStats {
             rounds: self.rounds.load(Ordering::Relaxed),
             batches: self.batches.load(Ordering::Relaxed),
@@ -126,12 +129,10 @@ pub(super) fn prepare(batch: Vec<Mutation>) -> Result<Vec<Op>, StoreError> {
 
 /// The writer thread's body: rounds of drain, write, commit, complete, until told to stop
 /// (or until every sender is gone).
-pub(super) fn run(
-    db: Arc<Database>,
-    path: PathBuf,
-    commands: Receiver<Command>,
-    counters: Arc<Counters>,
-) {
+pub(super) fn run(shared: &Shared, commands: Receiver<Command>) {
+    let counters = &shared.counters;
+    let path = &shared.path;
+    let mut backoff = Backoff::default();
     let mut round: Vec<(Vec<Op>, DurableSender)> = Vec::new();
     let mut stop = false;
     while !stop {
@@ -149,7 +150,10 @@ pub(super) fn run(
             continue;
         }
         let started = Instant::now();
-        let result = commit(&db, round.iter().map(|(ops, _)| ops.as_slice()));
+        let result = shared
+            .injected()
+            .and_then(|()| shared.database())
+            .and_then(|db| commit(&db, round.iter().map(|(ops, _)| ops.as_slice())));
         let elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         let batches = round.len();
         match &result {
@@ -161,16 +165,30 @@ pub(super) fn run(
                 counters.busy_us.fetch_add(elapsed_us, Ordering::Relaxed);
                 crate::metrics::storage_sync(elapsed_us as f64 / 1e6);
                 trace!(batches, elapsed_us, "store round committed");
+                backoff.reset();
             }
-            Err(error) => warn!(
-                batches,
-                path = %path.display(),
-                %error,
-                "store round failed; its batches are answered with the error"
-            ),
+            Err(error) => {
+                crate::metrics::storage_error();
+                warn!(
+                    batches,
+                    path = %path.display(),
+                    %error,
+                    "store round failed; its batches are answered with the error"
+                );
+            }
+        }
+        // A batch the store refused as given (too large) leaves the database intact; any other
+        // failure may have poisoned it: reopen before writing again. Unhealthy before the
+        // failures are told, so that whoever sees one also sees the store failing.
+        let poisoned = matches!(&result, Err(e) if !matches!(e, StoreError::Rejected(_)));
+        if poisoned {
+            shared.set_healthy(false);
         }
         for (_, done) in round.drain(..) {
             done.complete(result.clone());
+        }
+        if poisoned && !stop && !recovery::recover(shared, &commands, &mut backoff) {
+            break;
         }
     }
     trace!(path = %path.display(), "store writer stopped");

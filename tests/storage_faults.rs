@@ -1,0 +1,327 @@
+//! Storage faults seen from clients, without a disk: [`MemoryStore::fail_writes`] fails every
+//! write as a full disk would, and a gated store holds writes back to put an OffsetCommit "in
+//! flight" for as long as a test needs.
+//!
+//! - a group whose record cannot be written rolls back to what is durable: the refused
+//!   rebalance's generation is never served, the member goes on at the durable generation once
+//!   storage is back, and the next rebalance takes the next generation;
+//! - OffsetCommit fails COORDINATOR_NOT_AVAILABLE while storage fails, and nothing of it is
+//!   visible; `/readyz` is not ready meanwhile;
+//! - retention never deletes a partition whose newer commit is still being written.
+
+mod common;
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::*;
+use muster_coordinator::storage::{
+    Durable, DurableSender, MemoryStore, Mutation, Store, StoreError, StoredGroup, StoredState,
+};
+use muster_protocol::*;
+
+const GROUP: &str = "faulty";
+
+/// Heartbeats every 20 ms until the answer is `want` (any other answer is fine meanwhile).
+async fn heartbeat_until(member: &mut Member, want: ErrorCode) -> anyhow::Result<()> {
+    let start = Instant::now();
+    while member.heartbeat().await? != code(want) {
+        anyhow::ensure!(
+            start.elapsed() < Duration::from_secs(10),
+            "{}: no {want:?} within 10 s",
+            member.id
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_rebalance_that_cannot_be_written_is_rolled_back() -> anyhow::Result<()> {
+    let store = Arc::new(MemoryStore::new());
+    let shared: Arc<dyn Store> = store.clone();
+    let server = start_server_with(fast_config(), |o| o.store = shared);
+    let addr = server.local_addr();
+    let mut members = form_group(addr, GROUP, 1, LONG_MS, LONG_MS).await?;
+    let mut leader = members.remove(0);
+    let durable_generation = leader.generation;
+
+    store.fail_writes(true);
+    // A newcomer starts a rebalance; its state cannot be written, so the join is refused
+    // instead of being held on a state that is not durable.
+    let newcomer_conn = Conn::connect(addr, "newcomer").await?;
+    let mut newcomer = Member::pending(newcomer_conn, GROUP, LONG_MS, LONG_MS).await?;
+    let refused = as_join(
+        newcomer
+            .conn
+            .call(join_request(GROUP, &newcomer.id, LONG_MS, LONG_MS))
+            .await?,
+    );
+    assert_eq!(refused.error_code, code(ErrorCode::CoordinatorNotAvailable));
+    // Until the durable record is back, the group answers nothing from the unwritten state.
+    assert_eq!(
+        leader.heartbeat().await?,
+        code(ErrorCode::CoordinatorNotAvailable)
+    );
+
+    store.fail_writes(false);
+    // The group reloads its durable record.
+    heartbeat_until(&mut leader, ErrorCode::None).await?;
+    let mut admin = Conn::connect(addr, "admin").await?;
+    let described = describe_one(&mut admin, GROUP).await?;
+    assert_eq!(described.state, "Stable");
+    assert_eq!(described.generation_id, durable_generation);
+    assert_eq!(described.members.len(), 1);
+
+    // The next rebalance takes the next generation: the refused one was never served.
+    let pending = as_join(
+        newcomer
+            .conn
+            .call(join_request(GROUP, "", LONG_MS, LONG_MS))
+            .await?,
+    );
+    newcomer.id = pending.member_id;
+    let newcomer_join = newcomer.send_join().await?;
+    heartbeat_until(&mut leader, ErrorCode::RebalanceInProgress).await?;
+    let rejoined = leader.join().await?;
+    assert_eq!(rejoined.generation_id, durable_generation + 1);
+    let joined = newcomer.joined(newcomer_join).await?;
+    assert_eq!(joined.generation_id, durable_generation + 1);
+    let stored = store.load_group(GROUP)?;
+    assert_eq!(
+        stored.record.map(|r| r.generation),
+        Some(durable_generation + 1)
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn commits_fail_clearly_while_storage_fails() -> anyhow::Result<()> {
+    let store = Arc::new(MemoryStore::new());
+    let shared: Arc<dyn Store> = store.clone();
+    let server = start_server_with(fast_config(), |o| o.store = shared);
+    let mut conn = Conn::connect(server.local_addr(), "c").await?;
+    let ok = as_commit(
+        conn.call(commit(GROUP, -1, "", &[(TOPIC, 0, 1, None)]))
+            .await?,
+    );
+    assert!(commit_codes(&ok).iter().all(|(_, _, c)| *c == 0));
+
+    store.fail_writes(true);
+    let failed = as_commit(
+        conn.call(commit(GROUP, -1, "", &[(TOPIC, 0, 2, None)]))
+            .await?,
+    );
+    assert!(commit_codes(&failed)
+        .iter()
+        .all(|(_, _, c)| *c == code(ErrorCode::CoordinatorNotAvailable)));
+    let offsets = fetched(&as_fetch(conn.call(fetch(GROUP, None)).await?));
+    assert_eq!(
+        offsets[&(TOPIC.to_owned(), 0)].0,
+        1,
+        "a failed commit is not visible"
+    );
+
+    store.fail_writes(false);
+    let ok = as_commit(
+        conn.call(commit(GROUP, -1, "", &[(TOPIC, 0, 3, None)]))
+            .await?,
+    );
+    assert!(commit_codes(&ok).iter().all(|(_, _, c)| *c == 0));
+    Ok(())
+}
+
+/// Batches held back by a closed gate, with how to complete each.
+type Held = VecDeque<(Vec<Mutation>, DurableSender)>;
+
+/// A store that, while closed, queues every batch (keeping their order) instead of applying it.
+struct GatedStore {
+    inner: MemoryStore,
+    gate: Mutex<Option<Held>>,
+}
+
+impl GatedStore {
+    fn close_gate(&self) {
+        *self.gate.lock().expect("gate") = Some(VecDeque::new());
+    }
+
+    /// Applies what was queued, in order, and returns it; the gate stays closed for what
+    /// comes next.
+    fn flush(&self) -> Vec<Mutation> {
+        let queued = std::mem::take(self.gate.lock().expect("gate").get_or_insert_default());
+        let mut applied = Vec::new();
+        for (batch, done) in queued {
+            applied.extend(batch.iter().cloned());
+            done.complete(resolved(self.inner.apply(batch)));
+        }
+        applied
+    }
+}
+
+/// The outcome of an already-resolved `Durable` (MemoryStore resolves at once).
+fn resolved(durable: Durable) -> Result<(), StoreError> {
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    let mut durable = std::pin::pin!(durable);
+    match durable.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(result) => result,
+        std::task::Poll::Pending => Err(StoreError::Io("memory store did not resolve".into())),
+    }
+}
+
+impl Store for GatedStore {
+    fn load(&self) -> Result<StoredState, StoreError> {
+        self.inner.load()
+    }
+
+    fn load_group(&self, group_id: &str) -> Result<StoredGroup, StoreError> {
+        self.inner.load_group(group_id)
+    }
+
+    fn apply(&self, batch: Vec<Mutation>) -> Durable {
+        let mut gate = self.gate.lock().expect("gate");
+        match gate.as_mut() {
+            Some(queue) => {
+                let (done, durable) = Durable::pending();
+                queue.push_back((batch, done));
+                durable
+            }
+            None => self.inner.apply(batch),
+        }
+    }
+}
+
+#[tokio::test]
+async fn retention_waits_for_a_commit_in_flight() -> anyhow::Result<()> {
+    let store = Arc::new(GatedStore {
+        inner: MemoryStore::new(),
+        gate: Mutex::new(None),
+    });
+    let shared: Arc<dyn Store> = store.clone();
+    let config = muster_coordinator::GroupConfig {
+        offsets_retention_ms: 400,
+        empty_group_removal_ms: 400,
+        ..fast_config()
+    };
+    let server = start_server_with(config, |o| o.store = shared);
+    let mut conn = Conn::connect(server.local_addr(), "c").await?;
+    let ok = as_commit(
+        conn.call(commit(GROUP, -1, "", &[(TOPIC, 0, 1, None)]))
+            .await?,
+    );
+    assert!(commit_codes(&ok).iter().all(|(_, _, c)| *c == 0));
+
+    // A newer commit of the same partition stays in flight past the old offset's expiry.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    store.close_gate();
+    let in_flight = conn
+        .send(commit(GROUP, -1, "", &[(TOPIC, 0, 2, None)]))
+        .await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let applied = store.flush();
+    let answer = as_commit(wait(in_flight).await?);
+    assert!(commit_codes(&answer).iter().all(|(_, _, c)| *c == 0));
+    assert!(
+        !applied.iter().any(|m| matches!(
+            m,
+            Mutation::DeleteOffsets { .. } | Mutation::DeleteGroup { .. }
+        )),
+        "retention deleted behind a commit in flight: {applied:?}"
+    );
+    let stored = store.inner.load_group(GROUP)?;
+    assert!(
+        stored
+            .offsets
+            .iter()
+            .any(|w| w.partition == 0 && w.committed.offset == 2),
+        "the acknowledged offset is durable: {stored:?}"
+    );
+    Ok(())
+}
+
+/// A store whose `close` hangs, as on a disk that stopped answering, until the test lets go.
+struct HungStore {
+    inner: MemoryStore,
+    hang: Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl Store for HungStore {
+    fn load(&self) -> Result<StoredState, StoreError> {
+        self.inner.load()
+    }
+
+    fn apply(&self, batch: Vec<Mutation>) -> Durable {
+        self.inner.apply(batch)
+    }
+
+    fn close(&self) -> Result<(), StoreError> {
+        let _ = self.hang.lock().expect("hang").recv();
+        Ok(())
+    }
+}
+
+#[test]
+fn shutdown_is_bounded_when_the_store_hangs() -> anyhow::Result<()> {
+    let (release, hang) = std::sync::mpsc::channel::<()>();
+    let store: Arc<dyn Store> = Arc::new(HungStore {
+        inner: MemoryStore::new(),
+        hang: Mutex::new(hang),
+    });
+    let server = start_server_with(fast_config(), |o| {
+        o.store = store;
+        o.shutdown_timeout = Duration::from_millis(200);
+    });
+    let (stopped, done) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        server.stop();
+        let _ = stopped.send(());
+    });
+    // Not a latency figure: only that shutdown ends at all (its deadline is 200 ms).
+    let ended = done.recv_timeout(Duration::from_secs(20)).is_ok();
+    drop(release);
+    assert!(ended, "shutdown waited for a hung store past its deadline");
+    Ok(())
+}
+
+#[tokio::test]
+async fn create_topics_waits_for_storage_without_stalling_the_supervisor() -> anyhow::Result<()> {
+    let store = Arc::new(GatedStore {
+        inner: MemoryStore::new(),
+        gate: Mutex::new(None),
+    });
+    let shared: Arc<dyn Store> = store.clone();
+    let server = start_server_with(fast_config(), |o| o.store = shared);
+    let mut conn = Conn::connect(server.local_addr(), "admin").await?;
+
+    store.close_gate();
+    let mut first = conn.send(create_topics(&[("t", 4)])).await?;
+    // A second change of the same topic, planned against the first once that is durable: a
+    // lower count is refused, not applied over it.
+    let mut second = conn.send(create_topics(&[("t", 2)])).await?;
+    // The supervisor keeps answering while the change waits for the disk.
+    let listed = as_list(wait_for(conn.send(list_groups(&[])).await?, ANSWER_TIMEOUT).await?);
+    assert_eq!(listed.error_code, 0);
+    assert_pending(&mut first, "CreateTopics answered before it was durable");
+    assert_pending(&mut second, "the second CreateTopics overtook the first");
+    let described = as_describe_topics(conn.call(describe_topics(Some(&["t"]))).await?);
+    assert!(
+        described.topics.iter().all(|t| t.partitions != 4),
+        "the catalog changed before the change was durable: {described:?}"
+    );
+
+    let applied = store.flush();
+    assert_eq!(applied.len(), 1, "{applied:?}");
+    let created = as_create_topics(wait(first).await?);
+    assert_eq!(created.results[0].error_code, 0);
+    let refused = as_create_topics(wait(second).await?);
+    assert_eq!(
+        refused.results[0].error_code,
+        code(ErrorCode::InvalidPartitions)
+    );
+    assert!(store.flush().is_empty(), "the refused change wrote nothing");
+    let described = as_describe_topics(conn.call(describe_topics(Some(&["t"]))).await?);
+    assert_eq!(described.topics[0].partitions, 4);
+    Ok(())
+}
