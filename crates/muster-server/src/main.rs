@@ -60,11 +60,15 @@ fn run(settings: Settings) -> anyhow::Result<()> {
 
     let system = actix_rt::System::new();
     system.block_on(async move {
+        // Listen for signals before starting: once `start` has said "listening", a SIGTERM or
+        // SIGINT must reach this handler, not the default action (which would kill the process
+        // without the graceful path), and a second one must not fall between two listeners.
+        let mut signals = Signals::new()?;
         let running = start(options).await?;
-        wait_for_signal().await;
+        signals.recv().await;
         // A second signal means "now": exit without waiting for the graceful path.
-        tokio::spawn(async {
-            wait_for_signal().await;
+        tokio::spawn(async move {
+            signals.recv().await;
             eprintln!("musterd: second signal, exiting at once");
             std::process::exit(130);
         });
@@ -89,27 +93,38 @@ fn raise_open_files_limit() {
     }
 }
 
-async fn wait_for_signal() {
+/// SIGTERM and SIGINT, listened for from creation on (a signal that arrives between two
+/// `recv` calls is kept, not lost).
+struct Signals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) {
-            (Ok(mut term), Ok(mut int)) => {
-                tokio::select! {
-                    _ = term.recv() => info!(signal = "SIGTERM", "shutdown requested"),
-                    _ = int.recv() => info!(signal = "SIGINT", "shutdown requested"),
-                }
-            }
-            _ => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> std::io::Result<Self> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Ok(Self {
+                term: signal(SignalKind::terminate())?,
+                int: signal(SignalKind::interrupt())?,
+            })
         }
+        #[cfg(not(unix))]
+        Ok(Self {})
     }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
+
+    async fn recv(&mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.term.recv() => info!(signal = "SIGTERM", "shutdown requested"),
+            _ = self.int.recv() => info!(signal = "SIGINT", "shutdown requested"),
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
