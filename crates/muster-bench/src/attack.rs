@@ -21,11 +21,10 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _, Result};
 use futures_util::StreamExt as _;
 use muster_protocol::{
-    decode_response, encode_request, AssignorMetadata, CreateTopicsRequest,
-    DescribeGroupsRequest, ErrorCode, HelloRequest, JoinGroupRequest, LeaveGroupRequest,
-    LeavingMember, OffsetCommitPartition, OffsetCommitRequest, OffsetCommitTopic,
-    OffsetFetchRequest, Request, RequestFrame, Response, TopicInfo, TopicPartitions,
-    PROTOCOL_VERSION,
+    decode_response, encode_request, AssignorMetadata, CreateTopicsRequest, DescribeGroupsRequest,
+    ErrorCode, HelloRequest, JoinGroupRequest, LeaveGroupRequest, LeavingMember,
+    OffsetCommitPartition, OffsetCommitRequest, OffsetCommitTopic, OffsetFetchRequest, Request,
+    RequestFrame, Response, TopicInfo, TopicPartitions, PROTOCOL_VERSION,
 };
 use serde::Serialize;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -316,6 +315,17 @@ async fn open(addr: SocketAddr, client_id: &str, tally: &Tally) -> Option<TcpStr
     };
     match tokio::time::timeout(STALL, attempt).await {
         Ok(Ok(stream)) => Some(stream),
+        // Out of file descriptors here, in the bench: not the server's doing.
+        Ok(Err(e))
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .and_then(std::io::Error::raw_os_error)
+                    == Some(24)
+            }) =>
+        {
+            tally.extra("bench_out_of_file_descriptors", |n| *n += 1);
+            None
+        }
         _ => {
             tally.bump(|o| &mut o.connect_failures);
             None
@@ -353,8 +363,7 @@ async fn hammer(env: &Env, tally: &Tally, h: Hammer) -> Result<()> {
             Arc::clone(&opened),
         );
         tasks.push(tokio::spawn(async move {
-            while Instant::now() < env.deadline && sent.load(Ordering::Relaxed) < env.max_requests
-            {
+            while Instant::now() < env.deadline && sent.load(Ordering::Relaxed) < env.max_requests {
                 let client_id = (h.client_id)(opened.fetch_add(1, Ordering::Relaxed));
                 let Some(stream) = open(env.addr, &client_id, &tally).await else {
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -623,8 +632,7 @@ async fn non_reader(env: &Env, tally: &Tally) -> Result<()> {
         tasks.push(tokio::spawn(async move {
             // Held (unread) until the attack ends, so the server keeps what it buffered.
             let mut held = Vec::new();
-            while Instant::now() < env.deadline && sent.load(Ordering::Relaxed) < env.max_requests
-            {
+            while Instant::now() < env.deadline && sent.load(Ordering::Relaxed) < env.max_requests {
                 let Some(mut stream) = open(env.addr, "atk-nonreader", &tally).await else {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
@@ -639,8 +647,7 @@ async fn non_reader(env: &Env, tally: &Tally) -> Result<()> {
                     for _ in 0..64 {
                         batch.extend_from_slice(&fetch);
                     }
-                    match tokio::time::timeout(env.deadline - now, stream.write_all(&batch)).await
-                    {
+                    match tokio::time::timeout(env.deadline - now, stream.write_all(&batch)).await {
                         Ok(Ok(())) => {
                             sent.fetch_add(64, Ordering::Relaxed);
                             tally.with(|o| o.sent += 64);
@@ -728,12 +735,8 @@ async fn churn(env: &Env, tally: &Tally) -> Result<()> {
     let sent = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
     for _ in 0..env.connections.max(1) {
-        let (env, tally, group, sent) = (
-            env.clone(),
-            tally.clone(),
-            group.clone(),
-            Arc::clone(&sent),
-        );
+        let (env, tally, group, sent) =
+            (env.clone(), tally.clone(), group.clone(), Arc::clone(&sent));
         tasks.push(tokio::spawn(async move {
             'connect: while Instant::now() < env.deadline {
                 let Ok(conn) = Conn::connect(env.addr, "atk-churn").await else {
@@ -836,7 +839,9 @@ async fn big_topics(env: &Env, tally: &Tally) -> Result<()> {
 /// server refuses, and holds them until the deadline.
 async fn conn_flood(env: &Env, tally: &Tally) -> Result<()> {
     let mut held: Vec<TcpStream> = Vec::new();
-    let limit = env.flood_connections.min(usize::try_from(env.max_requests)?);
+    let limit = env
+        .flood_connections
+        .min(usize::try_from(env.max_requests)?);
     let mut attempts = 0usize;
     while attempts < limit && Instant::now() < env.deadline {
         let batch = 64.min(limit - attempts);

@@ -259,15 +259,25 @@ fn hostile_runs() -> Result<()> {
     );
     for phase in phases {
         assert!(phase["victim"]["ok"].as_u64() > Some(0), "{}", report.text);
-        assert!(phase["rss_peak_mib"].as_f64() > Some(0.0), "{}", report.text);
+        assert!(
+            phase["rss_peak_mib"].as_f64() > Some(0.0),
+            "{}",
+            report.text
+        );
     }
     for attack in &phases[1..4] {
-        assert!(attack["attack"]["sent"].as_u64() > Some(0), "{}", report.text);
+        assert!(
+            attack["attack"]["sent"].as_u64() > Some(0),
+            "{}",
+            report.text
+        );
     }
     // Garbage is answered (INVALID_REQUEST today), or the connection is closed.
     let garbage = &phases[1]["attack"];
     assert!(
-        garbage["answers"].as_object().is_some_and(|a| !a.is_empty())
+        garbage["answers"]
+            .as_object()
+            .is_some_and(|a| !a.is_empty())
             || garbage["disconnects"].as_u64() > Some(0),
         "{}",
         report.text

@@ -116,11 +116,13 @@ impl VictimBook {
 
     fn figures(&self, index: usize) -> VictimFigures {
         let phases = self.phases.lock().unwrap_or_else(PoisonError::into_inner);
-        phases.get(index).map_or_else(VictimFigures::default, |p| VictimFigures {
-            ok: p.ok,
-            errors: p.errors.clone(),
-            latency: p.latencies.summary(),
-        })
+        phases
+            .get(index)
+            .map_or_else(VictimFigures::default, |p| VictimFigures {
+                ok: p.ok,
+                errors: p.errors.clone(),
+                latency: p.latencies.summary(),
+            })
     }
 }
 
@@ -172,7 +174,8 @@ impl Victims {
             // Spread the members over the interval (golden-ratio steps).
             let phase = every.mul_f64((k as f64 * 0.618_033_988_75).fract());
             tasks.push(tokio::spawn(async move {
-                let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + phase, every);
+                let mut ticks =
+                    tokio::time::interval_at(tokio::time::Instant::now() + phase, every);
                 ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
                     ticks.tick().await;
@@ -302,7 +305,8 @@ pub struct PhaseFigures {
     pub rss_start_mib: Option<f64>,
     pub rss_end_mib: Option<f64>,
     pub rss_peak_mib: Option<f64>,
-    /// Peak RSS above the end of the baseline phase (the working set).
+    /// Peak RSS above the end of the baseline phase (the working set; after a restart, the
+    /// new server's RSS once its victims are formed).
     pub rss_peak_over_baseline_mib: Option<f64>,
     pub killed_by_watchdog_at_mib: Option<f64>,
     /// The process is running (when its pid is known).
@@ -326,6 +330,8 @@ struct Figures {
     phases: Vec<PhaseFigures>,
     /// Phases after which the server had to be restarted.
     restarts: usize,
+    /// Why the run ended before its last phase, if it did.
+    stopped_early: Option<String>,
 }
 
 /// Whether a server answers Hello at `addr` within 2 s.
@@ -346,10 +352,15 @@ pub async fn run(common: &Common, opts: &Options, target: &mut Target) -> Result
     let mut phases: Vec<PhaseFigures> = Vec::new();
     let mut baseline_rss: Option<u64> = None;
     let mut restarts = 0usize;
+    let mut stopped_early: Option<String> = None;
 
     let mut plan: Vec<(String, Option<Attack>, Duration)> =
         vec![("baseline".to_owned(), None, opts.baseline)];
-    plan.extend(opts.attacks.iter().map(|a| (a.name().to_owned(), Some(*a), opts.phase)));
+    plan.extend(
+        opts.attacks
+            .iter()
+            .map(|a| (a.name().to_owned(), Some(*a), opts.phase)),
+    );
     plan.push(("recovery".to_owned(), None, opts.recovery));
 
     for (segment, (name, attack, length)) in plan.into_iter().enumerate() {
@@ -427,16 +438,36 @@ pub async fn run(common: &Common, opts: &Options, target: &mut Target) -> Result
             attack: attack.map(|_| tally.snapshot()),
         };
         if !answers && target.is_spawned() {
-            eprintln!("hostile: the server is down after {}; restarting it", figures.name);
+            eprintln!(
+                "hostile: the server is down after {}; restarting it",
+                figures.name
+            );
             if let Some(old) = victims.take() {
                 old.stop(false).await;
             }
-            target.restart()?;
-            if let (Some(dog), Some(pid)) = (&watchdog, target.pid) {
-                dog.follow(pid);
-            }
             let run_id = format!("{}-r{restarts}", common.run_id);
-            victims = Some(Victims::start(target.addr, &run_id, opts, &book).await?);
+            let restarted = async {
+                target.restart()?;
+                if let (Some(dog), Some(pid)) = (&watchdog, target.pid) {
+                    dog.follow(pid);
+                }
+                Victims::start(target.addr, &run_id, opts, &book).await
+            }
+            .await;
+            match restarted {
+                Ok(v) => victims = Some(v),
+                Err(e) => {
+                    // Report what was measured rather than nothing.
+                    stopped_early = Some(format!("restart after {} failed: {e:#}", figures.name));
+                    phases.push(figures);
+                    break;
+                }
+            }
+            // The new server's working set is the baseline from here on.
+            if let Some(dog) = &watchdog {
+                dog.sample();
+                baseline_rss = Some(dog.last.load(Ordering::Relaxed));
+            }
             restarts += 1;
             figures.restarted = true;
         }
@@ -456,6 +487,7 @@ pub async fn run(common: &Common, opts: &Options, target: &mut Target) -> Result
         baseline_rss_mib: baseline_rss.map(|b| b as f64 / MIB),
         phases,
         restarts,
+        stopped_early,
     };
     Ok(Report::new(text(&figures), &figures))
 }
@@ -511,6 +543,9 @@ fn text(f: &Figures) -> String {
                 out.push_str(&format!("{:<12}   {:?}\n", "", o.extra));
             }
         }
+    }
+    if let Some(why) = &f.stopped_early {
+        out.push_str(&format!("stopped early: {why}\n"));
     }
     out
 }
