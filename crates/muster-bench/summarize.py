@@ -83,8 +83,12 @@ def hostile(docs):
             attack = p.get("attack")
             if attack:
                 answers = ", ".join(f"{k} {v}" for k, v in sorted(attack.get("answers", {}).items()))
+                extra = ", ".join(f"{k} {v}" for k, v in sorted(attack.get("extra", {}).items()))
                 server += (f"; sent {attack.get('sent')}, disconnects {attack.get('disconnects')}, "
-                           f"stalls {attack.get('stalls')}; {answers}")
+                           f"connect failures {attack.get('connect_failures')}, "
+                           f"stalls {attack.get('stalls')}; {answers}; {extra}")
+            if p.get("restarted"):
+                server += " (restarted after)"
             num = lambda v: f"{v:.0f}" if isinstance(v, (int, float)) else "-"
             print(f"  {p['name']:12} {lat.get('p50_us', 0) / 1e3:9.2f} {lat.get('p99_us', 0) / 1e3:9.2f} "
                   f"{lat.get('max_us', 0) / 1e3:9.1f} {errors:6d} {num(p.get('rss_peak_mib')):>8} "

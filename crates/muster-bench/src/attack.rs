@@ -835,7 +835,7 @@ async fn big_topics(env: &Env, tally: &Tally) -> Result<()> {
     .await
 }
 
-/// (9) Opens connections (with Hello), 64 at a time, up to `flood_connections` or until the
+/// (9) Opens connections (with Hello), 256 at a time, up to `flood_connections` or until the
 /// server refuses, and holds them until the deadline.
 async fn conn_flood(env: &Env, tally: &Tally) -> Result<()> {
     let mut held: Vec<TcpStream> = Vec::new();
@@ -844,7 +844,7 @@ async fn conn_flood(env: &Env, tally: &Tally) -> Result<()> {
         .min(usize::try_from(env.max_requests)?);
     let mut attempts = 0usize;
     while attempts < limit && Instant::now() < env.deadline {
-        let batch = 64.min(limit - attempts);
+        let batch = 256.min(limit - attempts);
         attempts += batch;
         let opens = (0..batch).map(|_| open(env.addr, "atk-conn", tally));
         for stream in futures_util::future::join_all(opens).await {

@@ -191,6 +191,10 @@ enum Command {
         /// outcome is then "killed by watchdog"), and restart it for the next phase.
         #[arg(long, default_value_t = 4_096)]
         rss_limit_mib: u64,
+        /// With --spawn: a fresh server (and fresh victims) for every attack, so that no
+        /// attack meets what an earlier one left behind.
+        #[arg(long)]
+        fresh_server: bool,
     },
 }
 
@@ -371,6 +375,7 @@ async fn run(command: &Command, common: &Common, target: &mut Target) -> Result<
             max_requests,
             max_frame,
             rss_limit_mib,
+            fresh_server,
         } => {
             let attacks = if attacks.is_empty() {
                 Attack::ALL.to_vec()
@@ -395,6 +400,7 @@ async fn run(command: &Command, common: &Common, target: &mut Target) -> Result<
                 max_requests: *max_requests,
                 max_frame: *max_frame,
                 rss_limit: rss_limit_mib.saturating_mul(1 << 20),
+                fresh_server: *fresh_server,
             };
             scenario::hostile::run(common, &opts, target).await
         }

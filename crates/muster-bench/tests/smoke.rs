@@ -244,6 +244,7 @@ fn hostile_runs() -> Result<()> {
             max_requests: 50,
             max_frame: 64 * 1024,
             rss_limit: 4 << 30,
+            fresh_server: true,
         },
         &mut target,
     ))?;
@@ -257,6 +258,8 @@ fn hostile_runs() -> Result<()> {
         "{}",
         report.text
     );
+    // fresh_server: a new server after each attack but the last.
+    assert_eq!(report.json["restarts"].as_u64(), Some(2), "{}", report.text);
     for phase in phases {
         assert!(phase["victim"]["ok"].as_u64() > Some(0), "{}", report.text);
         assert!(

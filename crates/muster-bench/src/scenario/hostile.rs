@@ -56,6 +56,10 @@ pub struct Options {
     pub max_frame: usize,
     /// RSS at which the watchdog kills a spawned server.
     pub rss_limit: u64,
+    /// Restart a spawned server (fresh data directory, fresh victims) after every attack but
+    /// the last, so that each attack meets a server in its working state rather than one
+    /// holding what earlier attacks left behind.
+    pub fresh_server: bool,
 }
 
 const MIB: f64 = 1_048_576.0;
@@ -363,6 +367,8 @@ pub async fn run(common: &Common, opts: &Options, target: &mut Target) -> Result
     );
     plan.push(("recovery".to_owned(), None, opts.recovery));
 
+    // The last segment: recovery, after the last attack.
+    let recovery_segment = plan.len() - 1;
     for (segment, (name, attack, length)) in plan.into_iter().enumerate() {
         eprintln!("hostile: phase {name}");
         let index = book.begin()?;
@@ -437,9 +443,17 @@ pub async fn run(common: &Common, opts: &Options, target: &mut Target) -> Result
             restarted: false,
             attack: attack.map(|_| tally.snapshot()),
         };
-        if !answers && target.is_spawned() {
+        // With `fresh_server`, every attack but the last (whose after-effects `recovery`
+        // measures) is followed by a fresh server, so the next one starts from a clean state.
+        let fresh = opts.fresh_server && attack.is_some() && segment + 1 < recovery_segment;
+        if (!answers || fresh) && target.is_spawned() {
             eprintln!(
-                "hostile: the server is down after {}; restarting it",
+                "hostile: {} after {}; restarting it",
+                if answers {
+                    "fresh server"
+                } else {
+                    "the server is down"
+                },
                 figures.name
             );
             if let Some(old) = victims.take() {
