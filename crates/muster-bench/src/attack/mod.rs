@@ -7,11 +7,11 @@
 //! [`Outcomes`], and the attacker carries on (reconnecting when it must). Only the bench's own
 //! faults (it cannot encode a frame) end an attack early.
 //!
-//! Most attacks go through [`hammer`]: `connections` raw connections, each keeping at most
+//! Most attacks go through `hammer`: `connections` raw connections, each keeping at most
 //! `depth` frames in flight, with a reader task that counts every answer by request and error
 //! code. The rest (the pipelining client that never reads, join/leave churn, the connection
-//! flood and slowloris on the admin port) have their own loops ([`sessions`]; the request
-//! attacks are in [`requests`]).
+//! flood and slowloris on the admin port) have their own loops (`sessions.rs`; the request
+//! attacks are in `requests.rs`).
 
 mod requests;
 mod sessions;
