@@ -24,11 +24,15 @@ RELEASE=${CARGO_TARGET_DIR:-$ROOT/target}/release
 BENCH="$RELEASE/muster-bench --spawn --musterd $RELEASE/musterd --json"
 
 run() { # name, args...
-    local name=$1
-    shift
+    runs "$RUNS" "$@"
+}
+
+runs() { # times, name, args...
+    local times=$1 name=$2
+    shift 2
     # ONLY=regex runs only the scenarios whose name matches.
     if [ -n "${ONLY:-}" ] && ! [[ $name =~ $ONLY ]]; then return 0; fi
-    for i in $(seq "$RUNS"); do
+    for i in $(seq "$times"); do
         echo "== $name run $i ($(uptime | sed 's/.*load average/load average/'))"
         $BENCH "$@" --musterd-log "$OUT/$name.$i.musterd.log" >"$OUT/$name.$i.json"
     done
@@ -43,4 +47,7 @@ run commit commit --connections 16 --partitions 10 --duration 10 --warmup 1
 run idle-1000x10 idle --groups 1000 --members 10
 run idle-10000x1 idle --groups 10000 --members 1
 run expiry expiry --members 3 --session-timeout-ms 1000 --repeats 10
+# One run: its figures are per attack, not medians. Each attack meets a fresh server; a
+# watchdog kills the server at 4 GiB RSS.
+runs 1 hostile hostile --groups 50 --members 4 --phase 5 --fresh-server
 echo "results in $OUT"

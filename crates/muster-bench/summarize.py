@@ -62,6 +62,39 @@ FIGURES = {
 }
 
 
+def hostile(docs):
+    """Per phase of each run: victim heartbeat latency, server memory, what the attack got."""
+    for doc in docs:
+        print(f"  baseline RSS {doc.get('baseline_rss_mib') or 0:.0f} MiB, "
+              f"watchdog at {doc.get('rss_limit_mib') or 0:.0f} MiB, restarts {doc.get('restarts')}")
+        print(f"  {'phase':12} {'hb p50 ms':>9} {'hb p99 ms':>9} {'hb max ms':>9} {'hb err':>6} "
+              f"{'RSS peak':>8} {'over base':>9}  server / attack")
+        for p in doc.get("phases", []):
+            lat = get(p, "victim.latency") or {}
+            errors = sum((get(p, "victim.errors") or {}).values())
+            if p.get("killed_by_watchdog_at_mib"):
+                server = f"KILLED at {p['killed_by_watchdog_at_mib']:.0f} MiB"
+            elif not p.get("alive"):
+                server = "DEAD"
+            elif not p.get("responsive"):
+                server = "UNRESPONSIVE"
+            else:
+                server = "ok"
+            attack = p.get("attack")
+            if attack:
+                answers = ", ".join(f"{k} {v}" for k, v in sorted(attack.get("answers", {}).items()))
+                extra = ", ".join(f"{k} {v}" for k, v in sorted(attack.get("extra", {}).items()))
+                server += (f"; sent {attack.get('sent')}, disconnects {attack.get('disconnects')}, "
+                           f"connect failures {attack.get('connect_failures')}, "
+                           f"stalls {attack.get('stalls')}; {answers}; {extra}")
+            if p.get("restarted"):
+                server += " (restarted after)"
+            num = lambda v: f"{v:.0f}" if isinstance(v, (int, float)) else "-"
+            print(f"  {p['name']:12} {lat.get('p50_us', 0) / 1e3:9.2f} {lat.get('p99_us', 0) / 1e3:9.2f} "
+                  f"{lat.get('max_us', 0) / 1e3:9.1f} {errors:6d} {num(p.get('rss_peak_mib')):>8} "
+                  f"{num(p.get('rss_peak_over_baseline_mib')):>9}  {server}")
+
+
 def main():
     directory = sys.argv[1] if len(sys.argv) > 1 else "."
     names = sorted({os.path.basename(p).rsplit(".", 2)[0] for p in glob.glob(f"{directory}/*.json")})
@@ -72,6 +105,10 @@ def main():
                 docs.append(json.load(f))
         scenario = docs[0].get("scenario", "")
         print(f"## {name} ({len(docs)} runs)")
+        if scenario == "hostile":
+            hostile(docs)
+            print()
+            continue
         for label, path in FIGURES.get(scenario, []):
             values = [get(d, path) for d in docs]
             values = [v for v in values if isinstance(v, (int, float))]

@@ -12,9 +12,11 @@
 //! | `commit` | durable offset commits/s and latency |
 //! | `idle` | server RSS per idle member and per group |
 //! | `expiry` | how late after its session timeout a dead member is removed |
+//! | `hostile` | what one hostile client ([`attack`]) does to the server's memory, its survival and other groups' heartbeat latency |
 //!
 //! `docs/benchmarks.md` has the method, the commands and the results.
 
+pub mod attack;
 pub mod client;
 pub mod cohort;
 pub mod echo;

@@ -5,6 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
+use muster_bench::attack::Attack;
 use muster_bench::scenario::{self, Common, Report};
 use muster_bench::target::{locate_musterd, Target, MUSTERD_ENV};
 
@@ -143,6 +144,60 @@ enum Command {
         #[arg(long, default_value_t = 5)]
         repeats: usize,
     },
+    /// One hostile client's attacks, one phase each, against victims heartbeating in other
+    /// groups: their latency, the server's memory and whether it survives. With --spawn the
+    /// server also gets its admin listener (on 127.0.0.1:0), which slowloris attacks.
+    Hostile {
+        /// Victim groups.
+        #[arg(long, default_value_t = 50)]
+        groups: usize,
+        /// Members per victim group.
+        #[arg(long, default_value_t = 4)]
+        members: usize,
+        /// Each victim member's heartbeat interval.
+        #[arg(long, default_value_t = 100)]
+        victim_heartbeat_ms: u64,
+        /// Connections the victims' measured heartbeats share.
+        #[arg(long, default_value_t = 8)]
+        victim_connections: usize,
+        /// Seconds of the baseline phase (no attack).
+        #[arg(long, default_value_t = 5.0)]
+        baseline: f64,
+        /// Seconds of each attack's phase.
+        #[arg(long, default_value_t = 5.0)]
+        phase: f64,
+        /// Seconds of the recovery phase (no attack).
+        #[arg(long, default_value_t = 5.0)]
+        recovery: f64,
+        /// Attacks to run, by name or number, comma-separated (default: all, in this order):
+        /// garbage, big-commit, repeats, non-reader, join-flood, huge-ids, churn, big-topics,
+        /// conn-flood, slowloris.
+        #[arg(long, value_delimiter = ',')]
+        attacks: Vec<String>,
+        /// Connections one attack may use (the connection floods excepted).
+        #[arg(long, default_value_t = 4)]
+        attack_connections: usize,
+        /// Connections the connection flood opens at most.
+        #[arg(long, default_value_t = 10_000)]
+        flood_connections: usize,
+        /// Connections slowloris holds on the admin port.
+        #[arg(long, default_value_t = 1_000)]
+        admin_connections: usize,
+        /// Requests (or connections) one attack sends at most.
+        #[arg(long, default_value_t = 1_000_000)]
+        max_requests: u64,
+        /// The server's frame limit (its max_frame_bytes).
+        #[arg(long, default_value_t = muster_protocol::DEFAULT_MAX_FRAME_BYTES as usize)]
+        max_frame: usize,
+        /// With --spawn: kill the server when its RSS passes this many MiB (the attack's
+        /// outcome is then "killed by watchdog"), and restart it for the next phase.
+        #[arg(long, default_value_t = 4_096)]
+        rss_limit_mib: u64,
+        /// With --spawn: a fresh server (and fresh victims) for every attack, so that no
+        /// attack meets what an earlier one left behind.
+        #[arg(long)]
+        fresh_server: bool,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -189,9 +244,13 @@ fn main() -> Result<()> {
     if !cli.spawn && cli.musterd_log.is_some() {
         anyhow::bail!("--musterd-log needs --spawn (it is the spawned server's log)");
     }
-    let target = if cli.spawn {
+    let mut target = if cli.spawn {
         let musterd = locate_musterd(cli.musterd.as_deref())?;
-        Target::spawn(&musterd, cli.musterd_log.as_deref())?
+        if matches!(cli.command, Command::Hostile { .. }) {
+            Target::spawn_with_admin(&musterd, cli.musterd_log.as_deref())?
+        } else {
+            Target::spawn(&musterd, cli.musterd_log.as_deref())?
+        }
     } else {
         Target::remote(&cli.server, cli.pid)?
     };
@@ -213,7 +272,7 @@ fn main() -> Result<()> {
         .enable_all()
         .build()
         .context("cannot start the client runtime")?;
-    let report = runtime.block_on(run(&cli.command, &common));
+    let report = runtime.block_on(run(&cli.command, &common, &mut target));
     runtime.shutdown_timeout(Duration::from_secs(1));
     target.stop();
     let report = report?;
@@ -225,7 +284,7 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-async fn run(command: &Command, common: &Common) -> Result<Report> {
+async fn run(command: &Command, common: &Common, target: &mut Target) -> Result<Report> {
     match command {
         Command::Rebalance {
             members,
@@ -308,6 +367,50 @@ async fn run(command: &Command, common: &Common) -> Result<Report> {
                 repeats: *repeats,
             };
             scenario::expiry::run(common, &opts).await
+        }
+        Command::Hostile {
+            groups,
+            members,
+            victim_heartbeat_ms,
+            victim_connections,
+            baseline,
+            phase,
+            recovery,
+            attacks,
+            attack_connections,
+            flood_connections,
+            admin_connections,
+            max_requests,
+            max_frame,
+            rss_limit_mib,
+            fresh_server,
+        } => {
+            let attacks = if attacks.is_empty() {
+                Attack::ALL.to_vec()
+            } else {
+                attacks
+                    .iter()
+                    .map(|a| Attack::parse(a))
+                    .collect::<Result<Vec<_>>>()?
+            };
+            let opts = scenario::hostile::Options {
+                groups: *groups,
+                members: *members,
+                victim_heartbeat: Duration::from_millis(*victim_heartbeat_ms),
+                victim_connections: *victim_connections,
+                baseline: Duration::from_secs_f64(*baseline),
+                phase: Duration::from_secs_f64(*phase),
+                recovery: Duration::from_secs_f64(*recovery),
+                attacks,
+                attack_connections: *attack_connections,
+                flood_connections: *flood_connections,
+                admin_connections: *admin_connections,
+                max_requests: *max_requests,
+                max_frame: *max_frame,
+                rss_limit: rss_limit_mib.saturating_mul(1 << 20),
+                fresh_server: *fresh_server,
+            };
+            scenario::hostile::run(common, &opts, target).await
         }
     }
 }

@@ -7,7 +7,6 @@
 //! on `127.0.0.1:0` and says where in its `musterd listening` log line (`local_addr=…`), the
 //! line the server's own process tests read; its data directory is a fresh temporary one.
 
-use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
@@ -42,8 +41,20 @@ pub struct Target {
     pub addr: SocketAddr,
     /// The server's process id, when known (for `idle`).
     pub pid: Option<u32>,
+    /// The admin (HTTP) listener of a server spawned with [`Target::spawn_with_admin`].
+    pub admin: Option<SocketAddr>,
     // A spawned server; killed when the target goes.
     spawned: Option<Spawned>,
+    // How to start it again ([`Target::restart`]).
+    recipe: Option<Recipe>,
+}
+
+/// What a spawned server was started with.
+#[derive(Clone)]
+struct Recipe {
+    musterd: PathBuf,
+    log: Option<PathBuf>,
+    admin: bool,
 }
 
 impl Target {
@@ -57,7 +68,9 @@ impl Target {
         Ok(Target {
             addr,
             pid,
+            admin: None,
             spawned: None,
+            recipe: None,
         })
     }
 
@@ -65,12 +78,53 @@ impl Target {
     /// temporary data directory and [`SPAWN_FLAGS`]. Its log goes to `log` if given (and is
     /// otherwise read and dropped).
     pub fn spawn(musterd: &Path, log: Option<&Path>) -> Result<Target> {
-        let spawned = Spawned::start(musterd, log)?;
+        Self::start(Recipe {
+            musterd: musterd.to_owned(),
+            log: log.map(Path::to_owned),
+            admin: false,
+        })
+    }
+
+    /// [`Target::spawn`], but with the admin listener on `127.0.0.1:0` (for `hostile`, which
+    /// attacks it too); its address is in [`Target::admin`].
+    pub fn spawn_with_admin(musterd: &Path, log: Option<&Path>) -> Result<Target> {
+        Self::start(Recipe {
+            musterd: musterd.to_owned(),
+            log: log.map(Path::to_owned),
+            admin: true,
+        })
+    }
+
+    fn start(recipe: Recipe) -> Result<Target> {
+        let spawned = Spawned::start(&recipe, false)?;
         Ok(Target {
             addr: spawned.addr,
             pid: Some(spawned.child.id()),
+            admin: spawned.admin,
             spawned: Some(spawned),
+            recipe: Some(recipe),
         })
+    }
+
+    /// Whether this run started the server (and so may kill and restart it).
+    pub fn is_spawned(&self) -> bool {
+        self.recipe.is_some()
+    }
+
+    /// Kills a spawned server and starts a fresh one (new address, new empty data directory;
+    /// the log, if any, is appended to). For `hostile`, to go on after an attack brought the
+    /// server down.
+    pub fn restart(&mut self) -> Result<()> {
+        let Some(recipe) = self.recipe.clone() else {
+            bail!("only a server this run started can be restarted");
+        };
+        self.spawned.take();
+        let spawned = Spawned::start(&recipe, true)?;
+        self.addr = spawned.addr;
+        self.pid = Some(spawned.child.id());
+        self.admin = spawned.admin;
+        self.spawned = Some(spawned);
+        Ok(())
     }
 
     /// Stops a spawned server (a no-op for a remote one).
@@ -83,24 +137,43 @@ impl Target {
 struct Spawned {
     child: Child,
     addr: SocketAddr,
+    admin: Option<SocketAddr>,
     // Removed after the child is gone (fields drop after `Drop::drop` has run).
     _data: tempfile::TempDir,
 }
 
 impl Spawned {
-    fn start(musterd: &Path, log: Option<&Path>) -> Result<Spawned> {
+    fn start(recipe: &Recipe, append: bool) -> Result<Spawned> {
+        let musterd = recipe.musterd.as_path();
         let data = tempfile::Builder::new()
             .prefix("muster-bench-")
             .tempdir()
             .context("cannot create a temporary data directory")?;
-        let log = log
-            .map(|path| File::create(path).with_context(|| format!("cannot create {path:?}")))
+        let log = recipe
+            .log
+            .as_deref()
+            .map(|path| {
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .write(true)
+                    .append(append)
+                    .truncate(!append)
+                    .open(path)
+                    .with_context(|| format!("cannot create {path:?}"))
+            })
             .transpose()?;
         let mut command = Command::new(musterd);
         command
             .args(["--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(data.path())
-            .args(SPAWN_FLAGS)
+            .arg(data.path());
+        if recipe.admin {
+            // SPAWN_FLAGS without its `--admin-listen off`.
+            command.args(["--admin-listen", "127.0.0.1:0"]);
+            command.args(SPAWN_FLAGS.iter().skip(2));
+        } else {
+            command.args(SPAWN_FLAGS);
+        }
+        command
             // The address is read from the text log at INFO (RUST_LOG would win over
             // --log-level).
             .args(["--log-format", "text", "--log-level", "info"])
@@ -136,15 +209,19 @@ impl Spawned {
                     let _ = writeln!(file, "{line}");
                 }
                 if let Some(sender) = &tx {
-                    match line
-                        .split_whitespace()
-                        .find_map(|w| w.strip_prefix("local_addr="))
-                    {
-                        Some(addr) => {
-                            let _ = sender.send(Ok(addr.to_owned()));
+                    // The `musterd listening` line; the admin listener's own line, before it,
+                    // has a `local_addr=` too.
+                    let field = |name: &str| {
+                        line.split_whitespace()
+                            .find_map(|w| w.strip_prefix(name))
+                            .map(str::to_owned)
+                    };
+                    match field("local_addr=") {
+                        Some(addr) if !line.contains("admin listener") => {
+                            let _ = sender.send(Ok((addr, field("admin_addr="))));
                             tx = None;
                         }
-                        None => {
+                        _ => {
                             before.push_str(&line);
                             before.push('\n');
                         }
@@ -157,9 +234,10 @@ impl Spawned {
             }
         });
         let reported = match rx.recv_timeout(STARTUP_LIMIT) {
-            Ok(Ok(addr)) => addr
+            Ok(Ok((addr, admin))) => addr
                 .parse::<SocketAddr>()
-                .with_context(|| format!("musterd reported an unreadable address {addr:?}")),
+                .with_context(|| format!("musterd reported an unreadable address {addr:?}"))
+                .map(|addr| (addr, admin.and_then(|a| a.parse::<SocketAddr>().ok()))),
             Ok(Err(log)) => Err(anyhow!(
                 "musterd exited before listening; its log:\n{}",
                 log.trim_end()
@@ -169,9 +247,10 @@ impl Spawned {
             )),
         };
         match reported {
-            Ok(addr) => Ok(Spawned {
+            Ok((addr, admin)) => Ok(Spawned {
                 child,
                 addr,
+                admin,
                 _data: data,
             }),
             Err(e) => {
@@ -240,4 +319,15 @@ pub fn rss_bytes(pid: u32) -> Result<u64> {
         }
     }
     bail!("no VmRSS in {path}")
+}
+
+/// Whether process `pid` is running: it exists and is not a zombie (a killed child of this
+/// process stays a zombie until it is reaped).
+pub fn process_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|status| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("State:"))
+            .is_some_and(|state| !state.trim_start().starts_with(['Z', 'X']))
+    })
 }

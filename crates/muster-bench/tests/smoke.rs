@@ -15,6 +15,7 @@ use std::process::Command;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{bail, Context as _, Result};
+use muster_bench::attack::Attack;
 use muster_bench::scenario::{self, Common};
 use muster_bench::target::{locate_musterd, Target, MUSTERD_ENV};
 
@@ -214,6 +215,88 @@ fn every_scenario_runs() -> Result<()> {
     // The runtime goes before the server, so no client task outlives it.
     drop(rt);
     target.stop();
+    Ok(())
+}
+
+/// `hostile`, tiny: two short attacks against a few victims, and the report says what each
+/// attack got and whether the server survived. (Whether it defended itself is for the full
+/// benchmark, not for a test.)
+#[test]
+fn hostile_runs() -> Result<()> {
+    let mut target = Target::spawn_with_admin(&musterd()?, None)?;
+    assert!(target.admin.is_some(), "the admin listener's address");
+    let common = common(&target, "hostile");
+    let rt = runtime()?;
+    let report = rt.block_on(scenario::hostile::run(
+        &common,
+        &scenario::hostile::Options {
+            groups: 2,
+            members: 2,
+            victim_heartbeat: Duration::from_millis(20),
+            victim_connections: 2,
+            baseline: Duration::from_millis(300),
+            phase: Duration::from_millis(400),
+            recovery: Duration::from_millis(300),
+            attacks: vec![Attack::Garbage, Attack::JoinFlood, Attack::Slowloris],
+            attack_connections: 1,
+            flood_connections: 20,
+            admin_connections: 5,
+            max_requests: 50,
+            max_frame: 64 * 1024,
+            rss_limit: 4 << 30,
+            fresh_server: true,
+        },
+        &mut target,
+    ))?;
+    drop(rt);
+    target.stop();
+    let phases = report.json["phases"].as_array().context("phases")?;
+    let names: Vec<_> = phases.iter().filter_map(|p| p["name"].as_str()).collect();
+    assert_eq!(
+        names,
+        ["baseline", "garbage", "join-flood", "slowloris", "recovery"],
+        "{}",
+        report.text
+    );
+    // fresh_server: a new server after each attack but the last.
+    assert_eq!(report.json["restarts"].as_u64(), Some(2), "{}", report.text);
+    for phase in phases {
+        assert!(phase["victim"]["ok"].as_u64() > Some(0), "{}", report.text);
+        assert!(
+            phase["rss_peak_mib"].as_f64() > Some(0.0),
+            "{}",
+            report.text
+        );
+    }
+    for attack in &phases[1..4] {
+        assert!(
+            attack["attack"]["sent"].as_u64() > Some(0),
+            "{}",
+            report.text
+        );
+    }
+    // Garbage is answered (INVALID_REQUEST today), or the connection is closed.
+    let garbage = &phases[1]["attack"];
+    assert!(
+        garbage["answers"]
+            .as_object()
+            .is_some_and(|a| !a.is_empty())
+            || garbage["disconnects"].as_u64() > Some(0),
+        "{}",
+        report.text
+    );
+    assert!(
+        phases[2]["attack"]["answers"]
+            .as_object()
+            .is_some_and(|a| a.keys().any(|k| k.starts_with("JoinGroup:"))),
+        "{}",
+        report.text
+    );
+    assert!(
+        phases[3]["attack"]["extra"]["probe_ok"].as_u64() > Some(0),
+        "{}",
+        report.text
+    );
     Ok(())
 }
 
