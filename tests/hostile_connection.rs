@@ -225,10 +225,18 @@ async fn an_admin_client_sending_half_a_header_is_disconnected() -> Result<()> {
     let _serial = SERIAL.lock().await;
     let server = admin_server(Duration::from_millis(200), 8);
     let addr = server.admin_addr().context("admin listener")?;
-    // Its own thread, not the supervisor's.
-    let threads: Vec<String> = std::fs::read_dir("/proc/self/task")?
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .collect();
+    // Its own thread, not the supervisor's. A thread names itself once it runs, which may be
+    // a moment after its listener's address is known: look for a bounded while.
+    let mut threads: Vec<String> = Vec::new();
+    for _ in 0..100 {
+        threads = std::fs::read_dir("/proc/self/task")?
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .collect();
+        if threads.iter().any(|t| t.trim() == "musterd-admin") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     ensure!(
         threads.iter().any(|t| t.trim() == "musterd-admin"),
         "an admin thread: {threads:?}"

@@ -85,6 +85,9 @@ async fn restarted_static_member_gets_its_partitions_back_without_a_rebalance() 
             .group_instance_id(instance)
     };
     let a = Harness::start(&server, "a", static_config("instance-a"), &log).await;
+    // `a` forms the group alone first, so it leads whatever the machine's load (two members
+    // started together race for the first join).
+    wait_converged(&[&a], &expected).await;
     let b = Harness::start(&server, "b", static_config("instance-b"), &log).await;
     let generation = wait_converged(&[&a, &b], &expected).await;
     assert!(a.snapshot().is_leader(), "the first member leads");

@@ -304,7 +304,11 @@ async fn close_store(store: &Arc<dyn Store>, deadline: tokio::time::Instant) {
     let spawned = std::thread::Builder::new()
         .name("muster-store-close".into())
         .spawn(move || {
-            let _ = done.send(closing.close());
+            let result = closing.close();
+            // Let go of the store before saying so: once shutdown returns, the last handle may
+            // be gone and the file unlocked (a restart on the same directory opens it at once).
+            drop(closing);
+            let _ = done.send(result);
         });
     let result = match spawned {
         Ok(_) => match tokio::time::timeout_at(deadline, closed).await {

@@ -291,10 +291,6 @@ impl Store for RedbStore {
                 self.shared.path.display()
             ))
         })?;
-        // Release the file (and its lock) now, not when the last `Arc` of this store drops:
-        // actors and the readiness probe may hold one a while longer, and a restart on the same
-        // directory must be able to open it at once.
-        drop(self.shared.take_database());
         debug!(path = %self.shared.path.display(), "store closed");
         Ok(())
     }
