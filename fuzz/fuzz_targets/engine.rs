@@ -23,9 +23,9 @@ use muster_coordinator::engine::{ClientInfo, Ctx, Group, Output};
 use muster_coordinator::storage::{GroupRecord, OffsetWrite};
 use muster_coordinator::GroupConfig;
 use muster_protocol::{
-    AssignorMetadata, ErrorCode, GroupState, HeartbeatRequest, JoinGroupRequest,
-    LeaveGroupRequest, LeavingMember, MemberAssignment, OffsetCommitPartition,
-    OffsetCommitRequest, OffsetCommitTopic, Response, SyncGroupRequest, TopicPartitions,
+    AssignorMetadata, ErrorCode, GroupState, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
+    LeavingMember, MemberAssignment, OffsetCommitPartition, OffsetCommitRequest, OffsetCommitTopic,
+    Response, SyncGroupRequest, TopicPartitions,
 };
 use uuid::Uuid;
 
@@ -172,8 +172,7 @@ impl Model {
         match response {
             Response::JoinGroup(j) => {
                 let instance = self.join_instances.remove(&token).flatten();
-                if !j.member_id.is_empty() && !self.known.iter().any(|(m, _)| *m == j.member_id)
-                {
+                if !j.member_id.is_empty() && !self.known.iter().any(|(m, _)| *m == j.member_id) {
                     self.known.push((j.member_id.clone(), instance));
                 }
                 if j.error_code == ErrorCode::None.code() {
@@ -184,7 +183,8 @@ impl Model {
                         self.group.generation()
                     );
                     self.highest_served = self.highest_served.max(j.generation_id);
-                    self.generations.insert(j.member_id.clone(), j.generation_id);
+                    self.generations
+                        .insert(j.member_id.clone(), j.generation_id);
                     if !j.members.is_empty() {
                         let mut members: Vec<String> =
                             j.members.iter().map(|m| m.member_id.clone()).collect();
@@ -423,8 +423,7 @@ impl Model {
                     now: self.now,
                     topics: &self.catalog,
                 };
-                self.group
-                    .topics_changed(cx, &["t1".to_owned()], &mut out);
+                self.group.topics_changed(cx, &["t1".to_owned()], &mut out);
             }
             Op::Restart => {
                 self.now += 1;
