@@ -7,7 +7,7 @@ use std::sync::RwLock;
 
 use muster_protocol::{ErrorCode, TopicInfo, TopicResult};
 
-use crate::engine::TopicLookup;
+use crate::types::TopicLookup;
 
 /// Longest topic name, in bytes.
 pub const MAX_TOPIC_NAME_BYTES: usize = 249;

@@ -2,7 +2,8 @@
 
 use muster_protocol::{DescribedMember, JoinedMember, ListedGroup};
 
-use crate::engine::PendingBudget;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// Server-wide rules for every group. Cheap to share behind an `Arc`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,3 +152,47 @@ pub const MAX_ENCODABLE_GROUP_SIZE: usize = {
 
 /// The most groups one ListGroups answer can list (74 898).
 pub const MAX_LISTED_GROUPS: usize = encodable::<ListedGroup>();
+
+/// Member ids handed out with MEMBER_ID_REQUIRED and not yet joined, counted over every group
+/// of the server (protocol §6.4): one counter, shared by the groups through their config. A
+/// group takes one unit per pending id and gives it back when the id joins, leaves, expires or
+/// the group goes.
+#[derive(Debug, Clone, Default)]
+pub struct PendingBudget(Arc<AtomicUsize>);
+
+impl PendingBudget {
+    /// Takes one unit unless `max` are already taken.
+    pub(crate) fn try_take(&self, max: usize) -> bool {
+        self.0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                (used < max).then_some(used + 1)
+            })
+            .is_ok()
+    }
+
+    /// Gives back `n` units.
+    pub(crate) fn release(&self, n: usize) {
+        if n > 0 {
+            // Never below zero, whatever a caller does.
+            let _ = self
+                .0
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                    Some(used.saturating_sub(n))
+                });
+        }
+    }
+
+    /// Pending ids held now, over all groups.
+    pub fn in_use(&self) -> usize {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// Two configs are equal whatever counter they share.
+impl PartialEq for PendingBudget {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for PendingBudget {}

@@ -1,7 +1,9 @@
 //! Small types shared by the engine, the storage and the actors, so that neither of the first
 //! two has to import the other for them (and metrics can label by them without importing the
-//! engine): the coordinator's time unit, the group life-cycle states, and why a rebalance
-//! started.
+//! engine): the coordinator's time unit, the group life-cycle states, why a rebalance started,
+//! and how the engine looks up partition counts (the catalog implements it).
+
+use std::collections::HashMap;
 
 /// Milliseconds on the coordinator's clock (monotonic while the process runs).
 pub type Millis = u64;
@@ -37,5 +39,16 @@ impl RebalanceTrigger {
             RebalanceTrigger::SyncTimeout => "sync timeout",
             RebalanceTrigger::TopicChange => "topic change",
         }
+    }
+}
+
+/// Looks up partition counts in the server's topic catalog.
+pub trait TopicLookup {
+    fn partitions(&self, topic: &str) -> Option<i32>;
+}
+
+impl TopicLookup for HashMap<String, i32> {
+    fn partitions(&self, topic: &str) -> Option<i32> {
+        self.get(topic).copied()
     }
 }

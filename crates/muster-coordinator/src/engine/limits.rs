@@ -3,10 +3,8 @@
 //! bounded by the settings, not only by the frame size. Checked by the group's own methods and
 //! by [`super::absent_group`] (a group that does not exist yet), with the same answers.
 //!
-//! Also the server-wide budget of pending member ids ([`PendingBudget`]), which groups share.
-
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+//! The server-wide budget of pending member ids ([`PendingBudget`]) lives with the config the
+//! groups share (`config.rs`).
 
 use muster_protocol::{
     ErrorCode, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest,
@@ -15,52 +13,9 @@ use muster_protocol::{
 
 use crate::catalog::MAX_TOPIC_NAME_BYTES;
 use crate::config::Limits;
+pub use crate::config::PendingBudget;
 
 const OVER: ErrorCode = ErrorCode::RequestLimitExceeded;
-
-/// Member ids handed out with MEMBER_ID_REQUIRED and not yet joined, counted over every group
-/// of the server (protocol §6.4): one counter, shared by the groups through their config. A
-/// group takes one unit per pending id and gives it back when the id joins, leaves, expires or
-/// the group goes.
-#[derive(Debug, Clone, Default)]
-pub struct PendingBudget(Arc<AtomicUsize>);
-
-impl PendingBudget {
-    /// Takes one unit unless `max` are already taken.
-    pub(crate) fn try_take(&self, max: usize) -> bool {
-        self.0
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
-                (used < max).then_some(used + 1)
-            })
-            .is_ok()
-    }
-
-    /// Gives back `n` units.
-    pub(crate) fn release(&self, n: usize) {
-        if n > 0 {
-            // Never below zero, whatever a caller does.
-            let _ = self
-                .0
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
-                    Some(used.saturating_sub(n))
-                });
-        }
-    }
-
-    /// Pending ids held now, over all groups.
-    pub fn in_use(&self) -> usize {
-        self.0.load(Ordering::Acquire)
-    }
-}
-
-/// Two configs are equal whatever counter they share.
-impl PartialEq for PendingBudget {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-impl Eq for PendingBudget {}
 
 fn at_most(len: usize, max: usize) -> Result<(), ErrorCode> {
     if len > max {

@@ -61,7 +61,7 @@ use muster_protocol::{AssignorMetadata, ErrorCode, JoinGroupRequest, Response, T
 use crate::config::GroupConfig;
 use crate::storage::records::CommittedOffset;
 /// Re-exported: the engine's callers have always found them here.
-pub use crate::types::{GroupState, Millis, RebalanceTrigger};
+pub use crate::types::{GroupState, Millis, RebalanceTrigger, TopicLookup};
 use barrier::Barrier;
 use sync::SyncWindow;
 
@@ -128,17 +128,6 @@ pub enum Event {
     EvictedAtBarrier { member_ids: Vec<String> },
     /// Members that did not send SyncGroup within the rebalance timeout.
     EvictedAtSync { member_ids: Vec<String> },
-}
-
-/// Looks up partition counts in the server's topic catalog.
-pub trait TopicLookup {
-    fn partitions(&self, topic: &str) -> Option<i32>;
-}
-
-impl TopicLookup for HashMap<String, i32> {
-    fn partitions(&self, topic: &str) -> Option<i32> {
-        self.get(topic).copied()
-    }
 }
 
 /// What the engine needs from the outside world for one call.

@@ -50,7 +50,8 @@ use redb::{
 use tracing::{debug, warn};
 
 pub use self::writer::WriterStats;
-use self::writer::{Command, Counters};
+use self::writer::{Counters, Op};
+use crate::storage::DurableSender;
 
 use super::{Durable, Mutation, Store, StoreError, StoredGroup, StoredState};
 
@@ -60,6 +61,17 @@ const OFFSETS: TableDefinition<(&str, &str, i32), &[u8]> = TableDefinition::new(
 const TOPICS: TableDefinition<&str, i32> = TableDefinition::new("topics");
 
 const FORMAT_VERSION_KEY: &str = "format_version";
+
+/// What the writer thread is asked to do (by the store, and drained by `recovery` while the
+/// database is being reopened).
+enum Command {
+    Apply {
+        ops: Vec<Op>,
+        done: DurableSender,
+    },
+    /// Write what is already queued, then exit.
+    Stop,
+}
 
 /// Durable coordinator state in one redb file, written by one group-committing thread.
 ///

@@ -24,8 +24,7 @@ use std::time::{Duration, Instant};
 use redb::Database;
 use tracing::{info, warn};
 
-use super::writer::Command;
-use super::{open_database, runtime_error, RedbStore, Shared, FORMAT_VERSION_KEY, META};
+use super::{open_database, runtime_error, Command, RedbStore, Shared, FORMAT_VERSION_KEY, META};
 use crate::storage::StoreError;
 
 /// Wait before the first reopen attempt.

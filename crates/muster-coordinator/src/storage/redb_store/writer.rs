@@ -20,7 +20,7 @@ use tracing::{trace, warn};
 
 use super::codec::{self, CodecError};
 use super::recovery::{self, Backoff};
-use super::{runtime_error, Shared, GROUPS, OFFSETS, TOPICS};
+use super::{runtime_error, Command, Shared, GROUPS, OFFSETS, TOPICS};
 use crate::storage::{DurableSender, Mutation, StoreError};
 
 /// One mutation, encoded and ready to write.
@@ -76,16 +76,6 @@ impl Counters {
             busy: Duration::from_micros(self.busy_us.load(Ordering::Relaxed)),
         }
     }
-}
-
-/// What the writer thread is asked to do.
-pub(super) enum Command {
-    Apply {
-        ops: Vec<Op>,
-        done: DurableSender,
-    },
-    /// Write what is already queued, then exit.
-    Stop,
 }
 
 /// Encodes a batch. Runs on the caller's thread, so the writer only writes; a batch that
