@@ -108,6 +108,10 @@ settings! {
     /// Requests one connection may have in flight before the server stops reading from it.
     max_in_flight: u32 = "1024", range(1 ..= 1_000_000);
 
+    /// Of those, requests whose answer can be large (OffsetFetch, DescribeGroups, ListGroups,
+    /// DescribeTopics) one connection may have in flight before the server stops reading it.
+    max_in_flight_large: u32 = "8", range(1 ..= 1_000_000);
+
     /// Most client connections open at once; more are answered TOO_MANY_CONNECTIONS and
     /// closed.
     max_connections: u32 = "10000", range(1 ..= 1_000_000);
@@ -274,6 +278,7 @@ impl Settings {
             max_buffered_response_bytes: usize::try_from(self.max_buffered_response_bytes)
                 .unwrap_or(usize::MAX),
             write_timeout: Duration::from_millis(self.write_timeout_ms),
+            max_in_flight_large: self.max_in_flight_large as usize,
             admin_max_connections: self.admin_max_connections as usize,
             admin_timeout: Duration::from_millis(self.admin_timeout_ms),
         }

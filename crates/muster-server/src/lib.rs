@@ -83,6 +83,9 @@ pub struct ConnectionLimits {
     pub max_buffered_response_bytes: usize,
     /// A client that takes no byte for this long is disconnected.
     pub write_timeout: Duration,
+    /// Requests with possibly large answers (OffsetFetch, DescribeGroups, ListGroups,
+    /// DescribeTopics) a connection may have in flight; at it the connection stops being read.
+    pub max_in_flight_large: usize,
     /// Admin HTTP connections open at once.
     pub admin_max_connections: usize,
     /// An admin connection's whole life: headers in, answer out.
@@ -95,6 +98,7 @@ impl Default for ConnectionLimits {
         Self {
             max_buffered_response_bytes: 16 << 20,
             write_timeout: Duration::from_secs(60),
+            max_in_flight_large: 8,
             admin_max_connections: 32,
             admin_timeout: Duration::from_secs(10),
         }

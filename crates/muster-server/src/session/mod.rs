@@ -10,6 +10,12 @@
 //! amount of memory. The writer also takes every free slot while the connection's unwritten
 //! answers are over `max_buffered_response_bytes` (so the session stops reading then too), and
 //! ends the connection when the client takes no byte for `write_timeout_ms`.
+//!
+//! Requests whose answer can be large (OffsetFetch, DescribeGroups, ListGroups, DescribeTopics:
+//! [`takes_large_slot`]) also take one of the connection's `max_in_flight_large` slots, given
+//! back by the writer once that answer is written; with none free the session stops reading
+//! the same way. So a client that pipelines them without reading gets only that many ~1 MB
+//! answers built for it, not `max_in_flight`. Other requests pay only the tag check.
 
 mod burst;
 mod routing;
@@ -39,7 +45,7 @@ use tracing::{debug, warn};
 
 use self::burst::{Bursts, Incoming};
 use self::routing::Router;
-use self::writer::{write_responses, Outbox, ToWriter, WriteEnd, WriterLimits};
+use self::writer::{takes_large_slot, write_responses, Outbox, ToWriter, WriteEnd, WriterLimits};
 use crate::auth::Authenticator;
 pub use crate::telemetry::NO_REQUEST;
 
@@ -157,6 +163,9 @@ pub struct Session {
     /// In-flight slots: one taken per request read (and forgotten), given back by the writer
     /// once the answer is written.
     permits: Arc<Semaphore>,
+    /// Large-answer slots ([`takes_large_slot`]): one taken (and forgotten) per such request,
+    /// besides its in-flight slot, given back by the writer once its answer is written.
+    large: Arc<Semaphore>,
     /// Where group requests go: the group inbox cache, routed and held requests, the batch.
     router: Router,
     reader: Option<FramedRead<tokio::io::ReadHalf<TcpStream>, LengthDelimitedCodec>>,
@@ -176,6 +185,7 @@ impl Session {
             .new_codec();
         let (out, rx) = Outbox::new();
         let permits = Arc::new(Semaphore::new(settings.max_in_flight));
+        let large = Arc::new(Semaphore::new(settings.writer.max_in_flight_large));
         Self {
             slot,
             last_frame: Instant::now(),
@@ -194,6 +204,7 @@ impl Session {
             greeted: false,
             out,
             permits,
+            large,
             router: Router::default(),
             reader: Some(FramedRead::new(read, codec)),
             writer: Some((write, rx)),
@@ -255,6 +266,38 @@ impl Session {
             }
         };
         let ticket = ticket(correlation_id, request.tag());
+        let large_slot_free = || match self.large.try_acquire() {
+            // The slot is given back by the writer once the answer is written.
+            Ok(permit) => {
+                permit.forget();
+                true
+            }
+            Err(_) => false,
+        };
+        if takes_large_slot(ticket.request_tag) && !large_slot_free() {
+            // Every large-answer slot is taken: as at `max_in_flight`, send what is gathered
+            // and held (their answers free slots), then stop reading (ctx.wait) until one of
+            // the large answers is written.
+            self.flush(ctx);
+            self.route_held(ctx);
+            let large = Arc::clone(&self.large);
+            ctx.wait(
+                async move { large.acquire().await.map(|permit| permit.forget()) }
+                    .into_actor(self)
+                    .map(move |acquired, act, ctx| match acquired {
+                        Ok(()) if !act.closing => act.on_request(request, ticket, ctx),
+                        Ok(()) => {}
+                        Err(_) => ctx.stop(),
+                    }),
+            );
+            return;
+        }
+        self.on_request(request, ticket, ctx);
+    }
+
+    /// Handles one decoded request, which holds an in-flight slot (and, if
+    /// [`takes_large_slot`], a large-answer slot).
+    fn on_request(&mut self, request: Request, ticket: Ticket, ctx: &mut Context<Self>) {
         match request {
             Request::Hello(hello) => self.hello(hello, ticket, ctx),
             _ if !self.greeted => {
@@ -354,12 +397,17 @@ impl Actor for Session {
             let shutdown = self.settings.shutdown.subscribe();
             let span = self.span.clone();
             let permits = Arc::clone(&self.permits);
+            let large = Arc::clone(&self.large);
             // Shutdown waits for the writer too: it may outlive the session while it writes
             // what is queued.
             let running = self.slot.running.clone();
             let limits = self.settings.writer;
+            // Closed when the writer ends: a session waiting (ctx.wait) for a slot the writer
+            // will never give back gets an error and stops, instead of waiting forever (it
+            // handles no WriterDone while it waits).
+            let slots = (Arc::clone(&permits), Arc::clone(&large));
             actix::spawn(async move {
-                match write_responses(write, rx, permits, limits, close_rx, shutdown).await {
+                match write_responses(write, rx, permits, large, limits, close_rx, shutdown).await {
                     Ok(()) => {}
                     Err(WriteEnd::Io(e)) => {
                         debug!(parent: &span, error = %e, "connection write failed");
@@ -375,6 +423,8 @@ impl Actor for Session {
                         warn!(parent: &span, error = %e, "client not reading; connection closed");
                     }
                 }
+                slots.0.close();
+                slots.1.close();
                 session.do_send(WriterDone);
                 drop(running);
             });

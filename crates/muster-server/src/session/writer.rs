@@ -20,6 +20,17 @@ use tracing::info;
 
 use crate::telemetry::RequestMetrics;
 
+/// Whether a request (by its tag, `Request::tag`) takes one of the connection's
+/// `max_in_flight_large` slots besides its in-flight slot: the requests whose answer can be
+/// large (~1 MB and more) and is built at once. JoinGroup and SyncGroup do not: they can be
+/// held at a barrier that waits for other members' requests on the same connection (a client
+/// may run many members on one connection), and their answers are bounded by the group caps.
+#[inline]
+pub(crate) const fn takes_large_slot(request_tag: u32) -> bool {
+    // OffsetFetch, DescribeGroups, ListGroups, DescribeTopics.
+    matches!(request_tag, 6 | 7 | 8 | 11)
+}
+
 /// Bytes the writer gathers from ready responses before one write.
 const WRITE_BATCH_BYTES: usize = 64 * 1024;
 
@@ -75,6 +86,8 @@ pub(crate) struct WriterLimits {
     pub max_buffered: usize,
     /// A socket that takes no byte for this long closes the connection.
     pub write_timeout: Duration,
+    /// Large-answer slots of a connection ([`takes_large_slot`]).
+    pub max_in_flight_large: usize,
 }
 
 impl From<&crate::ConnectionLimits> for WriterLimits {
@@ -82,6 +95,7 @@ impl From<&crate::ConnectionLimits> for WriterLimits {
         Self {
             max_buffered: limits.max_buffered_response_bytes,
             write_timeout: limits.write_timeout,
+            max_in_flight_large: limits.max_in_flight_large.max(1),
         }
     }
 }
@@ -111,6 +125,7 @@ pub(crate) async fn write_responses<W: AsyncWrite + Unpin>(
     mut write: W,
     mut rx: mpsc::UnboundedReceiver<ToWriter>,
     permits: Arc<Semaphore>,
+    large: Arc<Semaphore>,
     limits: WriterLimits,
     mut close: oneshot::Receiver<()>,
     mut shutdown: watch::Receiver<bool>,
@@ -212,6 +227,9 @@ pub(crate) async fn write_responses<W: AsyncWrite + Unpin>(
             out.clear();
             // The responses are on the wire: their in-flight slots are free again.
             gate.permits.add_permits(std::mem::take(&mut out.answered));
+            if out.answered_large > 0 {
+                large.add_permits(std::mem::take(&mut out.answered_large));
+            }
             gate.check(0);
         }
     }
@@ -253,6 +271,8 @@ struct Encoder {
     written: usize,
     /// In-flight slots the answers in `buf` hold.
     answered: usize,
+    /// Large-answer slots ([`takes_large_slot`]) the answers in `buf` hold.
+    answered_large: usize,
     /// Answers encoded into `buf` (slotted or not).
     buffered_answers: usize,
     /// When this round of answers was taken (one clock read per write for their latencies).
@@ -266,6 +286,7 @@ impl Encoder {
             buf: Vec::with_capacity(WRITE_BUF_KEEP),
             written: 0,
             answered: 0,
+            answered_large: 0,
             buffered_answers: 0,
             now: Instant::now(),
             metrics: RequestMetrics::new(),
@@ -303,11 +324,13 @@ impl Encoder {
         match next {
             ToWriter::One(answer) => {
                 self.answered += 1;
+                self.answered_large += usize::from(takes_large_slot(answer.ticket.request_tag));
                 self.encode(answer);
             }
             ToWriter::Many(answers) => {
                 self.answered += answers.len();
                 for answer in answers {
+                    self.answered_large += usize::from(takes_large_slot(answer.ticket.request_tag));
                     self.encode(answer);
                 }
             }
@@ -345,9 +368,14 @@ mod tests {
     use super::*;
 
     fn answer(correlation_id: u32) -> Answer {
+        tagged(correlation_id, 3)
+    }
+
+    /// An answer (a heartbeat's body) to a request of tag `request_tag`.
+    fn tagged(correlation_id: u32, request_tag: u32) -> Answer {
         Ticket {
             correlation_id,
-            request_tag: 3,
+            request_tag,
             arrived: Instant::now(),
         }
         .answer(Response::Heartbeat(HeartbeatResponse {
@@ -363,6 +391,8 @@ mod tests {
     struct Harness {
         outbox: Arc<Outbox>,
         permits: Arc<Semaphore>,
+        /// The large-answer slots, all `slots` taken too.
+        large: Arc<Semaphore>,
         reader: tokio::io::DuplexStream,
         task: tokio::task::JoinHandle<Result<(), WriteEnd>>,
         _close: oneshot::Sender<()>,
@@ -377,12 +407,18 @@ mod tests {
             .try_acquire_many(u32::try_from(slots).expect("few"))
             .expect("free slots")
             .forget();
+        let large = Arc::new(Semaphore::new(slots));
+        large
+            .try_acquire_many(u32::try_from(slots).expect("few"))
+            .expect("free slots")
+            .forget();
         let (close, close_rx) = oneshot::channel();
         let (shutdown, shutdown_rx) = watch::channel(false);
         let task = tokio::spawn(write_responses(
             writer,
             rx,
             Arc::clone(&permits),
+            Arc::clone(&large),
             limits,
             close_rx,
             shutdown_rx,
@@ -390,6 +426,7 @@ mod tests {
         Harness {
             outbox,
             permits,
+            large,
             reader,
             task,
             _close: close,
@@ -414,6 +451,7 @@ mod tests {
         let limits = WriterLimits {
             max_buffered: 10 * HEARTBEAT_FRAME,
             write_timeout: Duration::from_secs(60),
+            max_in_flight_large: 8,
         };
         // 100 slots, 20 of them taken by requests whose answers the client does not read.
         let mut h = harness(16, 100, limits);
@@ -438,6 +476,7 @@ mod tests {
         let limits = WriterLimits {
             max_buffered: 1 << 20,
             write_timeout: Duration::from_millis(50),
+            max_in_flight_large: 8,
         };
         let h = harness(16, 10, limits);
         for i in 0..10 {
@@ -456,6 +495,7 @@ mod tests {
         let limits = WriterLimits {
             max_buffered: 10 * HEARTBEAT_FRAME,
             write_timeout: Duration::from_secs(60),
+            max_in_flight_large: 8,
         };
         let h = harness(16, 100, limits);
         for i in 0..100 {
@@ -491,5 +531,26 @@ mod tests {
             rest = &rest[4 + len..];
         }
         assert_eq!(ids, [1, 2, 3, 4]);
+    }
+
+    #[tokio::test]
+    async fn written_large_answers_give_their_large_slots_back_others_do_not() {
+        use tokio::io::AsyncReadExt;
+        let limits = WriterLimits {
+            max_buffered: 1 << 20,
+            write_timeout: Duration::from_secs(60),
+            max_in_flight_large: 8,
+        };
+        let mut h = harness(16, 10, limits);
+        // OffsetFetch, DescribeGroups, ListGroups, DescribeTopics; then JoinGroup, SyncGroup,
+        // Heartbeat, OffsetCommit: only the first four held a large slot.
+        for (i, tag) in [6, 7, 8, 11, 1, 2, 3, 5].into_iter().enumerate() {
+            h.outbox.send(tagged(u32::try_from(i).expect("few"), tag));
+        }
+        let mut buf = vec![0u8; 8 * HEARTBEAT_FRAME];
+        h.reader.read_exact(&mut buf).await.expect("answers");
+        let (permits, large) = (Arc::clone(&h.permits), Arc::clone(&h.large));
+        assert!(eventually(|| permits.available_permits() == 8).await);
+        assert_eq!(large.available_permits(), 4);
     }
 }
