@@ -89,8 +89,8 @@ impl Default for Limits {
             max_topics_per_request: 1_000,
             max_reason_bytes: 1_024,
             max_rebalance_timeout_ms: 1_800_000,
-            max_pending_member_ids: 100_000,
-            max_groups: 1_000_000,
+            max_pending_member_ids: 20_000,
+            max_groups: 50_000,
             max_topics: 100_000,
             max_partitions_per_topic: 100_000,
         }

@@ -91,10 +91,12 @@ settings! {
     max_rebalance_timeout_ms: u32 = "1800000", range(1 ..= 86_400_000);
 
     /// Most member ids handed out with MEMBER_ID_REQUIRED and not yet joined, over all groups.
-    max_pending_member_ids: usize = "100000", range(1 ..= 100_000_000);
+    max_pending_member_ids: usize = "20000", range(1 ..= 100_000_000);
 
-    /// Most groups the server holds (more → RESOURCE_LIMIT_REACHED).
-    max_groups: usize = "1000000", range(1 ..= 100_000_000);
+    /// Most groups the server holds (more → RESOURCE_LIMIT_REACHED); only creating a group is
+    /// refused, groups loaded at start are all served. An idle group costs ~4–5 KiB, so the
+    /// default bounds what one client can make the server hold to ~250 MiB.
+    max_groups: usize = "50000", range(1 ..= 100_000_000);
 
     /// Most topics in the catalog.
     max_topics: usize = "100000", range(1 ..= 100_000_000);
