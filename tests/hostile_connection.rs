@@ -23,16 +23,6 @@ static SERIAL: Mutex<()> = Mutex::const_new(());
 /// one answer is then ~0.5 MB.
 const TOPICS: usize = 2_000;
 
-/// The process' resident memory, in bytes (the server runs in this process).
-fn rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
-}
-
 /// The value of one counter series in the process' metrics (0 if absent).
 fn counter_value(series: &str) -> f64 {
     muster_server::telemetry::render_metrics()

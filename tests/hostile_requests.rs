@@ -24,16 +24,6 @@ async fn still_heartbeats(calm: &mut Member) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The process's resident set, in bytes (Linux).
-fn rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
-}
-
 fn error_code_of(r: Response) -> i16 {
     match r {
         Response::Error(e) => e.error_code,

@@ -717,3 +717,14 @@ pub async fn form_group(
     }
     Ok(members)
 }
+
+/// This process's resident memory in bytes (Linux; 0 if unreadable). The test server runs in
+/// the test's own process, so hostile-client tests watch it grow with this.
+pub fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
