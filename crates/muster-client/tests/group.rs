@@ -313,13 +313,8 @@ async fn offsets_are_committed_by_the_member_and_fenced() {
     let conn = connect(&server, "m").await;
     let config = fast_member("offsets", &["ledger"], "roundrobin");
     let (member, mut events) = config.start(conn).unwrap();
-    // Committing before joining is refused locally.
-    assert!(matches!(
-        member
-            .commit_offsets([(TopicPartition::new("ledger", 0), 1_i64)])
-            .await,
-        Err(ClientError::NotMember { .. })
-    ));
+    // (Committing before the join completes is refused locally: member_scripted.rs, where the
+    // server can hold the join; here the join may already be done.)
     let assigned = loop {
         match tokio::time::timeout(PATIENCE, events.recv()).await.unwrap() {
             Some(Event::Assigned(p)) if !p.is_empty() => break p.to_vec(),

@@ -281,3 +281,38 @@ async fn the_member_follows_the_protocol() {
     drop(member);
     server.await.unwrap();
 }
+
+/// A commit before the member has joined is refused locally, without a request: the scripted
+/// server holds the member's JoinGroup unanswered, so the member cannot have joined yet.
+#[tokio::test]
+async fn a_commit_before_the_join_completes_is_refused_locally() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (joined_tx, joined_rx) = tokio::sync::oneshot::channel();
+    let server = tokio::spawn(async move {
+        let mut peer = accept(&listener).await;
+        hello(&mut peer, ErrorCode::None).await;
+        let frame = read(&mut peer).await;
+        assert!(matches!(frame.request, Request::JoinGroup(_)), "{frame:?}");
+        let _ = joined_tx.send(());
+        // Nothing else may arrive while the join is held (no OffsetCommit).
+        let next = tokio::time::timeout(Duration::from_millis(200), read(&mut peer)).await;
+        assert!(next.is_err(), "unexpected request: {next:?}");
+    });
+    let conn = Connection::connect(ConnectionConfig::new(addr.to_string()).client_id("c"))
+        .await
+        .unwrap();
+    let config = MemberConfig::new("g", ["t"])
+        .assignor_names(["range"])
+        .unwrap();
+    let (member, _events) = config.start(conn).unwrap();
+    joined_rx.await.unwrap();
+    let refused = member
+        .commit_offsets([(TopicPartition::new("t", 0), 1_i64)])
+        .await;
+    assert!(
+        matches!(refused, Err(muster_client::ClientError::NotMember { .. })),
+        "{refused:?}"
+    );
+    server.await.unwrap();
+}
