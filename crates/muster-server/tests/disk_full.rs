@@ -9,10 +9,10 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
@@ -80,41 +80,17 @@ fn free_port() -> Result<u16> {
 
 fn start(data_dir: &Path) -> Result<Server> {
     let admin: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_musterd"))
-        .args(["--listen", "127.0.0.1:0", "--admin-listen"])
-        .arg(admin.to_string())
-        .args(["--initial-rebalance-delay-ms", "0", "--data-dir"])
-        .arg(data_dir)
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("spawn musterd")?;
-    let stderr = child.stderr.take().context("stderr")?;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.contains("musterd listening") {
-                if let Some(addr) = line
-                    .split_whitespace()
-                    .find_map(|w| w.strip_prefix("local_addr="))
-                {
-                    let _ = tx.send(addr.to_owned());
-                }
-            }
-        }
-    });
-    let addr = rx.recv_timeout(Duration::from_secs(20));
-    let mut server = Server {
-        child,
-        addr: "127.0.0.1:1".parse()?,
-        admin,
-    };
-    server.addr = addr
-        .context("musterd did not report its address")?
-        .parse()?;
-    Ok(server)
+    let admin_flag = admin.to_string();
+    let (child, addr) = support::start_with(
+        data_dir,
+        &[
+            "--admin-listen",
+            &admin_flag,
+            "--initial-rebalance-delay-ms",
+            "0",
+        ],
+    )?;
+    Ok(Server { child, addr, admin })
 }
 
 /// (status, body) of a GET on the admin listener.

@@ -348,7 +348,8 @@ impl Encoder {
         };
         let start = self.buf.len();
         if let Err(e) = encode_response(&frame, &mut self.buf) {
-            // Only a response over 4 GiB could fail; answer with an error instead of nothing.
+            // Only an answer past wincode's per-sequence limit could fail (the request limits
+            // keep answers under it); answer with an error instead of nothing.
             self.buf.truncate(start);
             info!(error = %e, "response could not be encoded");
             let fallback = ResponseFrame {

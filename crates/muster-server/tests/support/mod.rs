@@ -15,16 +15,18 @@ pub fn start(data_dir: &std::path::Path) -> Result<(Child, SocketAddr)> {
     start_with(data_dir, &[])
 }
 
-/// [`start`] with extra flags.
+/// [`start`] with extra flags. The admin listener is off unless `extra` names
+/// `--admin-listen`.
 pub fn start_with(data_dir: &std::path::Path, extra: &[&str]) -> Result<(Child, SocketAddr)> {
+    let admin_off: &[&str] = if extra.contains(&"--admin-listen") {
+        &[]
+    } else {
+        &["--admin-listen", "off"]
+    };
     let mut child = Command::new(env!("CARGO_BIN_EXE_musterd"))
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "off",
-            "--data-dir",
-        ])
+        .args(["--listen", "127.0.0.1:0"])
+        .args(admin_off)
+        .arg("--data-dir")
         .arg(data_dir)
         .args(extra)
         .env("RUST_LOG", "info")
@@ -38,7 +40,8 @@ pub fn start_with(data_dir: &std::path::Path, extra: &[&str]) -> Result<(Child, 
     std::thread::spawn(move || {
         let mut sent = false;
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if !sent {
+            // The client listener's line (the admin listener logs a `local_addr` of its own).
+            if !sent && line.contains("musterd listening") {
                 if let Some(addr) = line
                     .split_whitespace()
                     .find_map(|w| w.strip_prefix("local_addr="))
