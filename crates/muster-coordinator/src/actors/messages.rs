@@ -161,20 +161,11 @@ pub(crate) struct AbortHeld;
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
-    use std::time::Instant;
 
     use muster_protocol::{ErrorCode, HeartbeatRequest, Request};
 
     use super::*;
-    use crate::actors::reply::Recorded;
-
-    fn ticket(correlation_id: u32) -> Ticket {
-        Ticket {
-            correlation_id,
-            request_tag: 3,
-            arrived: Instant::now(),
-        }
-    }
+    use crate::actors::reply::{ticket, Recorded};
 
     fn client() -> ClientInfo {
         ClientInfo {

@@ -126,19 +126,21 @@ impl ReplySink for Recorded {
     }
 }
 
+/// Tests: a heartbeat's ticket with this correlation id.
+#[cfg(test)]
+pub(crate) fn ticket(correlation_id: u32) -> Ticket {
+    Ticket {
+        correlation_id,
+        request_tag: 3,
+        arrived: Instant::now(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use muster_protocol::{HeartbeatResponse, Response};
 
     use super::*;
-
-    fn ticket(correlation_id: u32) -> Ticket {
-        Ticket {
-            correlation_id,
-            request_tag: 3,
-            arrived: Instant::now(),
-        }
-    }
 
     #[test]
     fn a_reply_answers_once_and_a_dropped_one_answers_lost() {
