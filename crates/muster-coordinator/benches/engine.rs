@@ -64,6 +64,7 @@ fn client() -> ClientInfo {
     ClientInfo {
         client_id: Arc::from("consumer"),
         client_host: Arc::from("10.0.0.7"),
+        access: Default::default(),
     }
 }
 

@@ -12,6 +12,7 @@
 //! the durable records and knows nothing of the engine; the [`engine`] builds and reads those
 //! records; the actors use both.
 
+pub mod access;
 pub mod actors;
 pub mod catalog;
 pub mod clock;
@@ -19,6 +20,7 @@ pub mod config;
 pub mod engine;
 pub mod logsafe;
 pub mod metrics;
+pub mod quota;
 pub mod storage;
 pub mod types;
 

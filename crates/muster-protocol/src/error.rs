@@ -76,7 +76,9 @@ error_codes! {
     25 => UnknownMemberId, "UNKNOWN_MEMBER_ID", "the group does not know this member";
     26 => InvalidSessionTimeout, "INVALID_SESSION_TIMEOUT", "the session timeout is outside the server's range";
     27 => RebalanceInProgress, "REBALANCE_IN_PROGRESS", "the group is rebalancing";
+    29 => TopicAuthorizationFailed, "TOPIC_AUTHORIZATION_FAILED", "this principal may not touch the topic";
     30 => GroupAuthorizationFailed, "GROUP_AUTHORIZATION_FAILED", "this principal may not touch the group";
+    31 => ClusterAuthorizationFailed, "CLUSTER_AUTHORIZATION_FAILED", "the operation needs the cluster admin permission";
     35 => UnsupportedVersion, "UNSUPPORTED_VERSION", "the server does not speak this protocol version";
     37 => InvalidPartitions, "INVALID_PARTITIONS", "a partition count must be at least 1 and can only be raised";
     42 => InvalidRequest, "INVALID_REQUEST", "the request could not be decoded, or a field is out of range";
@@ -88,6 +90,7 @@ error_codes! {
     82 => FencedInstanceId, "FENCED_INSTANCE_ID", "another member took over this instance id";
     200 => IllegalState, "ILLEGAL_STATE", "the server expected Hello first";
     201 => TooManyConnections, "TOO_MANY_CONNECTIONS", "the server is at its connection limit; try again";
+    202 => QuotaExceeded, "QUOTA_EXCEEDED", "the principal is at its max_groups or max_members quota";
     203 => ResourceLimitReached, "RESOURCE_LIMIT_REACHED", "a server-wide capacity limit is reached; try again later";
     204 => RequestLimitExceeded, "REQUEST_LIMIT_EXCEEDED", "a field of the request is over a server limit";
 }
@@ -134,7 +137,7 @@ mod tests {
     /// The numbers of protocol §4, pinned one by one: changing any of them breaks every client.
     #[test]
     fn codes_match_protocol_section_4() {
-        let pinned: [(ErrorCode, i16, &str); 29] = [
+        let pinned: [(ErrorCode, i16, &str); 32] = [
             (ErrorCode::None, 0, "NONE"),
             (ErrorCode::UnknownServerError, -1, "UNKNOWN_SERVER_ERROR"),
             (
@@ -175,9 +178,19 @@ mod tests {
             ),
             (ErrorCode::RebalanceInProgress, 27, "REBALANCE_IN_PROGRESS"),
             (
+                ErrorCode::TopicAuthorizationFailed,
+                29,
+                "TOPIC_AUTHORIZATION_FAILED",
+            ),
+            (
                 ErrorCode::GroupAuthorizationFailed,
                 30,
                 "GROUP_AUTHORIZATION_FAILED",
+            ),
+            (
+                ErrorCode::ClusterAuthorizationFailed,
+                31,
+                "CLUSTER_AUTHORIZATION_FAILED",
             ),
             (ErrorCode::UnsupportedVersion, 35, "UNSUPPORTED_VERSION"),
             (ErrorCode::InvalidPartitions, 37, "INVALID_PARTITIONS"),
@@ -190,6 +203,7 @@ mod tests {
             (ErrorCode::FencedInstanceId, 82, "FENCED_INSTANCE_ID"),
             (ErrorCode::IllegalState, 200, "ILLEGAL_STATE"),
             (ErrorCode::TooManyConnections, 201, "TOO_MANY_CONNECTIONS"),
+            (ErrorCode::QuotaExceeded, 202, "QUOTA_EXCEEDED"),
             (
                 ErrorCode::ResourceLimitReached,
                 203,

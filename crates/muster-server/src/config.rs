@@ -146,6 +146,20 @@ settings! {
     /// flushed before exiting anyway.
     shutdown_timeout_ms: u64 = "10000", range(0 ..= 600_000);
 
+    /// Auth file (TOML: principals, token hashes, quotas, ACLs; docs/security.md). Unset: no
+    /// authentication, every client may do everything. SIGHUP rereads it.
+    auth_file: OptionalPath = "";
+
+    /// PEM certificate chain for TLS on the client and admin listeners (with --tls-key).
+    tls_cert: OptionalPath = "";
+
+    /// PEM private key of --tls-cert.
+    tls_key: OptionalPath = "";
+
+    /// PEM CA bundle: clients must present a certificate it signed, whose subject common name
+    /// is their principal (mTLS). Needs --tls-cert.
+    tls_client_ca: OptionalPath = "";
+
     /// Log line format.
     log_format: LogFormat = "text";
 
@@ -229,9 +243,57 @@ impl Settings {
         Ok(())
     }
 
-    /// Checks every value against its allowed range and checks, in table order.
+    /// Checks every value against its allowed range and checks, in table order, then the
+    /// settings that only make sense together.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.check_each()
+        self.check_each()?;
+        let invalid = |setting: &str, value: &OptionalPath, allowed: &str| ConfigError::Invalid {
+            setting: table::flag(setting),
+            value: value.0.display().to_string(),
+            allowed: allowed.into(),
+        };
+        match (self.tls_cert(), self.tls_key()) {
+            (Some(_), None) => {
+                return Err(invalid(
+                    "tls_key",
+                    &self.tls_key,
+                    "--tls-cert needs --tls-key",
+                ))
+            }
+            (None, Some(key)) => {
+                return Err(invalid(
+                    "tls_cert",
+                    &self.tls_cert,
+                    &format!("--tls-key {} needs --tls-cert", key.display()),
+                ))
+            }
+            _ => {}
+        }
+        if let (Some(ca), None) = (self.tls_client_ca(), self.tls_cert()) {
+            return Err(invalid(
+                "tls_client_ca",
+                &OptionalPath(ca.to_owned()),
+                "client certificates need TLS: give --tls-cert and --tls-key too",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The auth file, if one is set.
+    pub fn auth_file(&self) -> Option<&Path> {
+        set(&self.auth_file)
+    }
+
+    pub fn tls_cert(&self) -> Option<&Path> {
+        set(&self.tls_cert)
+    }
+
+    pub fn tls_key(&self) -> Option<&Path> {
+        set(&self.tls_key)
+    }
+
+    pub fn tls_client_ca(&self) -> Option<&Path> {
+        set(&self.tls_client_ca)
     }
 
     /// The group rules these settings describe.
@@ -285,6 +347,23 @@ impl Settings {
             admin_timeout: Duration::from_millis(self.admin_timeout_ms),
         }
     }
+}
+
+/// A path setting that may be unset: empty (its default) means unset.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(transparent)]
+pub struct OptionalPath(pub PathBuf);
+
+impl std::str::FromStr for OptionalPath {
+    type Err = std::convert::Infallible;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(OptionalPath(PathBuf::from(s)))
+    }
+}
+
+fn set(path: &OptionalPath) -> Option<&Path> {
+    (!path.0.as_os_str().is_empty()).then_some(path.0.as_path())
 }
 
 /// A listening address: `HOST:PORT` (a name is resolved when binding, not here).

@@ -26,7 +26,7 @@ use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
 use crate::admin::{AdminLimits, AdminServer, Readiness};
-use crate::auth::{AllowAll, Authenticator};
+use crate::auth::Auth;
 use crate::listener::{Listener, StopAccepting};
 use crate::session::SessionSettings;
 
@@ -46,7 +46,8 @@ pub struct ServerOptions {
     /// Worker arbiters for sessions and groups (0 = one per core).
     pub workers: usize,
     pub store: Arc<dyn Store>,
-    pub authenticator: Arc<dyn Authenticator>,
+    /// Authentication and ACLs (`Auth::open` = none: everyone may do everything).
+    pub auth: Arc<Auth>,
     /// How long shutdown may take: held requests answered, storage flushed, answers written.
     pub shutdown_timeout: Duration,
     /// Set true once state is loaded and clients are accepted (shared with the caller so a
@@ -68,7 +69,7 @@ impl ServerOptions {
             limits: ConnectionLimits::default(),
             workers: 0,
             store,
-            authenticator: Arc::new(AllowAll),
+            auth: Arc::new(Auth::default()),
             shutdown_timeout: Duration::from_secs(5),
             readiness: Readiness::default(),
         }
@@ -189,13 +190,14 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
         clock: Clock::new(),
     })
     .start();
+    let auth_enabled = options.auth.enabled();
     let mut sessions = SessionSettings::new(
         options.max_frame_bytes,
         options.max_in_flight,
         options.max_connections,
         options.idle_timeout,
         uuid::Uuid::new_v4().to_string(),
-        options.authenticator,
+        options.auth,
         supervisor.clone(),
     )
     .with_limits(&options.limits);
@@ -204,6 +206,13 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
     let (running, connections_done) = mpsc::channel(1);
     let listener = Listener::new(socket, handles, Arc::clone(&sessions), running).start();
     readiness.set(true);
+    if !auth_enabled && !local_addr.ip().is_loopback() {
+        warn!(
+            %local_addr,
+            "no auth file: anyone who can reach this address may read, change and delete every \
+             group (see docs/security.md)"
+        );
+    }
     info!(
         %local_addr,
         admin_addr = %admin

@@ -1,13 +1,15 @@
 //! `musterd`: load settings (flags > env > file > defaults), set up logs, open the data dir,
 //! serve the admin listener and clients until SIGINT or SIGTERM, then shut down gracefully.
-//! A second signal exits at once. At start it raises the soft open-files limit to the hard
+//! A second signal exits at once. SIGHUP rereads the auth file. At start it raises the soft open-files limit to the hard
 //! one and makes any panic abort the process (`fatal.rs`).
 
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use muster_coordinator::quota::Quotas;
 use muster_coordinator::storage::RedbStore;
+use muster_server::auth::Auth;
 use muster_server::config::{ConfigError, Settings};
 use muster_server::fatal::install_abort_on_panic;
 use muster_server::telemetry::init_logging;
@@ -47,7 +49,20 @@ fn run(settings: Settings) -> anyhow::Result<()> {
     // Bad storage is loud: a locked, unreadable or corrupt data dir stops startup here with a
     // message naming the path; it is never reset to empty.
     let store = RedbStore::open(&settings.data_dir)?;
+    // A bad auth file stops startup with its line and reason; it never means "open".
+    let auth = match settings.auth_file() {
+        Some(path) => {
+            let auth = Auth::from_file(path, Quotas::default())
+                .map_err(|e| anyhow::anyhow!("auth file {}: {e}", path.display()))?;
+            let loaded = auth.summary();
+            info!(path = %path.display(), principals = loaded.principals, acls = loaded.acls, "auth file loaded");
+            auth
+        }
+        None => Auth::open(Quotas::default()),
+    };
+    let auth = Arc::new(auth);
     let mut options = ServerOptions::new(settings.listen.clone(), Arc::new(store));
+    options.auth = Arc::clone(&auth);
     options.admin_listen = settings.admin_address().map(str::to_owned);
     options.group = settings.group_config();
     options.max_frame_bytes = settings.max_frame_bytes;
@@ -65,10 +80,12 @@ fn run(settings: Settings) -> anyhow::Result<()> {
         // without the graceful path), and a second one must not fall between two listeners.
         let mut signals = Signals::new()?;
         let running = start(options).await?;
-        signals.recv().await;
+        while let Signal::Reload = signals.recv().await {
+            reload(&auth);
+        }
         // A second signal means "now": exit without waiting for the graceful path.
         tokio::spawn(async move {
-            signals.recv().await;
+            while let Signal::Reload = signals.recv().await {}
             eprintln!("musterd: second signal, exiting at once");
             std::process::exit(130);
         });
@@ -93,13 +110,43 @@ fn raise_open_files_limit() {
     }
 }
 
-/// SIGTERM and SIGINT, listened for from creation on (a signal that arrives between two
-/// `recv` calls is kept, not lost).
+/// SIGHUP: reread the auth file. A file that does not parse is refused with its line and
+/// reason, and the rules in force stay.
+fn reload(auth: &Auth) {
+    let Some(path) = auth.path() else {
+        info!("SIGHUP: no auth file to reload");
+        return;
+    };
+    match auth.reload() {
+        Ok(loaded) => info!(
+            path = %path.display(),
+            principals = loaded.principals,
+            acls = loaded.acls,
+            "auth file reloaded"
+        ),
+        Err(e) => error!(
+            path = %path.display(),
+            error = %e,
+            "auth file refused; the previous rules stay in force"
+        ),
+    }
+}
+
+/// What a signal asks for.
+enum Signal {
+    Shutdown,
+    Reload,
+}
+
+/// SIGTERM, SIGINT and SIGHUP, listened for from creation on (a signal that arrives between
+/// two `recv` calls is kept, not lost).
 struct Signals {
     #[cfg(unix)]
     term: tokio::signal::unix::Signal,
     #[cfg(unix)]
     int: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    hup: tokio::signal::unix::Signal,
 }
 
 impl Signals {
@@ -110,21 +157,33 @@ impl Signals {
             Ok(Self {
                 term: signal(SignalKind::terminate())?,
                 int: signal(SignalKind::interrupt())?,
+                hup: signal(SignalKind::hangup())?,
             })
         }
         #[cfg(not(unix))]
         Ok(Self {})
     }
 
-    async fn recv(&mut self) {
+    async fn recv(&mut self) -> Signal {
         #[cfg(unix)]
         tokio::select! {
-            _ = self.term.recv() => info!(signal = "SIGTERM", "shutdown requested"),
-            _ = self.int.recv() => info!(signal = "SIGINT", "shutdown requested"),
+            _ = self.term.recv() => {
+                info!(signal = "SIGTERM", "shutdown requested");
+                Signal::Shutdown
+            }
+            _ = self.int.recv() => {
+                info!(signal = "SIGINT", "shutdown requested");
+                Signal::Shutdown
+            }
+            _ = self.hup.recv() => {
+                info!(signal = "SIGHUP", "reload requested");
+                Signal::Reload
+            }
         }
         #[cfg(not(unix))]
         {
             let _ = tokio::signal::ctrl_c().await;
+            Signal::Shutdown
         }
     }
 }

@@ -12,6 +12,7 @@ use actix::prelude::*;
 use muster_protocol::{DescribedGroup, ErrorCode, Request};
 
 use super::reply::{lost, Replies, ReplyTo, Ticket};
+use crate::access::Access;
 use crate::engine::{ClientInfo, GroupState, Millis};
 
 /// A group-scoped request (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
@@ -99,6 +100,8 @@ pub struct Route {
 pub struct AdminCall {
     pub request: Request,
     pub reply: ReplyTo,
+    /// What the sender may see and do (protocol §6 "Authorization").
+    pub access: Access,
 }
 
 /// Answer every held request COORDINATOR_NOT_AVAILABLE. (The server then closes the store
@@ -171,6 +174,7 @@ mod tests {
         ClientInfo {
             client_id: Arc::from("c"),
             client_host: Arc::from("h"),
+            access: Access::open(),
         }
     }
 

@@ -58,6 +58,7 @@ use std::sync::{Arc, OnceLock};
 
 use muster_protocol::{AssignorMetadata, ErrorCode, JoinGroupRequest, Response, TopicPartitions};
 
+use crate::access::Access;
 use crate::config::GroupConfig;
 use crate::storage::records::CommittedOffset;
 /// Re-exported: the engine's callers have always found them here.
@@ -142,6 +143,9 @@ pub struct Ctx<'a> {
 pub struct ClientInfo {
     pub client_id: Arc<str>,
     pub client_host: Arc<str>,
+    /// What the connection's principal may do (topic checks in offsets) and the quota its
+    /// members and pending ids count against.
+    pub access: Access,
 }
 
 /// What one engine call asks its caller to do. An empty `Output` allocates nothing, so a caller

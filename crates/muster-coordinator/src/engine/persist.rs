@@ -97,6 +97,8 @@ impl<R> Member<R> {
         let client = ClientInfo {
             client_id: m.client_id.into(),
             client_host: m.client_host.into(),
+            // Quota charging of loaded members is the loader's (it knows the principals).
+            access: Default::default(),
         };
         let mut member = Member::new(member_id, m.group_instance_id, client, now);
         member.session_timeout_ms = m.session_timeout_ms;

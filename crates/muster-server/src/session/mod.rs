@@ -17,6 +17,7 @@
 //! the same way. So a client that pipelines them without reading gets only that many ~1 MB
 //! answers built for it, not `max_in_flight`. Other requests pay only the tag check.
 
+mod auth;
 mod burst;
 mod routing;
 mod writer;
@@ -30,12 +31,12 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use bytes::BytesMut;
 use metrics::{counter, gauge};
+use muster_coordinator::access::Access;
 use muster_coordinator::actors::{AdminCall, ReplyTo, Supervisor, Ticket};
 use muster_coordinator::engine::ClientInfo;
-use muster_coordinator::logsafe;
 use muster_protocol::{
-    check_frame_length, correlation_hint, decode_request, ErrorCode, HelloRequest, HelloResponse,
-    Request, RequestFrame, Response, MAX_PROTOCOL_VERSION, MIN_PROTOCOL_VERSION,
+    check_frame_length, correlation_hint, decode_request, ErrorCode, Request, RequestFrame,
+    Response,
 };
 use tokio::io::WriteHalf;
 use tokio::net::TcpStream;
@@ -46,7 +47,7 @@ use tracing::{debug, warn};
 use self::burst::{Bursts, Incoming};
 use self::routing::Router;
 use self::writer::{takes_large_slot, write_responses, Outbox, ToWriter, WriteEnd, WriterLimits};
-use crate::auth::Authenticator;
+use crate::auth::{Auth, SessionAuth};
 pub use crate::telemetry::NO_REQUEST;
 
 /// Settings and state every session shares.
@@ -58,7 +59,8 @@ pub struct SessionSettings {
     /// Each connection's bound on unwritten answers and its write timeout.
     pub(crate) writer: WriterLimits,
     pub server_id: String,
-    pub authenticator: Arc<dyn Authenticator>,
+    /// Authentication and the rules in force (open without an auth file).
+    pub auth: Arc<Auth>,
     pub supervisor: Addr<Supervisor>,
     /// Longest client id Hello may carry (protocol §6.18); `Limits::default()`'s unless set.
     pub max_client_id_bytes: usize,
@@ -74,7 +76,7 @@ impl SessionSettings {
         max_connections: usize,
         idle_timeout: Option<Duration>,
         server_id: String,
-        authenticator: Arc<dyn Authenticator>,
+        auth: Arc<Auth>,
         supervisor: Addr<Supervisor>,
     ) -> Self {
         Self {
@@ -84,7 +86,7 @@ impl SessionSettings {
             idle_timeout,
             writer: WriterLimits::from(&crate::ConnectionLimits::default()),
             server_id,
-            authenticator,
+            auth,
             supervisor,
             max_client_id_bytes: muster_coordinator::Limits::default().max_client_id_bytes,
             open_connections: AtomicUsize::new(0),
@@ -157,6 +159,12 @@ pub struct Session {
     /// ~15 % of pipelined heartbeat throughput (docs/benchmarks.md).
     span: tracing::Span,
     client: ClientInfo,
+    /// The peer's address (failed Hellos are slowed down per address).
+    peer: SocketAddr,
+    /// The verified client certificate's subject common name (mTLS), if any.
+    certificate_name: Option<String>,
+    /// The principal and the auth-file epoch it was looked up at.
+    auth: SessionAuth,
     greeted: bool,
     /// The writer's channel; also the connection's reply sink for the coordinator.
     out: Arc<Outbox>,
@@ -194,13 +202,18 @@ impl Session {
                 "connection",
                 connection = id,
                 peer = %peer,
-                client_id = tracing::field::Empty
+                client_id = tracing::field::Empty,
+                principal = tracing::field::Empty
             ),
             client: ClientInfo {
                 client_id: Arc::from(""),
                 client_host: Arc::from(peer.ip().to_string()),
+                access: Access::open(),
             },
             settings,
+            peer,
+            certificate_name: None,
+            auth: SessionAuth::open(),
             greeted: false,
             out,
             permits,
@@ -231,6 +244,26 @@ impl Session {
             let _ = close.send(());
         }
         ctx.stop();
+    }
+
+    /// Handles one frame holding an in-flight slot, once the principal's request rate allows:
+    /// over its `max_requests_per_s`, the connection is not read (ctx.wait) until then.
+    fn admit(&mut self, frame: BytesMut, started: Instant, ctx: &mut Context<Self>) {
+        let Some(rate) = self.over_rate() else {
+            return self.on_frame(frame, started, ctx);
+        };
+        // Send what is gathered first: held back, it would wait for the throttle too.
+        self.flush(ctx);
+        self.route_held(ctx);
+        let waiting = Instant::now();
+        ctx.wait(
+            async move { rate.admit().await }
+                .into_actor(self)
+                .map(move |(), act, ctx| {
+                    act.throttled(waiting.elapsed());
+                    act.on_frame(frame, started, ctx)
+                }),
+        );
     }
 
     /// Handles one frame, which holds an in-flight slot.
@@ -310,60 +343,27 @@ impl Session {
             | Request::Heartbeat(_)
             | Request::LeaveGroup(_)
             | Request::OffsetCommit(_)
-            | Request::OffsetFetch(_) => self.dispatch_to_group(request, ticket, ctx),
+            | Request::OffsetFetch(_) => {
+                self.refresh_identity();
+                if self.may_touch_group(&request, &ticket) {
+                    self.dispatch_to_group(request, ticket, ctx);
+                }
+            }
             Request::DescribeGroups(_)
             | Request::ListGroups(_)
             | Request::DeleteGroups(_)
             | Request::CreateTopics(_)
             | Request::DescribeTopics(_) => {
+                self.refresh_identity();
                 let reply = self.reply(ticket);
-                self.settings
-                    .supervisor
-                    .do_send(AdminCall { request, reply });
+                let access = self.client.access.clone();
+                self.settings.supervisor.do_send(AdminCall {
+                    request,
+                    reply,
+                    access,
+                });
             }
         }
-    }
-
-    fn hello(&mut self, hello: HelloRequest, ticket: Ticket, ctx: &mut Context<Self>) {
-        let answer = |error: ErrorCode, settings: &SessionSettings| {
-            Response::Hello(HelloResponse {
-                error_code: error.code(),
-                min_version: MIN_PROTOCOL_VERSION,
-                max_version: MAX_PROTOCOL_VERSION,
-                server_id: settings.server_id.clone(),
-            })
-        };
-        if !(MIN_PROTOCOL_VERSION..=MAX_PROTOCOL_VERSION).contains(&hello.protocol_version) {
-            // The connection stays open for a second Hello with a version we speak.
-            return self.answer(
-                ticket,
-                answer(ErrorCode::UnsupportedVersion, &self.settings),
-            );
-        }
-        if hello.client_id.len() > self.settings.max_client_id_bytes {
-            // Kept on every member and in log lines: refused, the connection stays open.
-            return self.answer(
-                ticket,
-                answer(ErrorCode::RequestLimitExceeded, &self.settings),
-            );
-        }
-        if let Err(e) = self
-            .settings
-            .authenticator
-            .authenticate(hello.auth_token.as_deref())
-        {
-            warn!(parent: &self.span, reason = %e, "authentication failed");
-            let response = answer(ErrorCode::AuthenticationFailed, &self.settings);
-            return self.close_with(ToWriter::One(ticket.answer(response)), ctx);
-        }
-        self.greeted = true;
-        self.span.record(
-            "client_id",
-            tracing::field::display(logsafe(&hello.client_id)),
-        );
-        self.client.client_id = Arc::from(hello.client_id.as_str());
-        debug!(parent: &self.span, "hello");
-        self.answer(ticket, answer(ErrorCode::None, &self.settings));
     }
 }
 
@@ -479,7 +479,7 @@ impl StreamHandler<Incoming> for Session {
         match acquired {
             // The slot is given back by the writer (Semaphore::add_permits) once the answer is
             // written.
-            Ok(()) => self.on_frame(frame, now, ctx),
+            Ok(()) => self.admit(frame, now, ctx),
             Err(_) => {
                 // Every slot is taken: send what this burst gathered and what is held (their
                 // answers are what frees slots; a held request would otherwise wait for a
@@ -492,7 +492,7 @@ impl StreamHandler<Incoming> for Session {
                     async move { permits.acquire().await.map(|permit| permit.forget()) }
                         .into_actor(self)
                         .map(move |acquired, act, ctx| match acquired {
-                            Ok(()) => act.on_frame(frame, now, ctx),
+                            Ok(()) => act.admit(frame, now, ctx),
                             Err(_) => ctx.stop(),
                         }),
                 );

@@ -166,6 +166,7 @@ impl Harness {
             client: ClientInfo {
                 client_id: "client".into(),
                 client_host: "/10.0.0.1".into(),
+                access: Default::default(),
             },
             sent_joins: HashMap::new(),
             last_join: HashMap::new(),
