@@ -43,6 +43,9 @@ run rebalance-10000x1 rebalance --members 10000 --groups 1 --repeats 3
 run rebalance-10x1000 rebalance --members 10 --groups 1000 --repeats 3
 run heartbeat heartbeat --connections 64 --pipeline 16 --duration 10 --warmup 2 --compare-echo
 run heartbeat-p1 heartbeat --connections 64 --pipeline 1 --duration 10 --warmup 2 --compare-echo
+# Open, token, TLS and mTLS servers, one after the other in each run (issue #12's targets).
+run security security --connections 64 --pipeline 16 --duration 10 --warmup 2
+run security-p1 security --connections 64 --pipeline 1 --duration 10 --warmup 2
 run commit commit --connections 16 --partitions 10 --duration 10 --warmup 1
 run idle-1000x10 idle --groups 1000 --members 10
 run idle-10000x1 idle --groups 10000 --members 1

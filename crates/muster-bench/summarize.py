@@ -40,6 +40,15 @@ FIGURES = {
         ("echo p99 (us)", "echo.latency.p99_us"),
         ("musterd / echo", "ratio"),
     ],
+    "security": [
+        ("open heartbeats/s", "per_second.open"),
+        ("token heartbeats/s", "per_second.token"),
+        ("tls heartbeats/s", "per_second.tls"),
+        ("mtls heartbeats/s", "per_second.mtls"),
+        ("token / open", "token_ratio"),
+        ("tls / token", "tls_ratio"),
+        ("mtls / token", "mtls_ratio"),
+    ],
     "commit": [
         ("commits/s", "commits_per_second"),
         ("partition offsets/s", "partition_offsets_per_second"),

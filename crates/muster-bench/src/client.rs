@@ -25,8 +25,10 @@ use muster_protocol::{
     PROTOCOL_VERSION,
 };
 use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
+
+use crate::transport::{self, Stream};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 
@@ -62,8 +64,8 @@ pub struct Conn {
 impl Conn {
     /// Connects and says Hello.
     pub async fn connect(addr: SocketAddr, client_id: &str) -> Result<Conn> {
-        let stream = connect_stream(addr).await?;
-        let (read, write) = stream.into_split();
+        let stream = transport::connect(addr).await?;
+        let (read, write) = tokio::io::split(stream);
         let pending: Pending = Arc::default();
         let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(write_loop(write, rx, Arc::clone(&pending)));
@@ -76,7 +78,7 @@ impl Conn {
             .call(HelloRequest {
                 protocol_version: PROTOCOL_VERSION,
                 client_id: client_id.to_owned(),
-                auth_token: None,
+                auth_token: transport::token(),
             })
             .await?;
         match hello {
@@ -110,7 +112,8 @@ impl Conn {
     }
 }
 
-/// Opens a TCP connection with Nagle off (requests are small and latency is measured).
+/// Opens a plain TCP connection with Nagle off, whatever the transport (the attacks speak
+/// plaintext on purpose).
 pub async fn connect_stream(addr: SocketAddr) -> Result<TcpStream> {
     let stream = TcpStream::connect(addr)
         .await
@@ -134,7 +137,7 @@ pub async fn connect_many(addr: SocketAddr, n: usize, client_id: &str) -> Result
 }
 
 async fn write_loop(
-    mut write: OwnedWriteHalf,
+    mut write: WriteHalf<Stream>,
     mut rx: mpsc::UnboundedReceiver<Call>,
     pending: Pending,
 ) {
@@ -164,7 +167,7 @@ async fn write_loop(
 }
 
 async fn read_loop(
-    mut frames: FramedRead<tokio::net::tcp::OwnedReadHalf, LengthDelimitedCodec>,
+    mut frames: FramedRead<ReadHalf<Stream>, LengthDelimitedCodec>,
     pending: Pending,
 ) {
     while let Some(Ok(frame)) = frames.next().await {

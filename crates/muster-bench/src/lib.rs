@@ -12,6 +12,7 @@
 //! | `commit` | durable offset commits/s and latency |
 //! | `idle` | server RSS per idle member and per group |
 //! | `expiry` | how late after its session timeout a dead member is removed |
+//! | `security` | heartbeats/s against an open server, with a token, over TLS and over mTLS, in one run (`--spawn` only): what authentication and encryption cost |
 //! | `hostile` | what one hostile client ([`attack`]) does to the server's memory, its survival and other groups' heartbeat latency |
 //!
 //! `docs/benchmarks.md` has the method, the commands and the results.
@@ -25,3 +26,4 @@ pub mod member;
 pub mod scenario;
 pub mod stats;
 pub mod target;
+pub mod transport;

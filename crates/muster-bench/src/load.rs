@@ -23,8 +23,9 @@ use muster_protocol::{
 use tokio::io::AsyncWriteExt as _;
 use tokio_util::codec::FramedRead;
 
-use crate::client::{codec, connect_stream, MAX_RESPONSE_BYTES};
+use crate::client::{codec, MAX_RESPONSE_BYTES};
 use crate::stats::Latencies;
+use crate::transport::{self, Stream};
 
 /// What one connection sends, and how it judges each answer.
 pub trait Source: Send + 'static {
@@ -75,8 +76,8 @@ pub struct ConnStats {
 }
 
 /// Connects, says Hello, and returns the stream ready for [`drive`].
-pub async fn open(addr: SocketAddr, client_id: &str) -> Result<tokio::net::TcpStream> {
-    let mut stream = connect_stream(addr).await?;
+pub async fn open(addr: SocketAddr, client_id: &str) -> Result<Stream> {
+    let mut stream = transport::connect(addr).await?;
     let mut buf = Vec::new();
     encode_request(
         &RequestFrame::new(
@@ -84,7 +85,7 @@ pub async fn open(addr: SocketAddr, client_id: &str) -> Result<tokio::net::TcpSt
             HelloRequest {
                 protocol_version: PROTOCOL_VERSION,
                 client_id: client_id.to_owned(),
-                auth_token: None,
+                auth_token: transport::token(),
             },
         ),
         &mut buf,
@@ -107,13 +108,13 @@ pub async fn open(addr: SocketAddr, client_id: &str) -> Result<tokio::net::TcpSt
 
 /// Runs `source` over `stream` with `depth` requests in flight until `window.until`.
 pub async fn drive<S: Source>(
-    stream: tokio::net::TcpStream,
+    stream: Stream,
     mut source: S,
     depth: usize,
     window: Window,
 ) -> Result<ConnStats> {
     let depth = depth.max(1);
-    let (read, mut write) = stream.into_split();
+    let (read, mut write) = tokio::io::split(stream);
     let mut frames = FramedRead::new(read, codec(MAX_RESPONSE_BYTES));
     let mut sent_at: Vec<Option<Instant>> = vec![None; depth];
     let mut free: Vec<u32> = (0..u32::try_from(depth)?).rev().collect();
@@ -235,7 +236,7 @@ impl RunStats {
 /// Runs one driver per `(stream, source)` pair, all in the same window, on the current
 /// runtime, and adds up what they did.
 pub async fn run_all<S: Source>(
-    conns: Vec<(tokio::net::TcpStream, S)>,
+    conns: Vec<(Stream, S)>,
     depth: usize,
     warmup: Duration,
     duration: Duration,

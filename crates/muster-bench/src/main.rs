@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 use muster_bench::attack::Attack;
 use muster_bench::scenario::{self, Common, Report};
 use muster_bench::target::{locate_musterd, Target, MUSTERD_ENV};
+use muster_bench::transport::{self, Transport};
 
 /// Benchmarks for musterd.
 #[derive(Debug, Parser)]
@@ -40,6 +41,41 @@ struct Cli {
     /// Print the figures as JSON (one document) instead of text.
     #[arg(long, global = true)]
     json: bool,
+
+    /// Auth token sent in every Hello (for a server with an auth file).
+    #[arg(long, global = true, env = "MUSTER_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+
+    /// Connect with TLS, trusting this CA (PEM).
+    #[arg(long, global = true, env = "MUSTER_TLS_CA", value_name = "FILE")]
+    tls_ca: Option<PathBuf>,
+
+    /// Client certificate (PEM) for mTLS; needs --tls-client-key and --tls-ca.
+    #[arg(
+        long,
+        global = true,
+        env = "MUSTER_TLS_CLIENT_CERT",
+        value_name = "FILE"
+    )]
+    tls_client_cert: Option<PathBuf>,
+
+    /// The key of --tls-client-cert (PEM).
+    #[arg(
+        long,
+        global = true,
+        env = "MUSTER_TLS_CLIENT_KEY",
+        value_name = "FILE"
+    )]
+    tls_client_key: Option<PathBuf>,
+
+    /// The name the server's certificate must carry (default: the host of --server).
+    #[arg(
+        long,
+        global = true,
+        env = "MUSTER_TLS_SERVER_NAME",
+        value_name = "NAME"
+    )]
+    tls_server_name: Option<String>,
 
     /// Worker threads of the client's runtime (default: one per core).
     #[arg(long, global = true)]
@@ -96,6 +132,18 @@ enum Command {
     Echo {
         #[command(flatten)]
         load: LoadArgs,
+    },
+    /// The heartbeat load against an open server, with a token, over TLS and over mTLS, each
+    /// on a fresh server, in one run (needs --spawn): what authentication and TLS cost.
+    Security {
+        #[command(flatten)]
+        load: LoadArgs,
+        /// Members per group (one member per connection).
+        #[arg(long, default_value_t = 1)]
+        group_size: usize,
+        /// Times the four phases run, interleaved; each phase's figure is its median.
+        #[arg(long, default_value_t = 1)]
+        rounds: usize,
     },
     /// Durable offset commits (generation -1, Empty groups): commits/s and latency.
     Commit {
@@ -232,6 +280,31 @@ impl LoadArgs {
     }
 }
 
+/// The transport the flags ask for.
+fn transport_from(cli: &Cli) -> Result<Transport> {
+    let client = match (&cli.tls_client_cert, &cli.tls_client_key) {
+        (Some(cert), Some(key)) => Some((cert.as_path(), key.as_path())),
+        (None, None) => None,
+        _ => anyhow::bail!("--tls-client-cert and --tls-client-key go together"),
+    };
+    let tls = match &cli.tls_ca {
+        Some(ca) => {
+            let host = cli
+                .server
+                .rsplit_once(':')
+                .map_or(cli.server.as_str(), |(h, _)| h);
+            let name = cli.tls_server_name.as_deref().unwrap_or(host);
+            Some(Transport::tls_from_files(ca, client, name)?)
+        }
+        None if client.is_some() => anyhow::bail!("--tls-client-cert needs --tls-ca"),
+        None => None,
+    };
+    Ok(Transport {
+        token: cli.token.clone(),
+        tls,
+    })
+}
+
 fn cores() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get())
 }
@@ -244,6 +317,7 @@ fn main() -> Result<()> {
     if !cli.spawn && cli.musterd_log.is_some() {
         anyhow::bail!("--musterd-log needs --spawn (it is the spawned server's log)");
     }
+    transport::set(transport_from(&cli)?);
     let mut target = if cli.spawn {
         let musterd = locate_musterd(cli.musterd.as_deref())?;
         if matches!(cli.command, Command::Hostile { .. }) {
@@ -317,6 +391,17 @@ async fn run(command: &Command, common: &Common, target: &mut Target) -> Result<
             group_size,
             compare_echo,
         } => scenario::heartbeat::run(common, &load.options(*group_size, *compare_echo)).await,
+        Command::Security {
+            load,
+            group_size,
+            rounds,
+        } => {
+            let opts = scenario::security::Options {
+                load: load.options(*group_size, false),
+                rounds: *rounds,
+            };
+            scenario::security::run(common, target, &opts).await
+        }
         Command::Echo { load } => {
             scenario::heartbeat::run_echo(common, &load.options(1, true)).await
         }

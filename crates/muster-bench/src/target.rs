@@ -55,6 +55,8 @@ struct Recipe {
     musterd: PathBuf,
     log: Option<PathBuf>,
     admin: bool,
+    /// Flags after the standard ones (the `security` scenario's auth file and TLS files).
+    extra: Vec<std::ffi::OsString>,
 }
 
 impl Target {
@@ -82,6 +84,7 @@ impl Target {
             musterd: musterd.to_owned(),
             log: log.map(Path::to_owned),
             admin: false,
+            extra: Vec::new(),
         })
     }
 
@@ -92,6 +95,7 @@ impl Target {
             musterd: musterd.to_owned(),
             log: log.map(Path::to_owned),
             admin: true,
+            extra: Vec::new(),
         })
     }
 
@@ -125,6 +129,16 @@ impl Target {
         self.admin = spawned.admin;
         self.spawned = Some(spawned);
         Ok(())
+    }
+
+    /// Kills a spawned server and starts a fresh one with `extra` flags after the standard
+    /// ones (replacing any given before).
+    pub fn restart_with(&mut self, extra: Vec<std::ffi::OsString>) -> Result<()> {
+        match self.recipe.as_mut() {
+            Some(recipe) => recipe.extra = extra,
+            None => bail!("only a server this run started can be restarted"),
+        }
+        self.restart()
     }
 
     /// Stops a spawned server (a no-op for a remote one).
@@ -173,6 +187,7 @@ impl Spawned {
         } else {
             command.args(SPAWN_FLAGS);
         }
+        command.args(&recipe.extra);
         command
             // The address is read from the text log at INFO (RUST_LOG would win over
             // --log-level).

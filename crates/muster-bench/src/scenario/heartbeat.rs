@@ -149,6 +149,17 @@ fn echo_requests(common: &Common, n: usize) -> Vec<Request> {
 
 /// `heartbeat`: the load against the server (and, with `compare_echo`, the echo server).
 pub async fn run(common: &Common, opts: &Options) -> Result<Report> {
+    let muster = measure(common, opts).await?;
+    let echo = if opts.compare_echo {
+        Some(run_echo_load(common, opts).await?)
+    } else {
+        None
+    };
+    Ok(report(Some(muster), echo))
+}
+
+/// Forms the members, runs the heartbeat load against the server, and lets the members go.
+pub async fn measure(common: &Common, opts: &Options) -> Result<LoadFigures> {
     let n = opts.connections.max(1);
     let group_size = opts.group_size.clamp(1, n);
     let setup_conns = connect_many(common.addr, n.div_ceil(50).clamp(1, 20), CLIENT_ID).await?;
@@ -181,12 +192,7 @@ pub async fn run(common: &Common, opts: &Options) -> Result<Report> {
     }
     let muster = load("musterd", common.addr, &requests, opts).await?;
     cohort.shutdown().await?;
-    let echo = if opts.compare_echo {
-        Some(run_echo_load(common, opts).await?)
-    } else {
-        None
-    };
-    Ok(report(Some(muster), echo))
+    Ok(muster)
 }
 
 /// `echo`: the same load against the built-in echo server only.

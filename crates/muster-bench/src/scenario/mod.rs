@@ -7,6 +7,7 @@ pub mod heartbeat;
 pub mod hostile;
 pub mod idle;
 pub mod rebalance;
+pub mod security;
 
 use std::net::SocketAddr;
 
