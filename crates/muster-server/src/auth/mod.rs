@@ -238,8 +238,12 @@ impl SessionAuth {
 
     /// Takes a reload into account; returns whether the identity changed.
     pub fn refresh(&mut self, auth: &Auth) -> bool {
+        // Open access never changes (an auth file is not added by a reload): no atomic load.
+        if self.identity.access.is_open() {
+            return false;
+        }
         let epoch = auth.epoch();
-        if epoch == self.epoch || self.identity.access.is_open() {
+        if epoch == self.epoch {
             return false;
         }
         self.identity = auth.refresh(&self.identity);
