@@ -66,12 +66,26 @@ pub enum Request {
     DescribeTopics(DescribeTopicsRequest),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[derive(Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
 #[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct HelloRequest {
     pub protocol_version: u16,
     pub client_id: String,
+    /// A bearer secret: never shown by `Debug` (a logged request must not leak it).
     pub auth_token: Option<String>,
+}
+
+impl std::fmt::Debug for HelloRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HelloRequest")
+            .field("protocol_version", &self.protocol_version)
+            .field("client_id", &self.client_id)
+            .field(
+                "auth_token",
+                &self.auth_token.as_ref().map(|_| "<redacted>"),
+            )
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]

@@ -219,3 +219,15 @@ fn names_match_variants() {
     );
     assert_eq!(samples::error_response().response.name(), "Error");
 }
+
+#[test]
+fn hello_debug_never_shows_the_token() {
+    let hello = crate::HelloRequest {
+        protocol_version: 1,
+        client_id: "c".into(),
+        auth_token: Some("s3cret-token".into()),
+    };
+    let shown = format!("{:?}", crate::Request::Hello(hello));
+    assert!(!shown.contains("s3cret"), "{shown}");
+    assert!(shown.contains("<redacted>") && shown.contains("client_id"), "{shown}");
+}
