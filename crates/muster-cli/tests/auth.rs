@@ -237,3 +237,36 @@ fn check_refuses_a_broken_file_with_its_line() {
         .code(1)
         .stderr(predicate::str::contains("cannot read"));
 }
+
+/// The walkthrough in docs/security.md shows `muster auth check` on its example file: that is
+/// what the binary prints for it.
+#[test]
+fn the_security_docs_show_what_check_prints() {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/security.md"
+    ))
+    .expect("docs/security.md");
+    let example = doc
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the example auth file");
+    let shown = doc
+        .split("$ muster auth check /etc/muster/auth.toml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the documented output");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = write(&dir, "auth.toml", example);
+    let out = muster(&["auth", "check", &path])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let out = String::from_utf8(out)
+        .expect("utf-8")
+        .replace(&path, "/etc/muster/auth.toml");
+    assert_eq!(out, shown);
+}

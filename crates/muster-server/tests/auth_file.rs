@@ -300,7 +300,7 @@ fn sighup_refuses_a_broken_file_and_applies_a_good_one() -> Result<()> {
             "--listen",
             "127.0.0.1:0",
             "--admin-listen",
-            "off",
+            "127.0.0.1:0",
             "--auth-file",
             path.to_str().context("utf-8")?,
         ],
@@ -318,6 +318,13 @@ fn sighup_refuses_a_broken_file_and_applies_a_good_one() -> Result<()> {
         bob.heartbeat("billing-1")?,
         GROUP_DENIED,
         "but not billing-*"
+    );
+    let metrics = http_get(server.admin.context("admin address")?, "/metrics")?;
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("muster_authorization_denials_total{resource=\"group\"} ")),
+        "{metrics}"
     );
 
     // Broken: line 3 is not TOML. Refused with its line; the old rules stay.
