@@ -80,6 +80,9 @@ pub enum Command {
     /// The topic catalog: create (or raise the partition count), list.
     #[command(subcommand)]
     Topics(TopicsCommand),
+    /// The auth file: hash a token for it, check it (no server needed).
+    #[command(subcommand)]
+    Auth(AuthCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -143,6 +146,33 @@ pub enum TopicsCommand {
     },
     /// List the topics of the catalog with their partition counts.
     List,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuthCommand {
+    /// Print the `token_sha256 = "..."` line of a token, to paste into the auth file.
+    ///
+    /// The token is read from stdin (one trailing newline is not part of it):
+    /// `muster auth hash-token < token.txt`. With --generate, a new token is made from 32
+    /// random bytes of the OS and printed first, then its line.
+    HashToken {
+        /// The token. Prefer stdin: an argument lands in the shell history.
+        #[arg(conflicts_with_all = ["token_stdin", "generate"])]
+        token: Option<String>,
+        /// Read the token from stdin (the default without TOKEN or --generate).
+        #[arg(long, conflicts_with = "generate")]
+        token_stdin: bool,
+        /// Make a new random token and print it with its line.
+        #[arg(long)]
+        generate: bool,
+    },
+    /// Validate an auth file as musterd would, and summarise its principals and ACLs.
+    ///
+    /// An invalid file prints the line and the reason and exits 1.
+    Check {
+        /// The auth file (TOML).
+        file: std::path::PathBuf,
+    },
 }
 
 /// A group state that `groups list --state` filters on (a listed group is never `Dead`).
@@ -221,6 +251,28 @@ mod tests {
         assert!(cli.global.json);
         assert_eq!(cli.global.server, "example:9");
         assert_eq!(cli.global.timeout_ms, 10);
+    }
+
+    #[test]
+    fn hash_token_takes_one_source() {
+        let cli = Cli::try_parse_from(["muster", "auth", "hash-token"]).expect("parses");
+        let Command::Auth(AuthCommand::HashToken {
+            token: None,
+            token_stdin: false,
+            generate: false,
+        }) = cli.command
+        else {
+            panic!("auth hash-token: {:?}", cli.command);
+        };
+        assert!(Cli::try_parse_from(["muster", "auth", "hash-token", "x", "--generate"]).is_err());
+        assert!(Cli::try_parse_from([
+            "muster",
+            "auth",
+            "hash-token",
+            "--token-stdin",
+            "--generate"
+        ])
+        .is_err());
     }
 
     #[test]

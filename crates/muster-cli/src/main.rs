@@ -11,6 +11,8 @@
 //!                                            set an offset of an Empty group
 //! muster topics create TOPIC --partitions N  create a topic, or raise its partition count
 //! muster topics list                         the topic catalog
+//! muster auth hash-token [--generate]        the auth file's token_sha256 line (no server)
+//! muster auth check FILE                     validate an auth file (no server)
 //! ```
 //!
 //! Global options: `--server HOST:PORT` (env `MUSTER_SERVER`, default `127.0.0.1:7450`),
@@ -27,7 +29,7 @@
 //! | code | meaning |
 //! |---:|---|
 //! | 0 | success |
-//! | 1 | refused by the server: it answered an error code (`NON_EMPTY_GROUP`; `UNKNOWN_MEMBER_ID` or `REBALANCE_IN_PROGRESS` for `offsets set` on a group with members; `INVALID_PARTITIONS`; ...) |
+//! | 1 | refused by the server: it answered an error code (`NON_EMPTY_GROUP`; `UNKNOWN_MEMBER_ID` or `REBALANCE_IN_PROGRESS` for `offsets set` on a group with members; `INVALID_PARTITIONS`; ...), or `auth check` refused the file |
 //! | 2 | usage error (clap) |
 //! | 3 | not found: the group does not exist (`groups describe`, `groups delete`, `offsets get`) |
 //! | 4 | server unreachable: connection refused or broken, or no answer within `--timeout-ms` |

@@ -66,6 +66,44 @@ fn dockerfile_env(dockerfile: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The settings `musterd` starts with in a compose service: the image's ENV plus the service's
+/// environment and command, through the same parser as at startup. Also checks containers log
+/// JSON. Environment variables are process-wide, so one test at a time sets them.
+fn musterd_settings(musterd: &BTreeMap<String, Yaml>) -> Settings {
+    static ENV: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _env = ENV
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut env: Vec<(String, String)> = dockerfile_env(&repo_file("Dockerfile"));
+    if let Some(vars) = musterd["environment"].as_hash() {
+        for (k, v) in vars {
+            let value = v
+                .as_str()
+                .map(str::to_owned)
+                .unwrap_or_else(|| format!("{v:?}"));
+            env.push((k.as_str().unwrap_or_default().to_owned(), value));
+        }
+    }
+    assert!(
+        env.iter()
+            .any(|(k, v)| k == "MUSTER_LOG_FORMAT" && v == "json"),
+        "containers log JSON: {env:?}"
+    );
+    for (k, _) in &env {
+        assert!(k.starts_with("MUSTER_"), "unexpected variable {k}");
+        std::env::remove_var(k);
+    }
+    for (k, v) in &env {
+        std::env::set_var(k, v);
+    }
+    let command = strings(&musterd["command"]);
+    let settings = Settings::load(std::iter::once("musterd".to_owned()).chain(command));
+    for (k, _) in &env {
+        std::env::remove_var(k);
+    }
+    settings.expect("compose's musterd settings are valid")
+}
+
 #[test]
 fn compose_file_runs_musterd_and_three_workers_with_valid_settings() {
     let docs = YamlLoader::load_from_str(&repo_file("docker-compose.yml")).expect("valid YAML");
@@ -94,36 +132,7 @@ fn compose_file_runs_musterd_and_three_workers_with_valid_settings() {
     let health = strings(&musterd["healthcheck"]["test"]).join(" ");
     assert!(health.contains("http://127.0.0.1:7451/readyz"), "{health}");
 
-    // The image's ENV plus the service's environment and command must be settings musterd
-    // accepts (flags and env go through the same parser as at startup).
-    let mut env: Vec<(String, String)> = dockerfile_env(&repo_file("Dockerfile"));
-    if let Some(vars) = musterd["environment"].as_hash() {
-        for (k, v) in vars {
-            let value = v
-                .as_str()
-                .map(str::to_owned)
-                .unwrap_or_else(|| format!("{v:?}"));
-            env.push((k.as_str().unwrap_or_default().to_owned(), value));
-        }
-    }
-    assert!(
-        env.iter()
-            .any(|(k, v)| k == "MUSTER_LOG_FORMAT" && v == "json"),
-        "containers log JSON: {env:?}"
-    );
-    for (k, _) in &env {
-        assert!(k.starts_with("MUSTER_"), "unexpected variable {k}");
-        std::env::remove_var(k);
-    }
-    for (k, v) in &env {
-        std::env::set_var(k, v);
-    }
-    let command = strings(&musterd["command"]);
-    let settings = Settings::load(std::iter::once("musterd".to_owned()).chain(command))
-        .expect("compose's musterd settings are valid");
-    for (k, _) in &env {
-        std::env::remove_var(k);
-    }
+    let settings = musterd_settings(&musterd);
     assert_eq!(settings.listen, "0.0.0.0:7450");
     assert_eq!(settings.admin_listen, "0.0.0.0:7451");
     assert_eq!(settings.data_dir, PathBuf::from("/data"));
@@ -231,4 +240,194 @@ fn dockerfile_builds_existing_targets_and_runs_safely() {
     assert!(dockerfile.contains("VOLUME [\"/data\"]"));
     assert!(dockerfile.contains("EXPOSE 7450 7451"));
     assert!(dockerfile.contains("HEALTHCHECK") && dockerfile.contains("/readyz"));
+}
+
+/// The secure example's auth file template with every `@NAME_SHA256@` replaced by a hash, as
+/// `make-auth.sh` does.
+fn secure_auth_file() -> muster_auth::AuthFile {
+    let mut text = repo_file("deploy/secure/auth.toml.template");
+    for (i, principal) in ["ORDERS_SERVICE", "MONITORING", "OPS"].iter().enumerate() {
+        let placeholder = format!("@{principal}_SHA256@");
+        assert!(text.contains(&placeholder), "{placeholder} in the template");
+        assert!(
+            repo_file("deploy/secure/make-auth.sh")
+                .contains(&principal.to_lowercase().replace('_', "-")),
+            "make-auth.sh makes a token for {principal}"
+        );
+        text = text.replace(
+            &placeholder,
+            &muster_auth::TokenHash::of(&format!("token-{i}")).to_hex(),
+        );
+    }
+    let left = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#') && l.contains('@'))
+        .count();
+    assert_eq!(
+        left, 0,
+        "every placeholder is one make-auth.sh fills: {text}"
+    );
+    muster_auth::AuthFile::parse(&text).expect("the secure example's auth file is valid")
+}
+
+/// The value of `name` in a compose `environment` map.
+fn env_var<'a>(service: &'a BTreeMap<String, Yaml>, name: &str) -> &'a str {
+    service["environment"][name]
+        .as_str()
+        .unwrap_or_else(|| panic!("{name} is set"))
+}
+
+/// The host side of the bind mount that holds container `path`, and the path inside it.
+fn mounted(service: &BTreeMap<String, Yaml>, path: &str) -> (String, String) {
+    strings(&service["volumes"])
+        .iter()
+        .find_map(|v| {
+            let mut parts = v.split(':');
+            let (host, target) = (parts.next()?, parts.next()?);
+            let rest = path.strip_prefix(target)?;
+            (rest.is_empty() || rest.starts_with('/'))
+                .then(|| (host.to_owned(), rest.trim_start_matches('/').to_owned()))
+        })
+        .unwrap_or_else(|| panic!("{path} is mounted into the container"))
+}
+
+#[test]
+fn the_secure_compose_file_turns_on_auth_and_tls_with_made_certificates_and_tokens() {
+    let docs = YamlLoader::load_from_str(&repo_file("deploy/secure/docker-compose.yml"))
+        .expect("valid YAML");
+    let compose = &docs[0];
+    let services = &compose["services"];
+    let musterd = service(services, "musterd");
+    assert_eq!(
+        musterd["build"].as_str(),
+        Some("../.."),
+        "builds the repo's Dockerfile"
+    );
+    let settings = musterd_settings(&musterd);
+    assert_eq!(settings.listen, "0.0.0.0:7450");
+    let auth_file = settings
+        .auth_file()
+        .expect("an auth file")
+        .to_str()
+        .expect("utf-8");
+    let tls_cert = settings
+        .tls_cert()
+        .expect("TLS on")
+        .to_str()
+        .expect("utf-8");
+    let tls_key = settings
+        .tls_key()
+        .expect("a TLS key")
+        .to_str()
+        .expect("utf-8");
+
+    // Every file musterd reads is mounted from what the scripts make.
+    let certs_script = repo_file("deploy/secure/make-certs.sh");
+    let auth_script = repo_file("deploy/secure/make-auth.sh");
+    let (host, inside) = mounted(&musterd, auth_file);
+    assert_eq!(
+        format!("{host}/{inside}"),
+        "./secrets/auth.toml",
+        "{auth_file}"
+    );
+    assert!(
+        auth_script.contains("> secrets/auth.toml"),
+        "make-auth.sh writes it"
+    );
+    for (path, made) in [(tls_cert, "server.pem"), (tls_key, "server.key")] {
+        let (host, inside) = mounted(&musterd, path);
+        assert_eq!(
+            (host.as_str(), inside.as_str()),
+            ("./certs", made),
+            "{path}"
+        );
+    }
+    assert!(
+        certs_script.contains("out=\"${1:-certs}\"")
+            && certs_script.contains("sign server musterd"),
+        "make-certs.sh makes certs/server.pem and server.key by default"
+    );
+    // Every SAN a client uses: the workers' host, and localhost for the health check and the
+    // host's CLI.
+    for name in ["DNS:musterd", "DNS:localhost", "IP:127.0.0.1"] {
+        assert!(
+            certs_script.contains(name),
+            "server certificate names {name}"
+        );
+    }
+    let health = strings(&musterd["healthcheck"]["test"]).join(" ");
+    assert!(
+        health.contains("https://localhost:7451/readyz") && health.contains("--cacert"),
+        "the admin listener is TLS too: {health}"
+    );
+
+    // The workers authenticate as orders-service over TLS, and their group and topics are
+    // inside what orders-service may touch.
+    let rules = secure_auth_file();
+    let grants = rules.grants_for("orders-service");
+    let allows = |resource, name: &str, op| grants.iter().any(|g| g.allows(resource, name, op));
+    use muster_auth::{Operation, ResourceType};
+    let env_file_vars: Vec<String> = ["ORDERS_SERVICE", "MONITORING", "OPS"]
+        .iter()
+        .map(|p| format!("{p}_TOKEN"))
+        .collect();
+    assert!(
+        auth_script.contains("${var}_TOKEN=$token"),
+        "make-auth.sh writes .env"
+    );
+    // Names agreed for every Muster client (helper-common: --token / --tls-ca and their env).
+    let client_env = [
+        "MUSTER_SERVER",
+        "MUSTER_GROUP",
+        "MUSTER_TOPICS",
+        "MUSTER_TOKEN",
+        "MUSTER_TLS_CA",
+    ];
+    for name in ["worker-1", "worker-2", "worker-3"] {
+        let worker = service(services, name);
+        for key in worker["environment"].as_hash().expect("environment").keys() {
+            let key = key.as_str().unwrap_or_default();
+            assert!(client_env.contains(&key), "{name}: unknown variable {key}");
+        }
+        let token = env_var(&worker, "MUSTER_TOKEN");
+        assert!(
+            token.starts_with("${ORDERS_SERVICE_TOKEN:?"),
+            "{name} takes orders-service's token from .env: {token}"
+        );
+        assert!(env_file_vars.iter().any(|v| token.contains(v.as_str())));
+        let ca = env_var(&worker, "MUSTER_TLS_CA");
+        let (host, inside) = mounted(&worker, ca);
+        assert_eq!(
+            format!("{host}{inside}"),
+            "./certs/ca.pem",
+            "{name} trusts the CA"
+        );
+        let group = env_var(&worker, "MUSTER_GROUP");
+        assert!(
+            allows(ResourceType::Group, group, Operation::Read),
+            "{name}: group {group}"
+        );
+        for topic in env_var(&worker, "MUSTER_TOPICS").split(',') {
+            // The worker creates its topics and commits their offsets.
+            assert!(
+                allows(ResourceType::Topic, topic, Operation::Create),
+                "{topic}"
+            );
+            assert!(
+                allows(ResourceType::Topic, topic, Operation::Read),
+                "{topic}"
+            );
+        }
+        assert!(
+            !allows(ResourceType::Group, "billing-workers", Operation::Read),
+            "orders-service is confined to orders-*"
+        );
+    }
+    let ignored = repo_file("deploy/secure/.gitignore");
+    for secret in ["/certs/", "/secrets/", "/.env"] {
+        assert!(
+            ignored.lines().any(|l| l == secret),
+            "{secret} is git-ignored"
+        );
+    }
 }

@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use muster_client::{Admin, ClientError, Connection, ConnectionConfig};
 
-use crate::cli::{Cli, Command, GroupsCommand, OffsetsCommand, TopicsCommand};
+use crate::cli::{AuthCommand, Cli, Command, GroupsCommand, OffsetsCommand, TopicsCommand};
 use crate::exit::Failure;
 use crate::render::{emit, Format};
 
+pub mod auth;
 pub mod groups;
 pub mod offsets;
 pub mod topics;
@@ -53,12 +54,16 @@ pub async fn connect(cli: &Cli) -> Result<Context, Failure> {
 
 /// Runs `cli`'s command and prints its report.
 pub async fn run(cli: &Cli) -> Result<(), Failure> {
-    let ctx = connect(cli).await?;
     let format = if cli.global.json {
         Format::Json
     } else {
         Format::Human
     };
+    // `auth` works on local files and tokens: no connection.
+    if let Command::Auth(command) = &cli.command {
+        return run_auth(command, format);
+    }
+    let ctx = connect(cli).await?;
     match &cli.command {
         Command::Groups(GroupsCommand::List { states }) => {
             let states: Vec<_> = states.iter().map(|s| (*s).into()).collect();
@@ -92,5 +97,23 @@ pub async fn run(cli: &Cli) -> Result<(), Failure> {
             emit(&topics::create(&ctx, topic, *partitions).await?, format)
         }
         Command::Topics(TopicsCommand::List) => emit(&topics::list(&ctx).await?, format),
+        Command::Auth(command) => run_auth(command, format),
+    }
+}
+
+/// `muster auth ...`, which needs no server.
+fn run_auth(command: &AuthCommand, format: Format) -> Result<(), Failure> {
+    match command {
+        AuthCommand::HashToken {
+            token, generate, ..
+        } => {
+            let source = match (token, generate) {
+                (_, true) => auth::TokenSource::Generate,
+                (Some(token), false) => auth::TokenSource::Argument(token.clone()),
+                (None, false) => auth::TokenSource::Stdin,
+            };
+            emit(&auth::hash_token(source)?, format)
+        }
+        AuthCommand::Check { file } => emit(&auth::check(file)?, format),
     }
 }
