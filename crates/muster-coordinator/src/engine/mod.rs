@@ -16,6 +16,7 @@
 //! | States (entering a state)                | `mod.rs`       |
 //! | Group id; a group that does not exist    | `absent.rs`    |
 //! | JoinGroup checks, pending ids            | `join.rs`      |
+//! | `max_members` (§6): members, pending ids | `join.rs`      |
 //! | Request limits, pending-id budget        | `limits.rs`    |
 //! | Unchanged follower; Static membership    | `join.rs`      |
 //! | Barrier, initial delay, generation, vote | `barrier.rs`   |
