@@ -174,11 +174,11 @@ impl GroupActor {
     ) {
         let submitted = std::time::Instant::now();
         let mut mutations = Vec::with_capacity(2);
-        if self.owner_unrecorded
+        let records_owner = self.owner_unrecorded
             && !self.persist_in_flight
             && self.group.generation() == 0
-            && self.group.member_count() == 0
-        {
+            && self.group.member_count() == 0;
+        if records_owner {
             // A group without members: its record is its creator and nothing a write in
             // flight could be behind.
             mutations.push(Mutation::PutGroup(self.group.to_record()));
@@ -202,6 +202,8 @@ impl GroupActor {
                     reply.send(Response::OffsetCommit(response));
                 }
                 Err(e) => {
+                    // The owner did not reach the disk either: the next commit tries again.
+                    act.owner_unrecorded |= records_owner;
                     error!(group_id = %logsafe(act.group.group_id()), error = %e, "offset commit not durable");
                     let failed = error_like(
                         &Response::OffsetCommit(response),
