@@ -134,6 +134,7 @@ fn member(group: usize, n: usize) -> MemberRecord {
             partitions: (0..5).map(|p| p + 5 * n as i32).collect(),
         }],
         assignment_user_data: Vec::new(),
+        principal: Some(format!("service-{}", group % 16)),
     }
 }
 
@@ -146,6 +147,7 @@ fn group_record(group: usize) -> GroupRecord {
         leader: Some(member(group, 0).member_id),
         members: vec![member(group, 0), member(group, 1)],
         state_since_ms: 1_700_000_000_000,
+        created_by: Some(format!("service-{}", group % 16)),
     }
 }
 

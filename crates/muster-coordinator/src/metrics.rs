@@ -1,11 +1,12 @@
 //! Coordinator metrics, recorded through the `metrics` facade (the server installs the
 //! Prometheus recorder; without one these calls cost nearly nothing). Labels are bounded:
-//! states and triggers only, never a group or member id.
+//! states, triggers and the auth file's principals, never a group or member id.
 
 use metrics::{
     counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Unit,
 };
 
+use crate::quota::QuotaKind;
 use crate::types::{GroupState, RebalanceTrigger};
 
 /// Registers descriptions (for `# HELP` lines).
@@ -44,6 +45,14 @@ pub fn describe() {
         "Storage writes (rounds, and reopen attempts while recovering) that failed"
     );
     describe_gauge!(
+        "muster_quota_groups",
+        "Groups counted against each principal's max_groups (the groups it created)"
+    );
+    describe_gauge!(
+        "muster_quota_members",
+        "Members and pending member ids counted against each principal's max_members"
+    );
+    describe_gauge!(
         "muster_storage_healthy",
         "1 while storage takes writes; 0 from a failed write until it has recovered"
     );
@@ -51,6 +60,15 @@ pub fn describe() {
 
 pub(crate) fn groups_in_state(state: GroupState, count: usize) {
     gauge!("muster_groups", "state" => state.as_str()).set(count as f64);
+}
+
+/// A principal's quota usage (principals are the auth file's: a bounded label set).
+pub(crate) fn quota_used(principal: &str, kind: QuotaKind, used: u32) {
+    let name = match kind {
+        QuotaKind::Groups => "muster_quota_groups",
+        QuotaKind::Members => "muster_quota_members",
+    };
+    gauge!(name, "principal" => principal.to_owned()).set(f64::from(used));
 }
 
 pub(crate) fn members(count: u64) {

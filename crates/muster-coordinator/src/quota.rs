@@ -79,18 +79,41 @@ impl Quota {
         }
     }
 
-    /// Takes one unit, unless that would pass the limit.
-    pub fn try_take(self: &Arc<Self>, kind: QuotaKind) -> Result<QuotaSlot, QuotaExceeded> {
+    /// Sets the principal's usage gauge. Only on a take or a give-back (joins, leaves, group
+    /// creation and removal), never on a heartbeat.
+    fn report(&self, kind: QuotaKind, used: u32) {
+        crate::metrics::quota_used(&self.principal, kind, used);
+    }
+
+    /// Counts one unit, unless that would pass the limit.
+    fn try_count(&self, kind: QuotaKind) -> Result<(), QuotaExceeded> {
         let max = self.limit(kind).load(Ordering::Relaxed);
         self.count(kind)
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
                 (used < max).then_some(used + 1)
             })
+            .map(|before| self.report(kind, before + 1))
             .map_err(|_| QuotaExceeded {
                 principal: Arc::clone(&self.principal),
                 kind,
                 max,
-            })?;
+            })
+    }
+
+    /// Counts one unit whatever the limit.
+    fn count_in(&self, kind: QuotaKind) {
+        let before = self.count(kind).fetch_add(1, Ordering::AcqRel);
+        self.report(kind, before.saturating_add(1));
+    }
+
+    fn give_back(&self, kind: QuotaKind) {
+        let before = self.count(kind).fetch_sub(1, Ordering::AcqRel);
+        self.report(kind, before.saturating_sub(1));
+    }
+
+    /// Takes one unit, unless that would pass the limit.
+    pub fn try_take(self: &Arc<Self>, kind: QuotaKind) -> Result<QuotaSlot, QuotaExceeded> {
+        self.try_count(kind)?;
         Ok(QuotaSlot {
             quota: Arc::clone(self),
             kind,
@@ -100,11 +123,23 @@ impl Quota {
     /// Takes one unit whatever the limit: for what already exists (a group or member loaded
     /// from the store), which a quota must count but cannot refuse.
     pub fn take(self: &Arc<Self>, kind: QuotaKind) -> QuotaSlot {
-        self.count(kind).fetch_add(1, Ordering::AcqRel);
+        self.count_in(kind);
         QuotaSlot {
             quota: Arc::clone(self),
             kind,
         }
+    }
+
+    /// [`Quota::try_take`] of a `max_members` unit, as the 8-byte [`MemberSlot`].
+    pub fn try_take_member(self: &Arc<Self>) -> Result<MemberSlot, QuotaExceeded> {
+        self.try_count(QuotaKind::Members)?;
+        Ok(MemberSlot(Arc::clone(self)))
+    }
+
+    /// [`Quota::take`] of a `max_members` unit, as the 8-byte [`MemberSlot`].
+    pub fn take_member(self: &Arc<Self>) -> MemberSlot {
+        self.count_in(QuotaKind::Members);
+        MemberSlot(Arc::clone(self))
     }
 }
 
@@ -147,7 +182,36 @@ impl QuotaSlot {
 
 impl Drop for QuotaSlot {
     fn drop(&mut self) {
-        self.quota.count(self.kind).fetch_sub(1, Ordering::AcqRel);
+        self.quota.give_back(self.kind);
+    }
+}
+
+/// One unit of a principal's `max_members`, held by the member or pending id it counts: a
+/// [`QuotaSlot`] whose kind is in its type, so that it is one pointer (a group keeps one per
+/// member, and `Option<MemberSlot>` is 8 bytes where `Option<QuotaSlot>` is 16).
+pub struct MemberSlot(Arc<Quota>);
+
+impl MemberSlot {
+    /// The principal this unit is charged to (what the store records as the member's).
+    pub fn principal(&self) -> &Arc<str> {
+        &self.0.principal
+    }
+
+    /// Whether this unit is charged to `quota` (the same principal's quota object).
+    pub fn is_of(&self, quota: &Arc<Quota>) -> bool {
+        Arc::ptr_eq(&self.0, quota)
+    }
+}
+
+impl Drop for MemberSlot {
+    fn drop(&mut self) {
+        self.0.give_back(QuotaKind::Members);
+    }
+}
+
+impl fmt::Debug for MemberSlot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "MemberSlot({})", self.0.principal)
     }
 }
 
@@ -201,6 +265,23 @@ mod tests {
         assert_eq!(quota.used(QuotaKind::Members), 100);
         drop(members);
         assert_eq!(quota.used(QuotaKind::Members), 0);
+    }
+
+    #[test]
+    fn member_slots_count_as_members_in_one_pointer() {
+        let quota = Quotas::default().get("p");
+        quota.set_limits(None, Some(1));
+        let slot = quota.try_take_member().expect("room for one");
+        assert!(quota.try_take_member().is_err());
+        assert_eq!(quota.used(QuotaKind::Members), 1);
+        assert_eq!(quota.used(QuotaKind::Groups), 0);
+        assert!(slot.is_of(&quota));
+        assert_eq!(slot.principal().as_ref(), "p");
+        let loaded = quota.take_member();
+        assert_eq!(quota.used(QuotaKind::Members), 2);
+        drop((slot, loaded));
+        assert_eq!(quota.used(QuotaKind::Members), 0);
+        assert_eq!(std::mem::size_of::<Option<MemberSlot>>(), 8);
     }
 
     #[test]

@@ -188,6 +188,7 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
         placement: Box::new(SingleNode),
         initial,
         clock: Clock::new(),
+        quotas: options.auth.quotas().clone(),
     })
     .start();
     let auth_enabled = options.auth.enabled();

@@ -27,6 +27,7 @@ use crate::clock::Clock;
 use crate::config::GroupConfig;
 use crate::engine::{error_for, error_like, Ctx, Event, Group, GroupState, Millis, Output};
 use crate::logsafe::{logsafe, logsafe_list};
+use crate::quota::Quotas;
 use crate::storage::{Mutation, Store};
 
 /// What every group actor shares.
@@ -36,6 +37,8 @@ pub(crate) struct GroupEnv {
     pub config: Arc<GroupConfig>,
     pub catalog: Arc<TopicCatalog>,
     pub clock: Clock,
+    /// Every principal's quota: a group rebuilt from its record charges its members again.
+    pub quotas: Quotas,
     /// The supervisor, as the three messages a group sends it (made once, shared by every
     /// group: a group never clones them).
     pub supervisor: SupervisorLink,
@@ -66,6 +69,10 @@ pub struct GroupActor {
     reloading: bool,
     /// Topics whose partition count changed while reloading (rare; empty otherwise).
     missed_topics: Vec<String>,
+    /// The group's creator may not be on disk yet: a group made by an OffsetCommit has offsets
+    /// but no record until a member joins, and a restart would then charge no one for it. The
+    /// first commit of such a group writes its (member-less) record too.
+    owner_unrecorded: bool,
 }
 
 /// How often a group whose write failed tries to reload its durable record (it fails fast
@@ -75,6 +82,7 @@ const RELOAD_RETRY: Duration = Duration::from_millis(200);
 impl GroupActor {
     pub(crate) fn new(key: u64, group: Group<ReplyTo>, env: Arc<GroupEnv>) -> Self {
         let status = (group.state(), group.member_count() as u32);
+        let owner_unrecorded = group.created_by().is_some();
         Self {
             key,
             group,
@@ -86,6 +94,7 @@ impl GroupActor {
             commits_in_flight: 0,
             reloading: false,
             missed_topics: Vec::new(),
+            owner_unrecorded,
         }
     }
 
@@ -164,10 +173,22 @@ impl GroupActor {
         ctx: &mut Context<Self>,
     ) {
         let submitted = std::time::Instant::now();
-        let durable = self.env.store.apply(vec![Mutation::PutOffsets {
+        let mut mutations = Vec::with_capacity(2);
+        let records_owner = self.owner_unrecorded
+            && !self.persist_in_flight
+            && self.group.generation() == 0
+            && self.group.member_count() == 0;
+        if records_owner {
+            // A group without members: its record is its creator and nothing a write in
+            // flight could be behind.
+            mutations.push(Mutation::PutGroup(self.group.to_record()));
+            self.owner_unrecorded = false;
+        }
+        mutations.push(Mutation::PutOffsets {
             group_id: self.group.group_id().to_owned(),
             offsets: writes.clone(),
-        }]);
+        });
+        let durable = self.env.store.apply(mutations);
         // Retention must not delete an offset of this group behind this write (the delete would
         // land after it, and the offset would be gone once acknowledged).
         self.commits_in_flight += 1;
@@ -181,6 +202,8 @@ impl GroupActor {
                     reply.send(Response::OffsetCommit(response));
                 }
                 Err(e) => {
+                    // The owner did not reach the disk either: the next commit tries again.
+                    act.owner_unrecorded |= records_owner;
                     error!(group_id = %logsafe(act.group.group_id()), error = %e, "offset commit not durable");
                     let failed = error_like(
                         &Response::OffsetCommit(response),
@@ -256,6 +279,7 @@ impl GroupActor {
             return;
         }
         self.persist_in_flight = true;
+        self.owner_unrecorded = false;
         let mutation = if self.group.state() == GroupState::Dead {
             Mutation::DeleteGroup {
                 group_id: self.group.group_id().to_owned(),
@@ -324,7 +348,7 @@ impl GroupActor {
         let now = self.env.clock.now();
         let config = Arc::clone(&self.env.config);
         let mut group = match stored.record {
-            Some(record) => Group::restore(record, stored.offsets, config, now),
+            Some(record) => Group::restore(record, stored.offsets, config, &self.env.quotas, now),
             None => {
                 // Never written: the group is what a new one would be, with its offsets.
                 let mut group = Group::new(self.group.group_id().to_owned(), config, now);
@@ -332,6 +356,9 @@ impl GroupActor {
                 group
             }
         };
+        // The creator is the registry's record of who holds the group's unit: it outlives
+        // what the store held.
+        group.set_created_by(self.group.created_by().cloned());
         if self.commits_in_flight > 0 {
             group.hold_retention(true);
         }

@@ -8,6 +8,7 @@ use actix::Addr;
 
 use super::group::GroupActor;
 use crate::engine::Map;
+use crate::quota::QuotaSlot;
 use crate::types::GroupState;
 
 /// One group in the registry. The group id is the group's own allocation (shared with its
@@ -19,13 +20,17 @@ pub(super) struct Entry {
     pub(super) addr: Arc<Addr<GroupActor>>,
     pub(super) state: GroupState,
     pub(super) members: u32,
+    /// The unit of its creator's `max_groups` the group holds, given back when the entry is
+    /// removed (deleted, expired, or an Empty group with no offsets left).
+    #[allow(dead_code, reason = "held for its Drop, which gives the unit back")]
+    pub(super) quota: Option<QuotaSlot>,
 }
 
 /// The registry: entries in a slab indexed by the low half of a group's key, plus the
 /// name → key index. A key's high half is its slot's generation, so a message from a group
 /// that has since been forgotten (its slot reused) never reaches the new occupant.
 ///
-/// One 40-byte slot and one 24-byte index slot per group, where two hash tables keyed by
+/// One 56-byte slot and one 24-byte index slot per group, where two hash tables keyed by
 /// `String` copies of the id (the group id twice more on the heap) used to be.
 #[derive(Default)]
 pub(super) struct Registry {
@@ -134,6 +139,7 @@ mod tests {
             addr: Arc::new(Addr::new(tx)),
             state: GroupState::Empty,
             members: 0,
+            quota: None,
         }
     }
 

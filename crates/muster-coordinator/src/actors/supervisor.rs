@@ -33,6 +33,7 @@ use crate::clock::Clock;
 use crate::config::{GroupConfig, MAX_ENCODABLE_GROUP_SIZE, MAX_LISTED_GROUPS};
 use crate::engine::{absent_group, validate_group_id, AbsentGroup, Group, GroupState, Millis};
 use crate::logsafe::{logsafe, logsafe_list};
+use crate::quota::{QuotaKind, QuotaSlot, Quotas};
 use crate::storage::{GroupRecord, Mutation, OffsetWrite, Store, StoredState};
 
 /// Which groups this node coordinates. A single node owns every group; a clustered node
@@ -62,6 +63,9 @@ pub struct SupervisorOptions {
     /// State loaded from the store at startup.
     pub initial: StoredState,
     pub clock: Clock,
+    /// Every principal's quota (the server's auth shares the table, so reloads keep counts):
+    /// groups created and loaded are charged here.
+    pub quotas: Quotas,
 }
 
 pub struct Supervisor {
@@ -69,6 +73,7 @@ pub struct Supervisor {
     store: Arc<dyn Store>,
     catalog: Arc<TopicCatalog>,
     clock: Clock,
+    quotas: Quotas,
     arbiters: Vec<ArbiterHandle>,
     next_arbiter: usize,
     placement: Box<dyn Placement>,
@@ -102,6 +107,7 @@ impl Supervisor {
             store: options.store,
             catalog,
             clock: options.clock,
+            quotas: options.quotas,
             arbiters: options.arbiters,
             next_arbiter: 0,
             placement: options.placement,
@@ -143,6 +149,7 @@ impl Supervisor {
                 config: Arc::clone(&self.config),
                 catalog: Arc::clone(&self.catalog),
                 clock: self.clock,
+                quotas: self.quotas.clone(),
                 supervisor: SupervisorLink {
                     arm_timer: ctx.address().recipient(),
                     status_changed: ctx.address().recipient(),
@@ -152,10 +159,12 @@ impl Supervisor {
         }
     }
 
-    /// Starts the actor for `group` on the next arbiter.
+    /// Starts the actor for `group` on the next arbiter; its registry entry holds `quota`
+    /// (its creator's unit of `max_groups`).
     fn spawn_group(
         &mut self,
         group: Group<ReplyTo>,
+        quota: Option<QuotaSlot>,
         ctx: &mut Context<Self>,
     ) -> (Arc<str>, Arc<Addr<GroupActor>>) {
         let env = self.env(ctx);
@@ -176,6 +185,7 @@ impl Supervisor {
             addr: Arc::clone(&addr),
             state,
             members,
+            quota,
         });
         debug_assert_eq!(inserted, key);
         self.count(None, Some((state, members)));
@@ -188,8 +198,18 @@ impl Supervisor {
         let groups = initial.groups.len();
         for record in initial.groups {
             let group_offsets = offsets.remove(&record.group_id).unwrap_or_default();
-            let group = Group::restore(record, group_offsets, Arc::clone(&self.config), now);
-            self.spawn_group(group, ctx);
+            let group = Group::restore(
+                record,
+                group_offsets,
+                Arc::clone(&self.config),
+                &self.quotas,
+                now,
+            );
+            // What exists is counted, even past a limit lowered since (never refused).
+            let quota = group
+                .created_by()
+                .map(|p| self.quotas.get(p).take(QuotaKind::Groups));
+            self.spawn_group(group, quota, ctx);
         }
         // Groups that only ever had simple commits have offsets but no metadata.
         for (group_id, group_offsets) in offsets {
@@ -201,9 +221,16 @@ impl Supervisor {
                 leader: None,
                 members: Vec::new(),
                 state_since_ms: now,
+                created_by: None,
             };
-            let group = Group::restore(record, group_offsets, Arc::clone(&self.config), now);
-            self.spawn_group(group, ctx);
+            let group = Group::restore(
+                record,
+                group_offsets,
+                Arc::clone(&self.config),
+                &self.quotas,
+                now,
+            );
+            self.spawn_group(group, None, ctx);
         }
         if !self.groups.is_empty() {
             info!(
@@ -547,9 +574,27 @@ impl Handler<Route> for Supervisor {
                 None
             }
             AbsentGroup::Create => {
+                // The creator's `max_groups` (protocol §6), after the server's own limit.
+                let quota = match call
+                    .client
+                    .access
+                    .quota()
+                    .map(|q| q.try_take(QuotaKind::Groups))
+                {
+                    None => None,
+                    Some(Ok(slot)) => Some(slot),
+                    Some(Err(over)) => {
+                        debug!(group_id = %logsafe(&group_id), error = %over, "group not created");
+                        let answer =
+                            crate::engine::error_for(&call.request, ErrorCode::QuotaExceeded);
+                        call.reply.send(answer);
+                        return None;
+                    }
+                };
                 debug!(group_id = %logsafe(&group_id), "group created");
-                let group = Group::new(group_id, Arc::clone(&self.config), self.clock.now());
-                let (group_id, addr) = self.spawn_group(group, ctx);
+                let mut group = Group::new(group_id, Arc::clone(&self.config), self.clock.now());
+                group.set_created_by(quota.as_ref().map(|q| Arc::clone(q.principal())));
+                let (group_id, addr) = self.spawn_group(group, quota, ctx);
                 addr.do_send(call);
                 Some((group_id, addr as GroupLink))
             }

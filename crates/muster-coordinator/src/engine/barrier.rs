@@ -12,7 +12,7 @@ use muster_protocol::ErrorCode;
 
 use super::answers::sync_error;
 use super::sync::{MemberSet, SyncWindow};
-use super::{Ctx, Event, Group, GroupState, Millis, Output, RebalanceTrigger};
+use super::{Ctx, Event, Group, GroupState, Millis, NewSince, Output, RebalanceTrigger};
 
 /// The state of a rebalance in progress (PreparingRebalance). Held joins stay on their members:
 /// a join is held before its barrier opens (the join that starts it) and can be answered while
@@ -173,8 +173,7 @@ impl<R> Group<R> {
         let mut newest: Vec<(Millis, Arc<str>)> = self
             .members
             .values()
-            .filter(|m| m.is_new)
-            .map(|m| (m.joined_at, Arc::clone(&m.member_id)))
+            .filter_map(|m| Some((m.new_since.get()?, Arc::clone(&m.member_id))))
             .collect();
         newest.sort_unstable_by(|a, b| b.cmp(a));
         let excess = self.members.len() - cap;
@@ -256,7 +255,7 @@ impl<R> Group<R> {
         let added = self
             .members
             .values()
-            .filter(|m| m.is_new && m.awaiting_join.is_some())
+            .filter(|m| m.new_since.is_new() && m.awaiting_join.is_some())
             .count();
         let removed = (self.members_at_last_generation + added).saturating_sub(self.members.len());
         self.members_at_last_generation = self.members.len();
@@ -300,7 +299,7 @@ impl<R> Group<R> {
         for m in self.members.values_mut() {
             m.clear_assignment();
             if let Some(r) = m.awaiting_join.take() {
-                m.is_new = false;
+                m.new_since = NewSince::NOT_NEW;
                 m.last_heard = now;
                 answered.push((Arc::clone(&m.member_id), r));
             }

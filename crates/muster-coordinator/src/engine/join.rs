@@ -9,8 +9,12 @@ use uuid::Uuid;
 
 use super::answers::join_error;
 use super::limits::{check_join, truncated};
-use super::{ClientInfo, Ctx, Group, GroupState, Held, Member, Millis, Output, RebalanceTrigger};
+use super::{
+    ClientInfo, Ctx, Group, GroupState, Held, Member, Millis, NewSince, Output, Pending,
+    RebalanceTrigger,
+};
 use crate::config::GroupConfig;
+use crate::quota::MemberSlot;
 
 /// Generated member ids start with at most this many bytes of the client id (or instance id),
 /// then `-` and a UUID: at most 101 bytes, under the floor of `max_member_id_bytes` (128), so
@@ -71,9 +75,19 @@ impl<R> Group<R> {
                     join_error(ErrorCode::InconsistentGroupProtocol, &req.member_id),
                 );
             }
+            // The id's unit becomes the member's (a pending id already counts as one).
+            let held = self
+                .pending
+                .get_mut(&req.member_id)
+                .map(|p| client.slot_for_takeover(&mut p.quota));
+            let quota = match held {
+                Some(Ok(quota)) => quota,
+                Some(Err(code)) => return out.reply(reply, join_error(code, &req.member_id)),
+                None => None,
+            };
             self.forget_pending(&req.member_id);
             let member_id = req.member_id.clone();
-            self.add_member(cx, member_id, req, client, reply, out);
+            self.add_member(cx, member_id, req, client, quota, reply, out);
             return;
         }
 
@@ -147,10 +161,17 @@ impl<R> Group<R> {
         if !self.supports_assignors(&req.assignors, None) {
             return out.reply(reply, join_error(ErrorCode::InconsistentGroupProtocol, ""));
         }
+        // The principal's quota is checked after the group's own checks (size, protocol), as
+        // Kafka checks a group before a client quota; before the server-wide pending budget,
+        // so an over-quota principal does not spend the server's pending ids.
+        let quota = match client.take_member_slot() {
+            Ok(quota) => quota,
+            Err(code) => return out.reply(reply, join_error(code, "")),
+        };
         if let Some(instance) = req.group_instance_id.as_deref() {
             // A new static member joins directly, without MEMBER_ID_REQUIRED (as in Kafka).
             let member_id = format!("{}-{fresh}", truncated(instance, MEMBER_ID_PREFIX_BYTES));
-            self.add_member(cx, member_id, req, client, reply, out);
+            self.add_member(cx, member_id, req, client, quota, reply, out);
             return;
         }
         if !self
@@ -167,7 +188,8 @@ impl<R> Group<R> {
             fresh
         );
         let expires = cx.now + Millis::from(req.session_timeout_ms);
-        self.pending.insert(member_id.clone(), expires);
+        self.pending
+            .insert(member_id.clone(), Pending { expires, quota });
         self.note_deadline(expires);
         self.note_new_member();
         out.reply(reply, join_error(ErrorCode::MemberIdRequired, &member_id));
@@ -202,12 +224,14 @@ impl<R> Group<R> {
         true
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn add_member(
         &mut self,
         cx: Ctx<'_>,
         member_id: String,
         mut req: JoinGroupRequest,
         client: &ClientInfo,
+        quota: Option<MemberSlot>,
         reply: R,
         out: &mut Output<R>,
     ) {
@@ -221,9 +245,10 @@ impl<R> Group<R> {
             self.leader = Some(Arc::clone(&member_id));
         }
         let instance_id = req.group_instance_id.take();
-        let mut member = Member::new(Arc::clone(&member_id), instance_id, client.clone(), now);
+        let mut member = Member::new(Arc::clone(&member_id), instance_id, client.into(), now);
         member.update_from(req);
-        member.is_new = true;
+        member.new_since = NewSince::at(now);
+        member.quota = quota;
         member.awaiting_join = Held::some(reply);
         Self::count_support(&mut self.assignor_support, &member.assignors, true);
         self.members.insert(member_id, Box::new(member));
@@ -279,20 +304,32 @@ impl<R> Group<R> {
         let instance = req.group_instance_id.clone().unwrap_or_default();
         let new_member_id: Arc<str> =
             format!("{}-{fresh}", truncated(&instance, MEMBER_ID_PREFIX_BYTES)).into();
+        // The instance's unit stays if the same principal takes it over; another principal
+        // needs one of its own (refused at its limit before anything changes).
+        let mut held = None;
+        let slot = match self.members.get_mut(old_member_id.as_str()) {
+            Some(member) => client.slot_for_takeover(&mut member.quota),
+            None => client.slot_for_takeover(&mut held),
+        };
+        let quota = match slot {
+            Ok(quota) => quota,
+            Err(code) => return out.reply(reply, join_error(code, "")),
+        };
         let Some(mut member) = self.members.remove(old_member_id.as_str()) else {
             // The static map and the member map disagree; should be impossible. Treat as new.
             self.statics.remove(&instance);
             let member_id = new_member_id.to_string();
-            self.add_member(cx, member_id, req, client, reply, out);
+            self.add_member(cx, member_id, req, client, quota, reply, out);
             return;
         };
+        member.quota = quota;
         // The old id's held requests are fenced at once.
         if member.answer_held(ErrorCode::FencedInstanceId, out) {
             self.num_awaiting_join -= 1;
         }
         let old_assignors = std::mem::take(&mut member.assignors);
         member.member_id = new_member_id.clone();
-        member.client = client.clone();
+        member.client = client.into();
         member.last_heard = cx.now;
         member.update_from(req);
         let assignors_changed = *member.assignors != *old_assignors;

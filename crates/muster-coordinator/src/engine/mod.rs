@@ -16,6 +16,7 @@
 //! | States (entering a state)                | `mod.rs`       |
 //! | Group id; a group that does not exist    | `absent.rs`    |
 //! | JoinGroup checks, pending ids            | `join.rs`      |
+//! | `max_members` (§6): members, pending ids | `join.rs`      |
 //! | Request limits, pending-id budget        | `limits.rs`    |
 //! | Unchanged follower; Static membership    | `join.rs`      |
 //! | Barrier, initial delay, generation, vote | `barrier.rs`   |
@@ -54,12 +55,14 @@ pub use limits::{check_request, PendingBudget};
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
+use std::num::NonZeroU64;
 use std::sync::{Arc, OnceLock};
 
 use muster_protocol::{AssignorMetadata, ErrorCode, JoinGroupRequest, Response, TopicPartitions};
 
 use crate::access::Access;
 use crate::config::GroupConfig;
+use crate::quota::MemberSlot;
 use crate::storage::records::CommittedOffset;
 /// Re-exported: the engine's callers have always found them here.
 pub use crate::types::{GroupState, Millis, RebalanceTrigger, TopicLookup};
@@ -148,6 +151,42 @@ pub struct ClientInfo {
     pub access: Access,
 }
 
+impl ClientInfo {
+    /// A unit of the principal's `max_members` for a new member or pending id (`None` without
+    /// an auth file); QUOTA_EXCEEDED at the limit (protocol §6).
+    fn take_member_slot(&self) -> Result<Option<MemberSlot>, ErrorCode> {
+        self.access
+            .quota()
+            .map(|q| q.try_take_member())
+            .transpose()
+            .map_err(|_| ErrorCode::QuotaExceeded)
+    }
+
+    /// Whether `held` (a pending id's or a static member's unit) already counts against this
+    /// client's principal, so that it taking the id over needs no new unit.
+    fn already_charged(&self, held: Option<&MemberSlot>) -> bool {
+        match (self.access.quota(), held) {
+            (None, None) => true,
+            (Some(quota), Some(slot)) => slot.is_of(quota),
+            _ => false,
+        }
+    }
+
+    /// The unit a member keeps when this client takes over an id holding `held`: `held` if it
+    /// is already this principal's, else a new one (refused at the limit like a new member;
+    /// `held` is then given back as the caller drops it).
+    fn slot_for_takeover(
+        &self,
+        held: &mut Option<MemberSlot>,
+    ) -> Result<Option<MemberSlot>, ErrorCode> {
+        if self.already_charged(held.as_ref()) {
+            Ok(held.take())
+        } else {
+            self.take_member_slot()
+        }
+    }
+}
+
 /// What one engine call asks its caller to do. An empty `Output` allocates nothing, so a caller
 /// may make a fresh one per call (the group actor does: an idle group keeps none).
 #[derive(Debug)]
@@ -189,12 +228,13 @@ impl<R> Output<R> {
 
 /// One member. Kept small: a group holds one per consumer, idle or not. The id is shared with
 /// the group's map key (and the leader field); lists are boxed slices (no spare capacity, 16
-/// bytes instead of 24), so the box is 192 bytes, not 256 (jemalloc size classes).
+/// bytes instead of 24); the client keeps no `Access` (nothing reads it after the join) and
+/// "new since" is one word: so the box is 192 bytes, not 256 (jemalloc size classes).
 #[derive(Debug)]
 struct Member<R> {
     member_id: Arc<str>,
     instance_id: Option<Box<str>>,
-    client: ClientInfo,
+    client: MemberClient,
     session_timeout_ms: u32,
     rebalance_timeout_ms: u32,
     topics: Box<[String]>,
@@ -203,11 +243,61 @@ struct Member<R> {
     assignment: Box<[TopicPartitions]>,
     assignment_user_data: Box<[u8]>,
     last_heard: Millis,
-    /// Joined but not yet answered by a completed barrier (the 5-minute cap applies).
-    is_new: bool,
-    joined_at: Millis,
+    /// Joined but not yet answered by a completed barrier (the 5-minute cap applies): when.
+    new_since: NewSince,
     awaiting_join: Held<R>,
     awaiting_sync: Held<R>,
+    /// The unit of its principal's `max_members` it holds (none without an auth file, or for
+    /// a member loaded with no recorded principal); given back when the member is dropped,
+    /// whatever removed it.
+    quota: Option<MemberSlot>,
+}
+
+/// A member id handed out with MEMBER_ID_REQUIRED, not yet joined.
+#[derive(Debug)]
+struct Pending {
+    /// When it is forgotten.
+    expires: Millis,
+    /// Its unit of the principal's `max_members` (passed on to the member it becomes).
+    quota: Option<MemberSlot>,
+}
+
+/// What a member keeps of the client that joined it (for DescribeGroups and its record).
+#[derive(Debug, Clone)]
+struct MemberClient {
+    client_id: Arc<str>,
+    client_host: Arc<str>,
+}
+
+impl From<&ClientInfo> for MemberClient {
+    fn from(client: &ClientInfo) -> Self {
+        MemberClient {
+            client_id: Arc::clone(&client.client_id),
+            client_host: Arc::clone(&client.client_host),
+        }
+    }
+}
+
+/// When a brand-new member joined, while it is new: the time plus one in a `NonZeroU64`, so
+/// that "not new" costs no tag (8 bytes where a flag and a time took 16).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct NewSince(Option<NonZeroU64>);
+
+impl NewSince {
+    const NOT_NEW: NewSince = NewSince(None);
+
+    fn at(now: Millis) -> Self {
+        NewSince(Some(NonZeroU64::MIN.saturating_add(now)))
+    }
+
+    fn is_new(self) -> bool {
+        self.0.is_some()
+    }
+
+    /// When it joined, if it is new.
+    fn get(self) -> Option<Millis> {
+        self.0.map(|t| t.get() - 1)
+    }
 }
 
 /// A held request's reply token, boxed: a member spends most of its life holding nothing, and
@@ -248,7 +338,7 @@ impl<R> Member<R> {
     fn new(
         member_id: Arc<str>,
         instance_id: Option<String>,
-        client: ClientInfo,
+        client: MemberClient,
         now: Millis,
     ) -> Self {
         Member {
@@ -263,18 +353,19 @@ impl<R> Member<R> {
             assignment: Box::default(),
             assignment_user_data: Box::default(),
             last_heard: now,
-            is_new: false,
-            joined_at: now,
+            new_since: NewSince::NOT_NEW,
             awaiting_join: Held::none(),
             awaiting_sync: Held::none(),
+            quota: None,
         }
     }
 
     fn deadline(&self, new_member_join_timeout_ms: u32) -> Option<Millis> {
         if self.awaiting_join.is_some() {
             // Held members count as heard from, except a brand-new member's first join.
-            self.is_new
-                .then(|| self.joined_at + Millis::from(new_member_join_timeout_ms))
+            self.new_since
+                .get()
+                .map(|joined| joined + Millis::from(new_member_join_timeout_ms))
         } else if self.awaiting_sync.is_some() {
             None
         } else {
@@ -332,7 +423,7 @@ pub struct Group<R> {
     /// instance id → member id of static members.
     statics: Map<String, Arc<str>>,
     /// member ids handed out with MEMBER_ID_REQUIRED → when they are forgotten.
-    pending: Map<String, Millis>,
+    pending: Map<String, Pending>,
     /// Assignor name → how many members support it, so that a join's protocol check costs
     /// O(its assignors), not O(members) (a barrier of N joins was O(N²)). A short list: groups
     /// offer one to three assignors.
@@ -354,6 +445,9 @@ pub struct Group<R> {
     /// The caller has offset commits of this group still being made durable: retention waits
     /// (see [`Group::hold_retention`]).
     retention_held: bool,
+    /// The principal that created the group (recorded, so that a restart charges its
+    /// `max_groups` again); the unit itself is held by the caller's registry.
+    created_by: Option<Arc<str>>,
 }
 
 /// A group that goes (deleted, removed, or its actor stopped) gives its pending ids back to
@@ -386,10 +480,22 @@ impl<R> Group<R> {
             offsets: Map::default(),
             new_deadline: None,
             retention_held: false,
+            created_by: None,
         };
         // A new group starts Empty: its retention clock runs from creation.
         group.note_retention_start(now);
         group
+    }
+
+    /// Records the principal that created the group (see [`Group::created_by`]).
+    pub fn set_created_by(&mut self, principal: Option<Arc<str>>) {
+        self.created_by = principal;
+    }
+
+    /// The principal that created the group, if known (none without an auth file, or for a
+    /// group stored before owners were recorded).
+    pub fn created_by(&self) -> Option<&Arc<str>> {
+        self.created_by.as_ref()
     }
 
     pub fn group_id(&self) -> &str {

@@ -5,8 +5,9 @@
 use std::sync::Arc;
 
 use super::barrier::Barrier;
-use super::{ClientInfo, Group, GroupState, Member, RebalanceTrigger};
+use super::{Group, GroupState, Member, MemberClient, RebalanceTrigger};
 use crate::config::GroupConfig;
+use crate::quota::Quotas;
 use crate::storage::records::{GroupRecord, MemberRecord, OffsetWrite};
 use crate::types::Millis;
 
@@ -28,6 +29,7 @@ impl<R> Group<R> {
                 owned_partitions: m.owned_partitions.to_vec(),
                 assignment: m.assignment.to_vec(),
                 assignment_user_data: m.assignment_user_data.to_vec(),
+                principal: m.quota.as_ref().map(|q| q.principal().to_string()),
             })
             .collect();
         members.sort_unstable_by(|a, b| a.member_id.cmp(&b.member_id));
@@ -39,24 +41,32 @@ impl<R> Group<R> {
             leader: self.leader.as_deref().map(str::to_owned),
             members,
             state_since_ms: self.state_since,
+            created_by: self.created_by.as_deref().map(str::to_owned),
         }
     }
 
     /// Rebuilds a group from its record and offsets after a restart. Every session starts
-    /// afresh at `now`; a group caught mid-rebalance comes back in PreparingRebalance.
+    /// afresh at `now`; a group caught mid-rebalance comes back in PreparingRebalance. Each
+    /// member with a recorded principal counts against that principal's `max_members` in
+    /// `quotas` again, whatever its limit (what exists is counted, never refused); the group's
+    /// own unit is its registry's to charge (see [`Group::created_by`]).
     pub fn restore(
         record: GroupRecord,
         offsets: Vec<OffsetWrite>,
         config: Arc<GroupConfig>,
+        quotas: &Quotas,
         now: Millis,
     ) -> Self {
         let mut group = Group::new(record.group_id, config, now);
+        group.created_by = record.created_by.map(Arc::from);
         group.generation = record.generation;
         group.assignor = record.assignor;
         group.leader = record.leader.map(Arc::from);
         group.state_since = record.state_since_ms;
-        for m in record.members {
-            let member = Member::from_record(m, group.leader.as_ref(), now);
+        for mut m in record.members {
+            let principal = m.principal.take();
+            let mut member = Member::from_record(m, group.leader.as_ref(), now);
+            member.quota = principal.map(|p| quotas.get(&p).take_member());
             if let Some(instance) = &member.instance_id {
                 group
                     .statics
@@ -94,11 +104,9 @@ impl<R> Member<R> {
             Some(leader) if **leader == *m.member_id => Arc::clone(leader),
             _ => m.member_id.into(),
         };
-        let client = ClientInfo {
+        let client = MemberClient {
             client_id: m.client_id.into(),
             client_host: m.client_host.into(),
-            // Quota charging of loaded members is the loader's (it knows the principals).
-            access: Default::default(),
         };
         let mut member = Member::new(member_id, m.group_instance_id, client, now);
         member.session_timeout_ms = m.session_timeout_ms;

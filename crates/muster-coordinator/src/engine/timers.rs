@@ -9,7 +9,7 @@ impl<R> Group<R> {
     pub fn next_deadline(&self) -> Option<Millis> {
         let cap = self.config.new_member_join_timeout_ms;
         let members = self.members.values().filter_map(|m| m.deadline(cap));
-        let pending = self.pending.values().copied();
+        let pending = self.pending.values().map(|p| p.expires);
         members
             .chain(pending)
             .chain(self.barrier.as_ref().and_then(|b| b.deadline))
@@ -40,7 +40,7 @@ impl<R> Group<R> {
             return;
         }
         let before = self.pending.len();
-        self.pending.retain(|_, deadline| *deadline > now);
+        self.pending.retain(|_, p| p.expires > now);
         let forgot_pending = self.pending.len() != before;
         self.config
             .pending_budget

@@ -36,6 +36,9 @@ pub struct GroupRecord {
     pub leader: Option<String>,
     pub members: Vec<MemberRecord>,
     pub state_since_ms: Millis,
+    /// The principal that created the group, charged its `max_groups` again on load (`None`:
+    /// no auth file, or stored before owners were recorded).
+    pub created_by: Option<String>,
 }
 
 /// One member of a [`GroupRecord`].
@@ -52,4 +55,6 @@ pub struct MemberRecord {
     pub owned_partitions: Vec<TopicPartitions>,
     pub assignment: Vec<TopicPartitions>,
     pub assignment_user_data: Vec<u8>,
+    /// The principal whose `max_members` the member counts against, charged again on load.
+    pub principal: Option<String>,
 }

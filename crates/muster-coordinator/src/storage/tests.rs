@@ -47,6 +47,7 @@ pub(super) fn member(id: &str) -> MemberRecord {
             partitions: vec![0, 1, 2],
         }],
         assignment_user_data: vec![0xff],
+        principal: Some("orders-service".into()),
     }
 }
 
@@ -59,6 +60,7 @@ pub(super) fn group(id: &str, generation: i32) -> GroupRecord {
         leader: Some(format!("{id}-m1")),
         members: vec![member(&format!("{id}-m1")), member(&format!("{id}-m2"))],
         state_since_ms: 1_000 + generation as u64,
+        created_by: Some("orders-service".into()),
     }
 }
 

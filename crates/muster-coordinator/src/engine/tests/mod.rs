@@ -19,6 +19,7 @@ mod limits;
 mod offsets;
 mod persist;
 mod props;
+mod quotas;
 mod static_members;
 mod sync;
 mod timers;
@@ -38,6 +39,7 @@ use uuid::Uuid;
 
 use super::*;
 use crate::config::GroupConfig;
+use crate::quota::Quotas;
 use crate::storage::records::OffsetWrite;
 
 const SESSION: u32 = 10_000;
@@ -139,6 +141,8 @@ struct Harness {
     armed: Option<Millis>,
     /// Offsets the engine said expired.
     expired: Vec<(String, i32)>,
+    /// Every principal's quota (restarts charge loaded members here).
+    quotas: Quotas,
 }
 
 impl Harness {
@@ -172,6 +176,7 @@ impl Harness {
             last_join: HashMap::new(),
             armed: None,
             expired: Vec::new(),
+            quotas: Quotas::default(),
         }
     }
 
@@ -595,7 +600,13 @@ impl Harness {
     /// offsets. Held requests die with the old process.
     fn restart(&mut self, offsets: Vec<OffsetWrite>) {
         let record = self.group.to_record();
-        self.group = Group::restore(record, offsets, Arc::clone(&self.config), self.now);
+        self.group = Group::restore(
+            record,
+            offsets,
+            Arc::clone(&self.config),
+            &self.quotas,
+            self.now,
+        );
         self.replies.clear();
         self.armed = None;
         self.arm_timer();

@@ -1,4 +1,9 @@
-//! The on-disk encoding of [`RedbStore`](super::RedbStore) values, format version 1.
+//! The on-disk encoding of [`RedbStore`](super::RedbStore) values, format version 2, and the
+//! decoding of version 1 group values for the migration (`super::migrate`).
+//!
+//! Version 2 appends the owners to version 1's group value: each member's principal and the
+//! group's creator (`Option<String>`, last field of each), so that a restart charges quotas
+//! again. Offsets are unchanged (`OffsetV1`).
 //!
 //! Records are encoded with wincode from storage-only mirror structs, never from the engine's
 //! or the wire's types: a field added to `GroupRecord` or to a protocol message must not change
@@ -49,6 +54,24 @@ struct MemberV1 {
     owned_partitions: Vec<TopicPartitionsV1>,
     assignment: Vec<TopicPartitionsV1>,
     assignment_user_data: Vec<u8>,
+}
+
+#[derive(Debug, PartialEq, Eq, SchemaWrite, SchemaRead)]
+struct GroupV2 {
+    state: u8,
+    generation: i32,
+    assignor: Option<String>,
+    leader: Option<String>,
+    members: Vec<MemberV2>,
+    state_since_ms: u64,
+    created_by: Option<String>,
+}
+
+/// A version 1 member with its principal appended.
+#[derive(Debug, PartialEq, Eq, SchemaWrite, SchemaRead)]
+struct MemberV2 {
+    member: MemberV1,
+    principal: Option<String>,
 }
 
 #[derive(Debug, PartialEq, Eq, SchemaWrite, SchemaRead)]
@@ -128,24 +151,28 @@ impl From<AssignorV1> for AssignorMetadata {
     }
 }
 
-impl From<MemberRecord> for MemberV1 {
+impl From<MemberRecord> for MemberV2 {
     fn from(m: MemberRecord) -> Self {
         Self {
-            member_id: m.member_id,
-            group_instance_id: m.group_instance_id,
-            client_id: m.client_id,
-            client_host: m.client_host,
-            session_timeout_ms: m.session_timeout_ms,
-            rebalance_timeout_ms: m.rebalance_timeout_ms,
-            topics: m.topics,
-            assignors: m.assignors.into_iter().map(Into::into).collect(),
-            owned_partitions: m.owned_partitions.into_iter().map(Into::into).collect(),
-            assignment: m.assignment.into_iter().map(Into::into).collect(),
-            assignment_user_data: m.assignment_user_data,
+            member: MemberV1 {
+                member_id: m.member_id,
+                group_instance_id: m.group_instance_id,
+                client_id: m.client_id,
+                client_host: m.client_host,
+                session_timeout_ms: m.session_timeout_ms,
+                rebalance_timeout_ms: m.rebalance_timeout_ms,
+                topics: m.topics,
+                assignors: m.assignors.into_iter().map(Into::into).collect(),
+                owned_partitions: m.owned_partitions.into_iter().map(Into::into).collect(),
+                assignment: m.assignment.into_iter().map(Into::into).collect(),
+                assignment_user_data: m.assignment_user_data,
+            },
+            principal: m.principal,
         }
     }
 }
 
+/// A member with no recorded principal (version 1 recorded none).
 impl From<MemberV1> for MemberRecord {
     fn from(m: MemberV1) -> Self {
         Self {
@@ -160,6 +187,16 @@ impl From<MemberV1> for MemberRecord {
             owned_partitions: m.owned_partitions.into_iter().map(Into::into).collect(),
             assignment: m.assignment.into_iter().map(Into::into).collect(),
             assignment_user_data: m.assignment_user_data,
+            principal: None,
+        }
+    }
+}
+
+impl From<MemberV2> for MemberRecord {
+    fn from(m: MemberV2) -> Self {
+        Self {
+            principal: m.principal,
+            ..m.member.into()
         }
     }
 }
@@ -174,14 +211,16 @@ pub(super) fn encode_group(record: GroupRecord) -> Result<(String, Vec<u8>), Cod
         leader,
         members,
         state_since_ms,
+        created_by,
     } = record;
-    let stored = GroupV1 {
+    let stored = GroupV2 {
         state: state_to_u8(state),
         generation,
         assignor,
         leader,
         members: members.into_iter().map(Into::into).collect(),
         state_since_ms,
+        created_by,
     };
     let bytes = wincode::config::serialize(&stored, FORMAT)
         .map_err(|e| CodecError(format!("cannot encode group {group_id:?}: {e}")))?;
@@ -189,7 +228,7 @@ pub(super) fn encode_group(record: GroupRecord) -> Result<(String, Vec<u8>), Cod
 }
 
 pub(super) fn decode_group(group_id: &str, bytes: &[u8]) -> Result<GroupRecord, CodecError> {
-    let stored: GroupV1 = wincode::config::deserialize_exact(bytes, FORMAT)
+    let stored: GroupV2 = wincode::config::deserialize_exact(bytes, FORMAT)
         .map_err(|e| CodecError(format!("group {group_id:?}: {e}")))?;
     Ok(GroupRecord {
         group_id: group_id.to_owned(),
@@ -200,7 +239,46 @@ pub(super) fn decode_group(group_id: &str, bytes: &[u8]) -> Result<GroupRecord, 
         leader: stored.leader,
         members: stored.members.into_iter().map(Into::into).collect(),
         state_since_ms: stored.state_since_ms,
+        created_by: stored.created_by,
     })
+}
+
+/// A format version 1 group value (for the migration to version 2): no owners recorded.
+pub(super) fn decode_group_v1(group_id: &str, bytes: &[u8]) -> Result<GroupRecord, CodecError> {
+    let stored: GroupV1 = wincode::config::deserialize_exact(bytes, FORMAT)
+        .map_err(|e| CodecError(format!("group {group_id:?} (format version 1): {e}")))?;
+    Ok(GroupRecord {
+        group_id: group_id.to_owned(),
+        state: state_from_u8(stored.state)
+            .map_err(|e| CodecError(format!("group {group_id:?}: {e}")))?,
+        generation: stored.generation,
+        assignor: stored.assignor,
+        leader: stored.leader,
+        members: stored.members.into_iter().map(Into::into).collect(),
+        state_since_ms: stored.state_since_ms,
+        created_by: None,
+    })
+}
+
+/// Encodes a group in format version 1, as the previous release wrote it (tests make v1
+/// stores with it to test the migration).
+#[cfg(test)]
+pub(super) fn encode_group_v1(record: GroupRecord) -> Result<(String, Vec<u8>), CodecError> {
+    let stored = GroupV1 {
+        state: state_to_u8(record.state),
+        generation: record.generation,
+        assignor: record.assignor,
+        leader: record.leader,
+        members: record
+            .members
+            .into_iter()
+            .map(|m| MemberV2::from(m).member)
+            .collect(),
+        state_since_ms: record.state_since_ms,
+    };
+    let bytes = wincode::config::serialize(&stored, FORMAT)
+        .map_err(|e| CodecError(format!("cannot encode group {:?}: {e}", record.group_id)))?;
+    Ok((record.group_id, bytes))
 }
 
 pub(super) fn encode_offset(committed: CommittedOffset) -> Result<Vec<u8>, CodecError> {
@@ -227,7 +305,16 @@ pub(super) fn decode_offset(bytes: &[u8]) -> Result<CommittedOffset, CodecError>
 mod tests {
     use super::*;
 
+    /// A group with owners recorded (as format version 2 stores it).
     fn sample_group() -> GroupRecord {
+        let mut group = sample_group_v1();
+        group.created_by = Some("orders".into());
+        group.members[0].principal = Some("svc".into());
+        group
+    }
+
+    /// The same group with no owners (all format version 1 could store).
+    fn sample_group_v1() -> GroupRecord {
         GroupRecord {
             group_id: "g".into(),
             state: GroupState::Stable,
@@ -252,8 +339,10 @@ mod tests {
                     partitions: vec![0, 1],
                 }],
                 assignment_user_data: vec![],
+                principal: None,
             }],
             state_since_ms: 1234,
+            created_by: None,
         }
     }
 
@@ -297,12 +386,34 @@ mod tests {
         "0000000000000000000000d204000000000000",
     );
 
-    /// Format version 1, byte for byte. If this fails, the on-disk format changed: bump
+    /// Format version 2: version 1's bytes with the member's principal after each member and
+    /// the creator at the end.
+    const GROUP_V2_HEX: &str = concat!(
+        "030700000001050000000000000072616e67650102000000000000006d310100",
+        "00000000000002000000000000006d3100010000000000000063010000000000",
+        "0000680a00000014000000010000000000000001000000000000007401000000",
+        "00000000050000000000000072616e6765010000000000000009000000000000",
+        "0000010000000000000001000000000000007402000000000000000000000001",
+        "0000000000000000000000010300000000000000737663d20400000000000001",
+        "06000000000000006f7264657273",
+    );
+
+    fn unhex(text: &str) -> Vec<u8> {
+        (0..text.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex"))
+            .collect()
+    }
+
+    /// Format version 2, byte for byte. If this fails, the on-disk format changed: bump
     /// `FORMAT_VERSION` and teach `open` to migrate, or undo the change.
     #[test]
     fn format_is_pinned() {
         let (_, group) = encode_group(sample_group()).expect("encodes");
-        assert_eq!(hex(&group), GROUP_V1_HEX);
+        assert_eq!(hex(&group), GROUP_V2_HEX);
+        // The version 1 encoder (tests' maker of v1 stores) still writes version 1.
+        let (_, v1) = encode_group_v1(sample_group_v1()).expect("encodes");
+        assert_eq!(hex(&v1), GROUP_V1_HEX);
         let offset = encode_offset(CommittedOffset {
             offset: 42,
             metadata: Some("m".into()),
@@ -313,6 +424,18 @@ mod tests {
             hex(&offset),
             "2a0000000000000007000000000000000101000000000000006d"
         );
+    }
+
+    /// Version 1 bytes, as the previous release wrote them, read as owner-less records; they
+    /// are not version 2 bytes (the migration must not be skipped).
+    #[test]
+    fn version_1_values_decode_with_no_owners() {
+        let v1 = unhex(GROUP_V1_HEX);
+        assert_eq!(
+            decode_group_v1("g", &v1).expect("decodes"),
+            sample_group_v1()
+        );
+        assert!(decode_group("g", &v1).is_err());
     }
 
     #[test]

@@ -10,17 +10,21 @@
 //! commit (see `writer`) is what makes throughput: one dedicated thread drains everything
 //! waiting, writes it in one transaction and fsyncs once for all of it.
 //!
-//! Layout (format version 1):
+//! Layout (format version 2):
 //!
 //! ```text
-//! meta     "format_version"               -> u64 (1)
-//! groups   group_id                       -> GroupV1 (wincode, see `codec`)
+//! meta     "format_version"               -> u64 (2)
+//! groups   group_id                       -> GroupV2 (wincode, see `codec`)
 //! offsets  (group_id, topic, partition)   -> OffsetV1 (wincode)
 //! topics   topic                          -> partitions (i32)
 //! ```
 //!
 //! Offset keys order by group first, so a group's offsets are one contiguous range: deleting a
 //! group is a range delete and loading groups them in one pass.
+//!
+//! Version 2 added the owners of groups and members (for quotas). A version 1 file is
+//! migrated when opened: every group value is rewritten as version 2 with no owners, and the
+//! version bumped, in one transaction (a crash leaves it version 1, to migrate again).
 //!
 //! Opening never resets anything: a locked, unreadable, foreign, corrupt or newer-format file
 //! is an error naming the path and what to do. Every open verifies the checksums of the whole
@@ -44,10 +48,10 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
 
 use redb::{
-    Database, DatabaseError, ReadTransaction, ReadableDatabase, StorageError, TableDefinition,
-    TableError,
+    Database, DatabaseError, ReadTransaction, ReadableDatabase, ReadableTable, StorageError,
+    TableDefinition, TableError,
 };
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 pub use self::writer::WriterStats;
 use self::writer::{Counters, Op};
@@ -157,7 +161,7 @@ impl RedbStore {
     pub const FILE_NAME: &'static str = "muster.redb";
 
     /// The store format this build reads and writes.
-    pub const FORMAT_VERSION: u64 = 1;
+    pub const FORMAT_VERSION: u64 = 2;
     /// redb's page cache (its write buffer takes at most half). The store is written, not read,
     /// after startup; the cache only spares the writer re-reading the B-tree pages it updates,
     /// and those reads hit the OS page cache. 16 MiB held every page of a 1 000-group store in
@@ -405,6 +409,16 @@ fn check_format(db: &Database, path: &Path) -> Result<(), StoreError> {
             check_table(&txn, TOPICS).map_err(&corrupt)?;
             Ok(())
         }
+        Some(1) => {
+            check_table(&txn, GROUPS).map_err(&corrupt)?;
+            check_table(&txn, OFFSETS).map_err(&corrupt)?;
+            check_table(&txn, TOPICS).map_err(&corrupt)?;
+            drop(txn);
+            migrate_from_v1(db).map_err(|e| match e {
+                MigrationError::Store(e) => unreadable(e),
+                MigrationError::Codec(e) => corrupt(e.to_string()),
+            })
+        }
         Some(found) => Err(StoreError::UnsupportedFormat {
             path: path.to_path_buf(),
             found,
@@ -431,6 +445,46 @@ fn check_table<K: redb::Key + 'static, V: redb::Value + 'static>(
     txn.open_table(table)
         .map(drop)
         .map_err(|e| format!("table {table}: {e}"))
+}
+
+enum MigrationError {
+    Store(redb::Error),
+    Codec(codec::CodecError),
+}
+
+impl<E: Into<redb::Error>> From<E> for MigrationError {
+    fn from(e: E) -> Self {
+        MigrationError::Store(e.into())
+    }
+}
+
+/// Format version 1 → 2: rewrites every group value with no owners recorded (its groups and
+/// members count against no principal until they are next written by a principal's
+/// request), and bumps the version, in one transaction.
+fn migrate_from_v1(db: &Database) -> Result<(), MigrationError> {
+    let txn = db.begin_write()?;
+    let migrated = {
+        let mut groups = txn.open_table(GROUPS)?;
+        let mut rewritten = Vec::new();
+        for entry in groups.iter()? {
+            let (key, value) = entry?;
+            let record = codec::decode_group_v1(key.value(), value.value())
+                .map_err(MigrationError::Codec)?;
+            rewritten.push(codec::encode_group(record).map_err(MigrationError::Codec)?);
+        }
+        for (group_id, bytes) in &rewritten {
+            groups.insert(group_id.as_str(), bytes.as_slice())?;
+        }
+        let mut meta = txn.open_table(META)?;
+        meta.insert(FORMAT_VERSION_KEY, RedbStore::FORMAT_VERSION)?;
+        rewritten.len()
+    };
+    txn.commit()?;
+    info!(
+        groups = migrated,
+        "store migrated from format version 1 to 2"
+    );
+    Ok(())
 }
 
 /// Writes the format version and creates the tables of a new store.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use redb::{Database, TableDefinition};
 
-use super::{RedbStore, META};
+use super::{RedbStore, GROUPS, META};
 use crate::storage::tests::{block_on, commit, group, offset, put_offsets};
 use crate::storage::{Mutation, OffsetWrite, Store, StoreError, StoredState};
 
@@ -93,26 +93,86 @@ fn a_newer_format_version_is_refused_and_left_alone() {
         commit(&store, vec![Mutation::PutGroup(group("g", 1))]);
         store.path().to_path_buf()
     };
-    set_format_version(&path, 2);
+    set_format_version(&path, 3);
     let error = open_err(dir.path());
     assert_eq!(
         error,
         StoreError::UnsupportedFormat {
             path: path.clone(),
-            found: 2,
-            supported: 1
+            found: 3,
+            supported: 2
         }
     );
     let message = error.to_string();
     assert!(message.contains(&path.display().to_string()), "{message}");
+    assert!(message.contains("version 3"), "{message}");
     assert!(message.contains("version 2"), "{message}");
-    assert!(message.contains("version 1"), "{message}");
     // Nothing was reset: put the version back and the data is all there.
-    set_format_version(&path, 1);
+    set_format_version(&path, 2);
     assert_eq!(
         open(dir.path()).load().expect("loads").groups,
         vec![group("g", 1)]
     );
+}
+
+/// A store as the previous release (format version 1) left it: groups in the version 1
+/// encoding (no owners), offsets and topics as today.
+#[test]
+fn a_version_1_store_is_migrated_with_no_owners() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let path = {
+        let store = open(dir.path());
+        commit(&store, vec![Mutation::PutGroup(group("g", 1))]);
+        commit(&store, vec![Mutation::PutGroup(group("h", 2))]);
+        commit(&store, vec![put_offsets("g", vec![offset("t", 0, 5)])]);
+        store.path().to_path_buf()
+    };
+    {
+        let db = Database::open(&path).expect("redb opens the file");
+        let txn = db.begin_write().expect("write txn");
+        {
+            let mut groups = txn.open_table(GROUPS).expect("groups table");
+            for id in ["g", "h"] {
+                let generation = if id == "g" { 1 } else { 2 };
+                let (key, bytes) =
+                    super::codec::encode_group_v1(group(id, generation)).expect("encodes");
+                groups
+                    .insert(key.as_str(), bytes.as_slice())
+                    .expect("insert");
+            }
+            let mut meta = txn.open_table(META).expect("meta table");
+            meta.insert("format_version", 1).expect("insert");
+        }
+        txn.commit().expect("commit");
+    }
+    let owner_less = |id: &str, generation: i32| {
+        let mut record = group(id, generation);
+        record.created_by = None;
+        for m in &mut record.members {
+            m.principal = None;
+        }
+        record
+    };
+    let store = open(dir.path());
+    let loaded = store.load().expect("loads");
+    assert_eq!(loaded.groups, vec![owner_less("g", 1), owner_less("h", 2)]);
+    assert_eq!(loaded.offsets.len(), 1, "offsets are untouched");
+    // Migrated on disk: version 2, and new writes carry owners.
+    commit(&store, vec![Mutation::PutGroup(group("g", 3))]);
+    drop(store);
+    assert_eq!(format_version(&path), 2);
+    let loaded = open(dir.path()).load().expect("loads");
+    assert_eq!(loaded.groups, vec![group("g", 3), owner_less("h", 2)]);
+}
+
+fn format_version(path: &Path) -> u64 {
+    let db = Database::open(path).expect("redb opens the file");
+    let txn = redb::ReadableDatabase::begin_read(&db).expect("read txn");
+    let meta = txn.open_table(META).expect("meta table");
+    meta.get("format_version")
+        .expect("read")
+        .expect("a version")
+        .value()
 }
 
 fn set_format_version(path: &Path, version: u64) {
