@@ -22,6 +22,7 @@ mod props;
 mod static_members;
 mod sync;
 mod timers;
+mod topic_access;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -373,6 +374,7 @@ impl Harness {
                 group_instance_id: instance.map(str::to_owned),
                 topics,
             },
+            &self.client.access,
         )
     }
 
