@@ -22,8 +22,7 @@ use muster_coordinator::storage::MemoryStore;
 use muster_coordinator::GroupConfig;
 use muster_protocol::*;
 use muster_server::{spawn, ServerOptions, ServerThread};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, watch};
 
@@ -69,7 +68,7 @@ type Received = Arc<Mutex<Vec<(u32, Response)>>>;
 
 /// One client connection.
 pub struct Conn {
-    write: OwnedWriteHalf,
+    write: Box<dyn AsyncWrite + Send + Unpin>,
     waiters: Waiters,
     received: Received,
     next: AtomicU32,
@@ -81,7 +80,16 @@ impl Conn {
     pub async fn connect_raw(addr: SocketAddr) -> Result<Conn> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
-        let (mut read, write) = stream.into_split();
+        Ok(Conn::over(stream))
+    }
+
+    /// A connection over any established byte stream (plain TCP, or TLS over it), without a
+    /// Hello: the one place that knows nothing of the transport.
+    pub fn over<S>(stream: S) -> Conn
+    where
+        S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+    {
+        let (mut read, write) = tokio::io::split(stream);
         let waiters: Waiters = Arc::default();
         let received: Received = Arc::default();
         let (closed_tx, closed) = watch::channel(false);
@@ -107,13 +115,13 @@ impl Conn {
             w.lock().expect("lock").clear();
             let _ = closed_tx.send(true);
         });
-        Ok(Conn {
-            write,
+        Conn {
+            write: Box::new(write),
             waiters,
             received,
             next: AtomicU32::new(1),
             closed,
-        })
+        }
     }
 
     /// Connects and says Hello.
