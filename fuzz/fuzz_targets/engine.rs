@@ -132,6 +132,7 @@ impl Model {
             client: ClientInfo {
                 client_id: "fuzz".into(),
                 client_host: "127.0.0.1".into(),
+                access: Default::default(),
             },
         }
     }
@@ -388,7 +389,7 @@ impl Model {
                         }],
                     }],
                 };
-                let (answer, writes) = self.group.commit_offsets(self.now, request);
+                let (answer, writes) = self.group.commit_offsets(self.now, request, &self.client.access);
                 assert!(
                     (answer.error_code == 0) == (writes.len() == 1),
                     "a commit is written exactly when it is accepted: {answer:?}"

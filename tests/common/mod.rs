@@ -22,8 +22,7 @@ use muster_coordinator::storage::MemoryStore;
 use muster_coordinator::GroupConfig;
 use muster_protocol::*;
 use muster_server::{spawn, ServerOptions, ServerThread};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, watch};
 
@@ -69,11 +68,20 @@ type Received = Arc<Mutex<Vec<(u32, Response)>>>;
 
 /// One client connection.
 pub struct Conn {
-    write: OwnedWriteHalf,
+    write: Box<dyn AsyncWrite + Send + Unpin>,
+    /// The task reading answers; it owns the read half, so dropping the connection stops it
+    /// (a stream split in two closes only when both halves are gone).
+    reader: tokio::task::AbortHandle,
     waiters: Waiters,
     received: Received,
     next: AtomicU32,
     closed: watch::Receiver<bool>,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
 }
 
 impl Conn {
@@ -81,12 +89,30 @@ impl Conn {
     pub async fn connect_raw(addr: SocketAddr) -> Result<Conn> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
-        let (mut read, write) = stream.into_split();
+        let (read, write) = stream.into_split();
+        Ok(Conn::from_halves(read, write))
+    }
+
+    /// A connection over any established byte stream (plain TCP, or TLS over it), without a
+    /// Hello: what a test that swaps the transport builds its connections with.
+    pub fn over<S>(stream: S) -> Conn
+    where
+        S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+    {
+        let (read, write) = tokio::io::split(stream);
+        Conn::from_halves(read, write)
+    }
+
+    fn from_halves<R, W>(mut read: R, write: W) -> Conn
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+        W: AsyncWrite + Send + Unpin + 'static,
+    {
         let waiters: Waiters = Arc::default();
         let received: Received = Arc::default();
         let (closed_tx, closed) = watch::channel(false);
         let (w, log) = (Arc::clone(&waiters), Arc::clone(&received));
-        tokio::spawn(async move {
+        let reader = tokio::spawn(async move {
             loop {
                 let mut len = [0u8; 4];
                 if read.read_exact(&mut len).await.is_err() {
@@ -107,13 +133,14 @@ impl Conn {
             w.lock().expect("lock").clear();
             let _ = closed_tx.send(true);
         });
-        Ok(Conn {
-            write,
+        Conn {
+            write: Box::new(write),
             waiters,
             received,
             next: AtomicU32::new(1),
             closed,
-        })
+            reader: reader.abort_handle(),
+        }
     }
 
     /// Connects and says Hello.

@@ -6,6 +6,7 @@ use metrics::{
     counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Unit,
 };
 
+use crate::access::ResourceType;
 use crate::quota::QuotaKind;
 use crate::types::{GroupState, RebalanceTrigger};
 
@@ -43,6 +44,10 @@ pub fn describe() {
     describe_counter!(
         "muster_storage_errors_total",
         "Storage writes (rounds, and reopen attempts while recovering) that failed"
+    );
+    describe_counter!(
+        "muster_authorization_denials_total",
+        "Requests (or the groups and topics named in one) refused by the ACLs, by resource type"
     );
     describe_gauge!(
         "muster_quota_groups",
@@ -105,4 +110,13 @@ pub fn storage_error() {
 /// Whether storage takes writes (for store backends).
 pub fn storage_healthy(healthy: bool) {
     gauge!("muster_storage_healthy").set(if healthy { 1.0 } else { 0.0 });
+}
+
+/// `count` authorization denials of one resource type (the session counts the group `read`
+/// denials of group requests under the same name and labels).
+pub fn authorization_denials(resource: ResourceType, count: usize) {
+    if count > 0 {
+        counter!("muster_authorization_denials_total", "resource" => resource.name())
+            .increment(count as u64);
+    }
 }

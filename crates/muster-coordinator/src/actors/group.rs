@@ -22,10 +22,13 @@ use super::messages::{
     StatusChanged, Tick, TopicsChanged,
 };
 use super::reply::ReplyTo;
+use crate::access::ResourceType;
 use crate::catalog::TopicCatalog;
 use crate::clock::Clock;
 use crate::config::GroupConfig;
-use crate::engine::{error_for, error_like, Ctx, Event, Group, GroupState, Millis, Output};
+use crate::engine::{
+    error_for, error_like, unreadable_topics, Ctx, Event, Group, GroupState, Millis, Output,
+};
 use crate::logsafe::{logsafe, logsafe_list};
 use crate::quota::Quotas;
 use crate::storage::{Mutation, Store};
@@ -116,6 +119,10 @@ impl GroupActor {
             topics: self.env.catalog.as_ref(),
         };
         let mut out = Output::default();
+        crate::metrics::authorization_denials(
+            ResourceType::Topic,
+            unreadable_topics(&request, &client.access),
+        );
         match request {
             Request::Heartbeat(r) => {
                 // The hot path: answered at once, no allocation, no timer work.
@@ -132,7 +139,7 @@ impl GroupActor {
                 out.replies.push((reply, Response::LeaveGroup(response)));
             }
             Request::OffsetCommit(r) => {
-                let (response, writes) = self.group.commit_offsets(now, r);
+                let (response, writes) = self.group.commit_offsets(now, r, &client.access);
                 if writes.is_empty() {
                     reply.send(Response::OffsetCommit(response));
                 } else {
@@ -140,7 +147,9 @@ impl GroupActor {
                 }
             }
             Request::OffsetFetch(r) => {
-                reply.send(Response::OffsetFetch(self.group.fetch_offsets(&r)));
+                reply.send(Response::OffsetFetch(
+                    self.group.fetch_offsets(&r, &client.access),
+                ));
                 return;
             }
             other => reply.send(Response::error(

@@ -19,6 +19,7 @@ use muster_protocol::{
 };
 use tracing::{debug, error, info};
 
+use super::admin_access::{self, may_describe_group};
 use super::admin_limits::{self, distinct, state_bit};
 use super::group::{GroupActor, GroupEnv, SupervisorLink};
 use super::messages::{
@@ -28,10 +29,13 @@ use super::messages::{
 use super::registry::{Entry, Registry};
 use super::reply::ReplyTo;
 use super::timers::DeadlineQueue;
+use crate::access::{Access, ResourceType};
 use crate::catalog::TopicCatalog;
 use crate::clock::Clock;
 use crate::config::{GroupConfig, MAX_ENCODABLE_GROUP_SIZE, MAX_LISTED_GROUPS};
-use crate::engine::{absent_group, validate_group_id, AbsentGroup, Group, GroupState, Millis};
+use crate::engine::{
+    absent_group, unreadable_topics, validate_group_id, AbsentGroup, Group, GroupState, Millis,
+};
 use crate::logsafe::{logsafe, logsafe_list};
 use crate::quota::{QuotaKind, QuotaSlot, Quotas};
 use crate::storage::{GroupRecord, Mutation, OffsetWrite, Store, StoredState};
@@ -290,14 +294,24 @@ impl Supervisor {
     }
 
     /// DescribeGroups: one description per *distinct* requested id, in the order first named
-    /// (protocol §6.15): a repeated id would cost a full description each time.
-    fn describe_groups(&self, group_ids: Vec<String>) -> ResponseFuture<Response> {
-        let group_ids = distinct(group_ids);
+    /// (protocol §6.15): a repeated id would cost a full description each time. A group the
+    /// principal may not describe is answered as dead with GROUP_AUTHORIZATION_FAILED before
+    /// anything else is looked at (`admin_access.rs`).
+    fn describe_groups(&self, group_ids: Vec<String>, access: &Access) -> ResponseFuture<Response> {
+        let group_ids: Vec<(String, bool)> = distinct(group_ids)
+            .into_iter()
+            .map(|id| {
+                let denied = admin_access::describe_group_denied(access, &id);
+                (id, denied)
+            })
+            .collect();
         // Every member described costs a description in memory and on the wire: one answer
-        // describes at most as many members as one group may hold (protocol §6.18).
+        // describes at most as many members as one group may hold (protocol §6.18). Denied
+        // groups are not described, so their sizes do not count (nor show through this).
         let members: usize = group_ids
             .iter()
-            .filter_map(|id| self.groups.find(id))
+            .filter(|(_, denied)| !denied)
+            .filter_map(|(id, _)| self.groups.find(id))
             .map(|(_, e)| e.members as usize)
             .sum();
         if members > MAX_ENCODABLE_GROUP_SIZE {
@@ -312,9 +326,13 @@ impl Supervisor {
         }
         let lookups: Vec<_> = group_ids
             .into_iter()
-            .map(|group_id| {
+            .map(|(group_id, denied)| {
                 let addr = self.groups.find(&group_id).map(|(_, e)| e.addr.clone());
-                let refusal = self.refusal(&group_id);
+                let refusal = if denied {
+                    Some(ErrorCode::GroupAuthorizationFailed)
+                } else {
+                    self.refusal(&group_id)
+                };
                 async move {
                     if let Some(code) = refusal {
                         return dead_group(group_id, code);
@@ -336,7 +354,8 @@ impl Supervisor {
         })
     }
 
-    fn list_groups(&self, states: &[String]) -> Response {
+    /// ListGroups: the groups the principal may describe (`admin_access.rs`).
+    fn list_groups(&self, states: &[String], access: &Access) -> Response {
         // The filter is a set of the five states (one bit each): O(groups + filter), however
         // many (or repeated) states the request names. Unknown names match nothing.
         let wanted = states
@@ -349,6 +368,7 @@ impl Supervisor {
             .values()
             .filter(|e| e.state != GroupState::Dead)
             .filter(|e| !filtered || wanted & state_bit(e.state) != 0)
+            .filter(|e| may_describe_group(access, &e.group_id))
             .map(|e| ListedGroup {
                 group_id: e.group_id.to_string(),
                 state: e.state.as_str().to_owned(),
@@ -374,16 +394,27 @@ impl Supervisor {
         })
     }
 
-    /// DeleteGroups: one result per distinct requested id, in the order first named.
-    fn delete_groups(&mut self, group_ids: Vec<String>) -> ResponseActFuture<Self, Response> {
+    /// DeleteGroups: one result per distinct requested id, in the order first named; a group
+    /// the principal may not delete is GROUP_AUTHORIZATION_FAILED, whatever else is true of it.
+    fn delete_groups(
+        &mut self,
+        group_ids: Vec<String>,
+        access: &Access,
+    ) -> ResponseActFuture<Self, Response> {
         let deletions: Vec<_> = distinct(group_ids)
             .into_iter()
             .map(|group_id| {
+                let denied = admin_access::delete_group_denied(access, &group_id);
                 let target = self
                     .groups
                     .find(&group_id)
+                    .filter(|_| !denied)
                     .map(|(k, e)| (k, e.addr.clone()));
-                let refusal = self.refusal(&group_id);
+                let refusal = if denied {
+                    Some(ErrorCode::GroupAuthorizationFailed)
+                } else {
+                    self.refusal(&group_id)
+                };
                 async move {
                     if let Some(code) = refusal {
                         return (group_id, None, code);
@@ -455,13 +486,16 @@ impl Supervisor {
             }
             return;
         }
+        // Authorized when planned (not when queued): a reload meanwhile is then in force.
+        let requested: Vec<String> = topics.iter().map(|t| t.topic.clone()).collect();
+        let (topics, denied) = admin_access::creatable_topics(&call.access, topics);
         let limits = &self.config.limits;
         let plan = self
             .catalog
             .plan(&topics, limits.max_topics, limits.max_partitions_per_topic);
         let reply = call.reply;
         let response = Response::CreateTopics(CreateTopicsResponse {
-            results: plan.results,
+            results: admin_access::create_results(&requested, &denied, plan.results),
         });
         if plan.changes.is_empty() {
             reply.send(response);
@@ -561,8 +595,12 @@ impl Handler<Route> for Supervisor {
             let link: GroupLink = entry.addr.clone();
             return Some((Arc::clone(&entry.group_id), link));
         }
-        match absent_group(&call.request, &self.config) {
+        match absent_group(&call.request, &self.config, &call.client.access) {
             AbsentGroup::Answer(response) => {
+                crate::metrics::authorization_denials(
+                    ResourceType::Topic,
+                    unreadable_topics(&call.request, &call.client.access),
+                );
                 call.reply.send(response);
                 None
             }
@@ -615,20 +653,20 @@ impl Handler<AdminCall> for Supervisor {
             Request::DescribeGroups(r) => {
                 let reply = call.reply;
                 Box::pin(
-                    self.describe_groups(r.group_ids)
+                    self.describe_groups(r.group_ids, &call.access)
                         .into_actor(self)
                         .map(move |response, _, _| reply.send(response)),
                 )
             }
             Request::ListGroups(ref r) => {
-                let response = self.list_groups(&r.states);
+                let response = self.list_groups(&r.states, &call.access);
                 call.reply.send(response);
                 Box::pin(actix::fut::ready(()))
             }
             Request::DeleteGroups(r) => {
                 let reply = call.reply;
                 Box::pin(
-                    self.delete_groups(r.group_ids)
+                    self.delete_groups(r.group_ids, &call.access)
                         .map(move |response, _, _| reply.send(response)),
                 )
             }
@@ -638,7 +676,9 @@ impl Handler<AdminCall> for Supervisor {
                 Box::pin(actix::fut::ready(()))
             }
             Request::DescribeTopics(ref r) => {
-                let topics = self.catalog.describe(r.topics.as_deref());
+                let described = self.catalog.describe(r.topics.as_deref());
+                let topics =
+                    admin_access::describable_topics(&call.access, r.topics.as_deref(), described);
                 call.reply
                     .send(Response::DescribeTopics(DescribeTopicsResponse {
                         error_code: ErrorCode::None.code(),

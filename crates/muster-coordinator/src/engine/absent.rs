@@ -10,6 +10,8 @@ use super::answers::{join_error, sync_error};
 use super::join::check_session_timeout;
 use super::limits::check_request;
 use super::offsets::{commit_error, fetch_from};
+use super::topic_access::{commits_nothing_readable, deny_unreadable};
+use crate::access::Access;
 use crate::config::GroupConfig;
 
 /// Longest group id, in bytes.
@@ -37,7 +39,9 @@ pub enum AbsentGroup {
 }
 
 /// The answer a request gets when its group does not exist, or [`AbsentGroup::Create`].
-pub fn absent_group(request: &Request, config: &GroupConfig) -> AbsentGroup {
+/// `access` decides which topics of an offset request are answered TOPIC_AUTHORIZATION_FAILED
+/// (`topic_access.rs`); a simple commit that may read none of its topics creates no group.
+pub fn absent_group(request: &Request, config: &GroupConfig, access: &Access) -> AbsentGroup {
     if let Err(code) = check_request(&config.limits, request) {
         return AbsentGroup::Answer(limit_error(request, code));
     }
@@ -65,17 +69,23 @@ pub fn absent_group(request: &Request, config: &GroupConfig) -> AbsentGroup {
                 .map(|m| (m.member_id.as_str(), m.group_instance_id.as_deref())),
         ),
         Request::OffsetCommit(r) => {
-            if r.generation_id >= 0 {
-                Response::OffsetCommit(commit_error(ErrorCode::IllegalGeneration, r))
+            let mut response = if r.generation_id >= 0 {
+                commit_error(ErrorCode::IllegalGeneration, r)
             } else if r.member_id.is_empty() && r.group_instance_id.is_none() {
-                return AbsentGroup::Create;
+                if !commits_nothing_readable(r, access) {
+                    return AbsentGroup::Create;
+                }
+                // Every topic denied: nothing to write, so no group to create for it.
+                commit_error(ErrorCode::None, r)
             } else {
                 // Kafka would create the group and then refuse the unknown member; we refuse
                 // without leaving an empty group behind.
-                Response::OffsetCommit(commit_error(unknown_member, r))
-            }
+                commit_error(unknown_member, r)
+            };
+            deny_unreadable(&mut response, access);
+            Response::OffsetCommit(response)
         }
-        Request::OffsetFetch(r) => Response::OffsetFetch(fetch_from(None, r)),
+        Request::OffsetFetch(r) => Response::OffsetFetch(fetch_from(None, r, access)),
         other => Response::error(
             ErrorCode::InvalidRequest,
             format!("{} is not addressed to one group", other.name()),

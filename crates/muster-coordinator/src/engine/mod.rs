@@ -45,12 +45,14 @@ mod sync;
 #[cfg(test)]
 mod tests;
 mod timers;
+mod topic_access;
 
 pub use absent::{
     absent_group, error_for, error_like, limit_error, validate_group_id, AbsentGroup,
     MAX_GROUP_ID_BYTES,
 };
 pub use limits::{check_request, PendingBudget};
+pub use topic_access::unreadable_topics;
 
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;

@@ -11,23 +11,30 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::limits::{check_commit, check_fetch};
+use super::topic_access::{deny_unreadable, may_read};
 use super::{Group, GroupState, Millis, Offsets, ProcessKeys, NONE};
+use crate::access::Access;
 use crate::storage::records::{CommittedOffset, OffsetWrite};
 
 impl<R> Group<R> {
     /// OffsetCommit (protocol §5 "OffsetCommit"). Returns the answer and the offsets to make
     /// durable; the answer must not leave before they are, and [`Group::apply_offsets`] must
-    /// then be called with them.
+    /// then be called with them. Topics `access` may not read are answered
+    /// TOPIC_AUTHORIZATION_FAILED and not written (`topic_access.rs`); the request's size
+    /// limits are checked before that, as they protect the server.
     pub fn commit_offsets(
         &mut self,
         now: Millis,
         req: OffsetCommitRequest,
+        access: &Access,
     ) -> (OffsetCommitResponse, Vec<OffsetWrite>) {
         if let Err(code) = check_commit(&self.config.limits, &req) {
             return (commit_error(code, &req), Vec::new());
         }
         if let Err(code) = self.check_commit(now, &req) {
-            return (commit_error(code, &req), Vec::new());
+            let mut response = commit_error(code, &req);
+            deny_unreadable(&mut response, access);
+            return (response, Vec::new());
         }
         let max_metadata = self.config.max_offset_metadata_bytes;
         let mut writes: Vec<OffsetWrite> = Vec::new();
@@ -39,9 +46,12 @@ impl<R> Group<R> {
             // One allocation per topic, shared by its partitions' writes: a long name and many
             // partitions cost their sum, not their product.
             let topic: Arc<str> = Arc::from(t.topic.as_str());
+            let readable = may_read(access, &t.topic);
             let mut results = Vec::with_capacity(t.partitions.len());
             for p in t.partitions {
-                let code = if let Err(code) =
+                let code = if !readable {
+                    ErrorCode::TopicAuthorizationFailed
+                } else if let Err(code) =
                     check_partition(p.partition, p.offset, p.metadata.as_deref(), max_metadata)
                 {
                     code
@@ -129,15 +139,16 @@ impl<R> Group<R> {
         }
     }
 
-    /// OffsetFetch (protocol §5 "OffsetFetch"): any state; no commit → offset -1.
-    pub fn fetch_offsets(&self, req: &OffsetFetchRequest) -> OffsetFetchResponse {
+    /// OffsetFetch (protocol §5 "OffsetFetch"): any state; no commit → offset -1. Only topics
+    /// `access` may read are answered with offsets (`topic_access.rs`).
+    pub fn fetch_offsets(&self, req: &OffsetFetchRequest, access: &Access) -> OffsetFetchResponse {
         if let Err(code) = check_fetch(&self.config.limits, req) {
             return OffsetFetchResponse {
                 error_code: code.code(),
                 topics: Vec::new(),
             };
         }
-        fetch_from(Some(&self.offsets), req)
+        fetch_from(Some(&self.offsets), req, access)
     }
 
     /// Drops offsets committed at or before `cutoff` (retention); returns what was dropped.
@@ -200,10 +211,13 @@ pub(super) fn commit_error(code: ErrorCode, req: &OffsetCommitRequest) -> Offset
     }
 }
 
-/// OffsetFetch over a group's offsets (`None`: the group does not exist).
+/// OffsetFetch over a group's offsets (`None`: the group does not exist). A named topic the
+/// connection may not read has TOPIC_AUTHORIZATION_FAILED on each partition (and no offset);
+/// "every committed topic" leaves such topics out, as Kafka does.
 pub(super) fn fetch_from(
     offsets: Option<&Offsets>,
     req: &OffsetFetchRequest,
+    access: &Access,
 ) -> OffsetFetchResponse {
     let lookup = |topic: &str, partition: i32| {
         offsets
@@ -217,14 +231,23 @@ pub(super) fn fetch_from(
             let mut seen: HashSet<(&str, i32), ProcessKeys> = HashSet::default();
             wanted
                 .iter()
-                .map(|t| FetchedTopic {
-                    topic: t.topic.clone(),
-                    partitions: t
-                        .partitions
-                        .iter()
-                        .filter(|&&p| seen.insert((t.topic.as_str(), p)))
-                        .map(|&p| fetched(p, lookup(&t.topic, p)))
-                        .collect(),
+                .map(|t| {
+                    let readable = may_read(access, &t.topic);
+                    FetchedTopic {
+                        topic: t.topic.clone(),
+                        partitions: t
+                            .partitions
+                            .iter()
+                            .filter(|&&p| seen.insert((t.topic.as_str(), p)))
+                            .map(|&p| {
+                                if readable {
+                                    fetched(p, lookup(&t.topic, p))
+                                } else {
+                                    unauthorized(p)
+                                }
+                            })
+                            .collect(),
+                    }
                 })
                 .collect()
         }
@@ -232,6 +255,7 @@ pub(super) fn fetch_from(
             let mut all: Vec<FetchedTopic> = offsets
                 .into_iter()
                 .flatten()
+                .filter(|(topic, _)| may_read(access, topic))
                 .map(|(topic, parts)| {
                     let mut partitions: Vec<FetchedPartition> =
                         parts.iter().map(|(&p, o)| fetched(p, Some(o))).collect();
@@ -266,5 +290,14 @@ fn fetched(partition: i32, committed: Option<&CommittedOffset>) -> FetchedPartit
             metadata: None,
             error_code: NONE,
         },
+    }
+}
+
+fn unauthorized(partition: i32) -> FetchedPartition {
+    FetchedPartition {
+        partition,
+        offset: -1,
+        metadata: None,
+        error_code: ErrorCode::TopicAuthorizationFailed.code(),
     }
 }

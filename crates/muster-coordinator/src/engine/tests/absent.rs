@@ -11,8 +11,11 @@ fn absent_group_answers() {
     let join = |member_id: &str| {
         Request::JoinGroup(Harness::join_req(member_id, None, &["t1"], &["range"]))
     };
-    assert_eq!(absent_group(&join(""), &cfg), AbsentGroup::Create);
-    let expect_answer = |req: &Request| match absent_group(req, &cfg) {
+    assert_eq!(
+        absent_group(&join(""), &cfg, &Access::open()),
+        AbsentGroup::Create
+    );
+    let expect_answer = |req: &Request| match absent_group(req, &cfg, &Access::open()) {
         AbsentGroup::Answer(r) => r,
         AbsentGroup::Create => panic!("{req:?} must not create a group"),
     };
@@ -105,7 +108,10 @@ fn absent_group_answers() {
             other => panic!("{other:?}"),
         }
     }
-    assert_eq!(absent_group(&commit(-1, ""), &cfg), AbsentGroup::Create);
+    assert_eq!(
+        absent_group(&commit(-1, ""), &cfg, &Access::open()),
+        AbsentGroup::Create
+    );
     let fetch = Request::OffsetFetch(OffsetFetchRequest {
         group_id: GROUP.into(),
         topics: Some(vec![tp("t1", &[0, 4])]),

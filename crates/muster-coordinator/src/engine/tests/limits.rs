@@ -279,10 +279,13 @@ fn fetch_answers_a_repeated_partition_once() {
         vec![commit_topic("t1", &[(0, 5, Some("x".repeat(4_000)))])],
     );
     h.group.apply_offsets(writes);
-    let r = h.group.fetch_offsets(&OffsetFetchRequest {
-        group_id: GROUP.into(),
-        topics: Some(vec![tp("t1", &[0, 0, 0, 1]), tp("t1", &[0])]),
-    });
+    let r = h.group.fetch_offsets(
+        &OffsetFetchRequest {
+            group_id: GROUP.into(),
+            topics: Some(vec![tp("t1", &[0, 0, 0, 1]), tp("t1", &[0])]),
+        },
+        &Access::open(),
+    );
     assert_eq!(r.error_code, 0);
     let answered: usize = r.topics.iter().map(|t| t.partitions.len()).sum();
     assert_eq!(answered, 2, "{r:?}");
@@ -291,10 +294,13 @@ fn fetch_answers_a_repeated_partition_once() {
 #[test]
 fn fetch_partitions_are_capped() {
     let h = Harness::with_config(limited(|l| l.max_partitions_per_request = 2));
-    let r = h.group.fetch_offsets(&OffsetFetchRequest {
-        group_id: GROUP.into(),
-        topics: Some(vec![tp("t1", &[0, 1, 2])]),
-    });
+    let r = h.group.fetch_offsets(
+        &OffsetFetchRequest {
+            group_id: GROUP.into(),
+            topics: Some(vec![tp("t1", &[0, 1, 2])]),
+        },
+        &Access::open(),
+    );
     assert_eq!(r.error_code, OVER);
     assert!(r.topics.is_empty());
 }
@@ -304,7 +310,7 @@ fn absent_groups_apply_the_same_limits() {
     let config = config();
     let mut req = new_join();
     req.rebalance_timeout_ms = config.limits.max_rebalance_timeout_ms + 1;
-    let answer = absent_group(&Request::JoinGroup(req), &config);
+    let answer = absent_group(&Request::JoinGroup(req), &config, &Access::open());
     let AbsentGroup::Answer(Response::JoinGroup(r)) = answer else {
         panic!("refused without creating: {answer:?}");
     };

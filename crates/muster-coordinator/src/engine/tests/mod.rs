@@ -23,6 +23,7 @@ mod quotas;
 mod static_members;
 mod sync;
 mod timers;
+mod topic_access;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -378,6 +379,7 @@ impl Harness {
                 group_instance_id: instance.map(str::to_owned),
                 topics,
             },
+            &self.client.access,
         )
     }
 

@@ -146,10 +146,13 @@ fn fetch_returns_applied_offsets() {
         ],
     );
     h.group.apply_offsets(writes);
-    let fetched = h.group.fetch_offsets(&OffsetFetchRequest {
-        group_id: GROUP.into(),
-        topics: Some(vec![tp("zeta", &[0, 1]), tp("nothing", &[3])]),
-    });
+    let fetched = h.group.fetch_offsets(
+        &OffsetFetchRequest {
+            group_id: GROUP.into(),
+            topics: Some(vec![tp("zeta", &[0, 1]), tp("nothing", &[3])]),
+        },
+        &Access::open(),
+    );
     assert_eq!(fetched.error_code, 0);
     let zeta = &fetched.topics[0];
     assert_eq!(zeta.topic, "zeta");
@@ -167,10 +170,13 @@ fn fetch_returns_applied_offsets() {
     assert_eq!(fetched.topics[1].partitions[0].offset, -1);
     assert_eq!(fetched.topics[1].partitions[0].partition, 3);
 
-    let all = h.group.fetch_offsets(&OffsetFetchRequest {
-        group_id: GROUP.into(),
-        topics: None,
-    });
+    let all = h.group.fetch_offsets(
+        &OffsetFetchRequest {
+            group_id: GROUP.into(),
+            topics: None,
+        },
+        &Access::open(),
+    );
     let flat: Vec<(String, i32, i64)> = all
         .topics
         .iter()
@@ -204,10 +210,13 @@ fn offsets_survive_membership_changes() {
     h.group.apply_offsets(w);
     h.leave(&[(&ids[0], None)]);
     assert_eq!(h.state(), GroupState::Empty);
-    let f = h.group.fetch_offsets(&OffsetFetchRequest {
-        group_id: GROUP.into(),
-        topics: None,
-    });
+    let f = h.group.fetch_offsets(
+        &OffsetFetchRequest {
+            group_id: GROUP.into(),
+            topics: None,
+        },
+        &Access::open(),
+    );
     assert_eq!(f.topics[0].partitions[0].offset, 42);
 }
 

@@ -41,10 +41,13 @@ fn restored_stable_group_carries_on() {
         assert_eq!(r.partitions, h.described(id).assignment);
         assert!(!r.partitions.is_empty());
     }
-    let f = h.group.fetch_offsets(&OffsetFetchRequest {
-        group_id: GROUP.into(),
-        topics: None,
-    });
+    let f = h.group.fetch_offsets(
+        &OffsetFetchRequest {
+            group_id: GROUP.into(),
+            topics: None,
+        },
+        &Access::open(),
+    );
     assert_eq!(f.topics[0].partitions[0].offset, 9);
     // An unchanged follower rejoin is still answered from the current generation.
     let follower = h.followers(&ids)[0].clone();

@@ -142,10 +142,13 @@ impl Harness {
     }
 
     fn committed(&self) -> Vec<(String, i32, i64)> {
-        let fetched = self.group.fetch_offsets(&OffsetFetchRequest {
-            group_id: GROUP.to_owned(),
-            topics: None,
-        });
+        let fetched = self.group.fetch_offsets(
+            &OffsetFetchRequest {
+                group_id: GROUP.to_owned(),
+                topics: None,
+            },
+            &Access::open(),
+        );
         fetched
             .topics
             .into_iter()

@@ -1,0 +1,1045 @@
+//! Authorization over real TCP (issue #12, protocol §6 "Authorization"): every request allowed
+//! and denied by the ACLs of an auth file, a principal confined to `orders-*` that can neither
+//! see nor touch `billing-*`, `"*"` ACLs, implied `describe`, cluster admin, refused Hellos, an
+//! open server without an auth file, and a reload that changes what an open connection may do
+//! at its next request.
+//!
+//! Each test starts its own in-process server with `ServerOptions.auth` loaded from an auth
+//! file in a temporary directory. Every connection is made by [`connect`]: the one function
+//! that knows the transport (plain TCP here), so the same cases can run over TLS by swapping
+//! it.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{ensure, Context as _, Result};
+use common::*;
+use muster_auth::TokenHash;
+use muster_coordinator::quota::Quotas;
+use muster_protocol::{DescribedGroup, ErrorCode, HelloRequest, Request, MAX_PROTOCOL_VERSION};
+use muster_server::auth::Auth;
+use muster_server::ServerThread;
+
+const ORDERS: &str = "orders-token";
+const BILLING: &str = "billing-token";
+const ADMIN: &str = "admin-token";
+const VIEWER: &str = "viewer-token";
+const DELETER: &str = "deleter-token";
+const MAKER: &str = "maker-token";
+const NOBODY: &str = "nobody-token";
+
+const GROUP_DENIED: i16 = code(ErrorCode::GroupAuthorizationFailed);
+const TOPIC_DENIED: i16 = code(ErrorCode::TopicAuthorizationFailed);
+
+// ------------------------------------------------------------------------------ transport
+
+/// Opens a connection to the server, without a Hello. The only place that knows the transport:
+/// the TLS variant of these tests makes a TLS stream here and hands it to [`Conn::over`].
+async fn connect(addr: SocketAddr) -> Result<Conn> {
+    Conn::connect_raw(addr).await
+}
+
+fn hello_with(token: Option<&str>) -> Request {
+    Request::Hello(HelloRequest {
+        protocol_version: MAX_PROTOCOL_VERSION,
+        client_id: "authz-test".into(),
+        auth_token: token.map(str::to_owned),
+    })
+}
+
+/// A connection whose Hello with `token` was accepted.
+async fn login(addr: SocketAddr, token: &str) -> Result<Conn> {
+    let mut conn = connect(addr).await?;
+    let hello = as_hello(conn.call(hello_with(Some(token))).await?);
+    ensure!(
+        hello.error_code == 0,
+        "hello with {token:?} refused: {hello:?}"
+    );
+    Ok(conn)
+}
+
+// ---------------------------------------------------------------------------- auth files
+
+fn principal(name: &str, token: &str) -> String {
+    format!(
+        "[[principals]]\nname = \"{name}\"\ntoken_sha256 = \"{}\"\n\n",
+        TokenHash::of(token).to_hex()
+    )
+}
+
+fn acl(principal: &str, resource: &str, pattern: &str, operations: &[&str]) -> String {
+    let operations: Vec<String> = operations.iter().map(|o| format!("\"{o}\"")).collect();
+    format!(
+        "[[acls]]\nprincipal = \"{principal}\"\nresource = \"{resource}\"\npattern = \"{pattern}\"\noperations = [{}]\n\n",
+        operations.join(", ")
+    )
+}
+
+/// The rules most tests use:
+/// - `orders`: read the `orders-*` groups; read and create the `orders-*` topics;
+/// - `billing`: read and delete the `billing-*` groups; read and create the `billing-*` topics;
+/// - `admin`: cluster admin;
+/// - `viewer`: describe every group and topic;
+/// - `deleter`: delete the `orders-*` groups (which implies describing them);
+/// - `maker`: create the `made-*` topics (which implies describing them);
+/// - `nobody`: nothing of its own;
+/// - everyone (`"*"`): read the `shared-*` groups and the topic `shared`.
+fn base_rules() -> String {
+    [
+        principal("orders", ORDERS),
+        principal("billing", BILLING),
+        principal("admin", ADMIN),
+        principal("viewer", VIEWER),
+        principal("deleter", DELETER),
+        principal("maker", MAKER),
+        principal("nobody", NOBODY),
+        acl("orders", "group", "orders-*", &["read"]),
+        acl("orders", "topic", "orders-*", &["read", "create"]),
+        acl("billing", "group", "billing-*", &["read", "delete"]),
+        acl("billing", "topic", "billing-*", &["read", "create"]),
+        acl("admin", "cluster", "*", &["admin"]),
+        acl("viewer", "group", "*", &["describe"]),
+        acl("viewer", "topic", "*", &["describe"]),
+        acl("deleter", "group", "orders-*", &["delete"]),
+        acl("maker", "topic", "made-*", &["create"]),
+        acl("*", "group", "shared-*", &["read"]),
+        acl("*", "topic", "shared", &["read"]),
+    ]
+    .concat()
+}
+
+/// A server whose rules come from an auth file it can be told to reload.
+struct Secured {
+    server: ServerThread,
+    auth: Arc<Auth>,
+    file: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Secured {
+    fn start(rules: &str) -> Result<Secured> {
+        let dir = tempfile::tempdir().context("temp dir")?;
+        let file = dir.path().join("auth.toml");
+        std::fs::write(&file, rules)?;
+        let auth = Arc::new(Auth::from_file(&file, Quotas::default())?);
+        let server = start_server_with(fast_config(), |o| o.auth = Arc::clone(&auth));
+        Ok(Secured {
+            server,
+            auth,
+            file,
+            _dir: dir,
+        })
+    }
+
+    fn addr(&self) -> SocketAddr {
+        self.server.local_addr()
+    }
+
+    /// Rewrites the auth file and reloads it, as SIGHUP does.
+    fn reload(&self, rules: &str) -> Result<()> {
+        std::fs::write(&self.file, rules)?;
+        self.auth.reload()?;
+        Ok(())
+    }
+}
+
+// -------------------------------------------------------------------------------- helpers
+
+/// A Stable group of one member on a connection of `token`'s principal.
+async fn one_member_group(addr: SocketAddr, token: &str, group: &str) -> Result<Member> {
+    let conn = login(addr, token).await?;
+    let mut member = Member::pending(conn, group, LONG_MS, LONG_MS).await?;
+    member.join().await?;
+    let id = member.id.clone();
+    let synced = member.sync(vec![assignment(&id, vec![0])]).await?;
+    ensure!(synced.error_code == 0, "sync: {synced:?}");
+    Ok(member)
+}
+
+/// A simple (generation -1) commit that creates `group` as an Empty group with offsets.
+async fn empty_group(conn: &mut Conn, group: &str, topic: &str) -> Result<()> {
+    let committed = as_commit(
+        conn.call(commit(group, -1, "", &[(topic, 0, 1, None)]))
+            .await?,
+    );
+    ensure!(
+        commit_codes(&committed).iter().all(|(_, _, c)| *c == 0),
+        "commit to {group}: {committed:?}"
+    );
+    Ok(())
+}
+
+async fn listed(conn: &mut Conn) -> Result<Vec<String>> {
+    let listed = as_list(conn.call(list_groups(&[])).await?);
+    ensure!(listed.error_code == 0, "list: {listed:?}");
+    Ok(listed.groups.into_iter().map(|g| g.group_id).collect())
+}
+
+async fn described(conn: &mut Conn, groups: &[&str]) -> Result<Vec<DescribedGroup>> {
+    Ok(as_describe(conn.call(describe_groups(groups)).await?).groups)
+}
+
+async fn topics_seen(conn: &mut Conn, names: Option<&[&str]>) -> Result<Vec<(String, i32)>> {
+    let described = as_describe_topics(conn.call(describe_topics(names)).await?);
+    ensure!(described.error_code == 0, "describe topics: {described:?}");
+    Ok(described
+        .topics
+        .into_iter()
+        .map(|t| (t.topic, t.partitions))
+        .collect())
+}
+
+fn denied_dead(d: &DescribedGroup, group: &str) {
+    assert_eq!(d.group_id, group);
+    assert_eq!(d.error_code, GROUP_DENIED, "{d:?}");
+    assert_eq!(d.state, "Dead", "{d:?}");
+    assert_eq!(d.generation_id, -1, "{d:?}");
+    assert!(d.members.is_empty(), "{d:?}");
+    assert!(d.leader_id.is_empty() && d.assignor.is_none(), "{d:?}");
+}
+
+fn strings(xs: &[&str]) -> Vec<String> {
+    xs.iter().map(|s| (*s).to_owned()).collect()
+}
+
+// ---------------------------------------------------------------------------- Hello
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hello_without_or_with_an_unknown_token_is_refused_and_closed() -> Result<()> {
+    let secured = Secured::start(&base_rules())?;
+    let addr = secured.addr();
+    // A known token first (failed Hellos from this address are spaced out afterwards).
+    login(addr, ORDERS).await?;
+    for token in [None, Some("not-a-token"), Some("")] {
+        let mut conn = connect(addr).await?;
+        let hello = as_hello(conn.call(hello_with(token)).await?);
+        assert_eq!(
+            hello.error_code,
+            code(ErrorCode::AuthenticationFailed),
+            "{token:?}"
+        );
+        conn.closed()
+            .await
+            .context("closed after a refused Hello")?;
+    }
+    // A request before any Hello is not served either.
+    let mut conn = connect(addr).await?;
+    let answer = conn.call(list_groups(&[])).await?;
+    assert_eq!(as_error(answer).error_code, code(ErrorCode::IllegalState));
+    conn.closed().await?;
+    Ok(())
+}
+
+// ------------------------------------------------------------------ group requests
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_requests_need_read_on_the_group() -> Result<()> {
+    let secured = Secured::start(&base_rules())?;
+    let addr = secured.addr();
+    // Allowed: the whole life of a member of an `orders-*` group.
+    let mut member = one_member_group(addr, ORDERS, "orders-life").await?;
+    assert_eq!(member.heartbeat().await?, 0);
+    let committed = as_commit(
+        member
+            .conn
+            .call(commit(
+                "orders-life",
+                member.generation,
+                &member.id,
+                &[("orders-a", 0, 42, None)],
+            ))
+            .await?,
+    );
+    assert_eq!(commit_codes(&committed), vec![("orders-a".into(), 0, 0)]);
+    let got = as_fetch(
+        member
+            .conn
+            .call(fetch("orders-life", Some(&[("orders-a", &[0])])))
+            .await?,
+    );
+    assert_eq!(got.topics[0].partitions[0].offset, 42);
+    let id = member.id.clone();
+    let left = as_leave(member.conn.call(leave("orders-life", &[&id])).await?);
+    assert_eq!(left.error_code, 0);
+    assert_eq!(left.members[0].error_code, 0);
+
+    // Denied: every group request of `nobody` on the same group, answered
+    // GROUP_AUTHORIZATION_FAILED before anything else is looked at.
+    let mut other = one_member_group(addr, ORDERS, "orders-held").await?;
+    let mut nobody = login(addr, NOBODY).await?;
+    let join = as_join(
+        nobody
+            .call(join_request("orders-held", "", LONG_MS, LONG_MS))
+            .await?,
+    );
+    assert_eq!(join.error_code, GROUP_DENIED);
+    assert!(
+        join.member_id.is_empty(),
+        "no member id handed out: {join:?}"
+    );
+    let sync = as_sync(
+        nobody
+            .call(sync_request(
+                "orders-held",
+                other.generation,
+                &other.id,
+                vec![],
+            ))
+            .await?,
+    );
+    assert_eq!(sync.error_code, GROUP_DENIED);
+    let hb = as_heartbeat(
+        nobody
+            .call(heartbeat("orders-held", other.generation, &other.id))
+            .await?,
+    );
+    assert_eq!(hb, GROUP_DENIED);
+    let left = as_leave(nobody.call(leave("orders-held", &[&other.id])).await?);
+    assert_eq!(left.error_code, GROUP_DENIED);
+    let committed = as_commit(
+        nobody
+            .call(commit(
+                "orders-held",
+                other.generation,
+                &other.id,
+                &[("shared", 0, 7, None)],
+            ))
+            .await?,
+    );
+    assert_eq!(committed.error_code, GROUP_DENIED);
+    assert_eq!(
+        commit_codes(&committed),
+        vec![("shared".into(), 0, GROUP_DENIED)]
+    );
+    let fetched = as_fetch(nobody.call(fetch("orders-held", None)).await?);
+    assert_eq!(fetched.error_code, GROUP_DENIED);
+    assert!(fetched.topics.is_empty());
+    // The member nobody tried to remove is still in its group, and nothing was committed.
+    assert_eq!(other.heartbeat().await?, 0);
+    let got = as_fetch(other.conn.call(fetch("orders-held", None)).await?);
+    assert!(got.topics.is_empty(), "{got:?}");
+
+    // A "*" ACL: every principal may read the `shared-*` groups.
+    let shared = one_member_group(addr, NOBODY, "shared-1").await?;
+    assert!(shared.generation > 0);
+    Ok(())
+}
+
+// --------------------------------------------------------------- offsets and topics
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offset_requests_need_read_on_each_topic() -> Result<()> {
+    let secured = Secured::start(&base_rules())?;
+    let addr = secured.addr();
+    let mut admin = login(addr, ADMIN).await?;
+    // The admin commits into an orders group offsets of a topic `orders` may not read.
+    let committed = as_commit(
+        admin
+            .call(commit(
+                "orders-offsets",
+                -1,
+                "",
+                &[
+                    ("orders-a", 0, 10, None),
+                    ("billing-a", 0, 20, Some("billing-secret".into())),
+                    ("shared", 0, 30, None),
+                ],
+            ))
+            .await?,
+    );
+    assert!(commit_codes(&committed).iter().all(|(_, _, c)| *c == 0));
+
+    let mut orders = login(addr, ORDERS).await?;
+    // A denied topic among allowed ones: its partitions are refused (before their values are
+    // checked: -1 would be INVALID_REQUEST), the others are committed.
+    let committed = as_commit(
+        orders
+            .call(commit(
+                "orders-offsets",
+                -1,
+                "",
+                &[
+                    ("orders-a", 0, 11, None),
+                    ("billing-a", 0, -1, None),
+                    ("billing-a", 1, 21, None),
+                    ("shared", 0, 31, None),
+                ],
+            ))
+            .await?,
+    );
+    assert_eq!(committed.error_code, 0);
+    assert_eq!(
+        commit_codes(&committed),
+        vec![
+            ("orders-a".into(), 0, 0),
+            ("billing-a".into(), 0, TOPIC_DENIED),
+            ("billing-a".into(), 1, TOPIC_DENIED),
+            ("shared".into(), 0, 0),
+        ]
+    );
+    // By name: the denied topic's partitions are refused, with no offset or metadata.
+    let got = as_fetch(
+        orders
+            .call(fetch(
+                "orders-offsets",
+                Some(&[("billing-a", &[0]), ("orders-a", &[0])]),
+            ))
+            .await?,
+    );
+    assert_eq!(got.error_code, 0);
+    let billing = &got.topics[0].partitions[0];
+    assert_eq!(
+        (
+            billing.error_code,
+            billing.offset,
+            billing.metadata.as_deref()
+        ),
+        (TOPIC_DENIED, -1, None)
+    );
+    assert_eq!(got.topics[1].partitions[0].offset, 11);
+    // Everything committed: the denied topic is left out.
+    let all = as_fetch(orders.call(fetch("orders-offsets", None)).await?);
+    assert_eq!(all.error_code, 0);
+    let names: Vec<&str> = all.topics.iter().map(|t| t.topic.as_str()).collect();
+    assert_eq!(names, vec!["orders-a", "shared"]);
+    // The admin sees that billing-a was not touched.
+    let all = as_fetch(admin.call(fetch("orders-offsets", None)).await?);
+    let offsets = fetched(&all);
+    assert_eq!(offsets[&("billing-a".to_owned(), 0)].0, 20);
+    assert!(!offsets.contains_key(&("billing-a".to_owned(), 1)));
+    assert_eq!(offsets[&("orders-a".to_owned(), 0)].0, 11);
+    assert_eq!(offsets[&("shared".to_owned(), 0)].0, 31);
+
+    // A simple commit whose every topic is denied creates no group.
+    let committed = as_commit(
+        orders
+            .call(commit("orders-never", -1, "", &[("billing-a", 0, 1, None)]))
+            .await?,
+    );
+    assert_eq!(
+        commit_codes(&committed),
+        vec![("billing-a".into(), 0, TOPIC_DENIED)]
+    );
+    assert!(!listed(&mut admin)
+        .await?
+        .contains(&"orders-never".to_owned()));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_topics_needs_create_even_to_raise_a_partition_count() -> Result<()> {
+    let secured = Secured::start(&base_rules())?;
+    let addr = secured.addr();
+    let mut admin = login(addr, ADMIN).await?;
+    let created = as_create_topics(admin.call(create_topics(&[("billing-a", 1)])).await?);
+    assert_eq!(created.results[0].error_code, 0);
+
+    let mut orders = login(addr, ORDERS).await?;
+    let created = as_create_topics(
+        orders
+            .call(create_topics(&[
+                ("orders-a", 3),
+                ("billing-a", 5),
+                // Denied before they are validated: an invalid name, an invalid count.
+                ("bad name", 1),
+                ("billing-b", 0),
+                ("orders-b", 0),
+            ]))
+            .await?,
+    );
+    let codes: Vec<(&str, i16)> = created
+        .results
+        .iter()
+        .map(|r| (r.topic.as_str(), r.error_code))
+        .collect();
+    assert_eq!(
+        codes,
+        vec![
+            ("orders-a", 0),
+            ("billing-a", TOPIC_DENIED),
+            ("bad name", TOPIC_DENIED),
+            ("billing-b", TOPIC_DENIED),
+            ("orders-b", code(ErrorCode::InvalidPartitions)),
+        ]
+    );
+    // Raising its own topic's count is allowed; a denied raise changed nothing.
+    let raised = as_create_topics(orders.call(create_topics(&[("orders-a", 6)])).await?);
+    assert_eq!(raised.results[0].error_code, 0);
+    let all = topics_seen(&mut admin, None).await?;
+    assert_eq!(
+        all,
+        vec![("billing-a".to_owned(), 1), ("orders-a".to_owned(), 6)]
+    );
+    // The admin's invalid name gets the validation error the others were spared.
+    let invalid = as_create_topics(admin.call(create_topics(&[("bad name", 1)])).await?);
+    assert_eq!(invalid.results[0].error_code, code(ErrorCode::InvalidTopic));
+    // Create implies describe; nothing else.
+    let mut maker = login(addr, MAKER).await?;
+    let made = as_create_topics(
+        maker
+            .call(create_topics(&[("made-1", 2), ("orders-c", 1)]))
+            .await?,
+    );
+    let codes: Vec<i16> = made.results.iter().map(|r| r.error_code).collect();
+    assert_eq!(codes, vec![0, TOPIC_DENIED]);
+    assert_eq!(
+        topics_seen(&mut maker, None).await?,
+        vec![("made-1".to_owned(), 2)]
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_topics_shows_only_describable_topics() -> Result<()> {
+    let secured = Secured::start(&base_rules())?;
+    let addr = secured.addr();
+    let mut admin = login(addr, ADMIN).await?;
+    let created = as_create_topics(
+        admin
+            .call(create_topics(&[
+                ("orders-a", 2),
+                ("billing-a", 3),
+                ("shared", 1),
+            ]))
+            .await?,
+    );
+    assert!(created.results.iter().all(|r| r.error_code == 0));
+
+    let mut orders = login(addr, ORDERS).await?;
+    // `read` implies describe; the "*" ACL gives `shared`.
+    assert_eq!(
+        topics_seen(&mut orders, None).await?,
+        vec![("orders-a".to_owned(), 2), ("shared".to_owned(), 1)]
+    );
+    assert_eq!(
+        topics_seen(
+            &mut orders,
+            Some(&["billing-a", "orders-a", "orders-missing"])
+        )
+        .await?,
+        vec![("orders-a".to_owned(), 2)]
+    );
+    assert!(topics_seen(&mut orders, Some(&["billing-a"]))
+        .await?
+        .is_empty());
+    let mut viewer = login(addr, VIEWER).await?;
+    assert_eq!(topics_seen(&mut viewer, None).await?.len(), 3);
+    assert_eq!(
+        topics_seen(&mut viewer, Some(&["billing-a"])).await?,
+        vec![("billing-a".to_owned(), 3)]
+    );
+    let mut nobody = login(addr, NOBODY).await?;
+    assert_eq!(
+        topics_seen(&mut nobody, None).await?,
+        vec![("shared".to_owned(), 1)]
+    );
+    Ok(())
+}
+
+// ------------------------------------------------------------------- admin on groups
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_and_list_groups_need_describe() -> Result<()> {
+    let secured = Secured::start(&base_rules())?;
+    let addr = secured.addr();
+    let _orders = one_member_group(addr, ORDERS, "orders-1").await?;
+    let _billing = one_member_group(addr, BILLING, "billing-1").await?;
+    let _shared = one_member_group(addr, NOBODY, "shared-1").await?;
+
+    let mut orders = login(addr, ORDERS).await?;
+    assert_eq!(
+        listed(&mut orders).await?,
+        strings(&["orders-1", "shared-1"])
+    );
+    let groups = described(&mut orders, &["billing-1", "orders-1", "", "billing-none"]).await?;
+    denied_dead(&groups[0], "billing-1");
+    assert_eq!(groups[1].error_code, 0);
+    assert_eq!(groups[1].state, "Stable");
+    assert_eq!(groups[1].members.len(), 1);
+    // Checked before the id is validated: an invalid id says no more than a denied one.
+    denied_dead(&groups[2], "");
+    denied_dead(&groups[3], "billing-none");
+
+    // Describe alone: sees every group, touches none.
+    let mut viewer = login(addr, VIEWER).await?;
+    assert_eq!(
+        listed(&mut viewer).await?,
+        strings(&["billing-1", "orders-1", "shared-1"])
+    );
+    let groups = described(&mut viewer, &["billing-1"]).await?;
+    assert_eq!(groups[0].error_code, 0);
+    assert_eq!(groups[0].members.len(), 1);
+    let join = as_join(
+        viewer
+            .call(join_request("billing-1", "", LONG_MS, LONG_MS))
+            .await?,
+    );
+    assert_eq!(join.error_code, GROUP_DENIED);
+    let deleted = as_delete(viewer.call(delete_groups(&["billing-1"])).await?);
+    assert_eq!(deleted.results[0].error_code, GROUP_DENIED);
+
+    // Delete implies describe.
+    let mut deleter = login(addr, DELETER).await?;
+    assert_eq!(
+        listed(&mut deleter).await?,
+        strings(&["orders-1", "shared-1"])
+    );
+    // The admin validates ids like an open server.
+    let mut admin = login(addr, ADMIN).await?;
+    let groups = described(&mut admin, &["", "billing-1"]).await?;
+    assert_eq!(groups[0].error_code, code(ErrorCode::InvalidGroupId));
+    assert_eq!(groups[1].error_code, 0);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_groups_needs_delete_on_each_group() -> Result<()> {
+    let secured = Secured::start(&base_rules())?;
+    let addr = secured.addr();
+    let mut admin = login(addr, ADMIN).await?;
+    for group in ["orders-1", "orders-2", "billing-1"] {
+        empty_group(&mut admin, group, "t").await?;
+    }
+    // `read` does not imply delete.
+    let mut orders = login(addr, ORDERS).await?;
+    let deleted = as_delete(orders.call(delete_groups(&["orders-1"])).await?);
+    assert_eq!(deleted.results[0].error_code, GROUP_DENIED);
+
+    let mut deleter = login(addr, DELETER).await?;
+    let deleted = as_delete(
+        deleter
+            .call(delete_groups(&["orders-1", "billing-1", "orders-none", ""]))
+            .await?,
+    );
+    let codes: Vec<(&str, i16)> = deleted
+        .results
+        .iter()
+        .map(|r| (r.group_id.as_str(), r.error_code))
+        .collect();
+    assert_eq!(
+        codes,
+        vec![
+            ("orders-1", 0),
+            ("billing-1", GROUP_DENIED),
+            ("orders-none", code(ErrorCode::GroupIdNotFound)),
+            ("", GROUP_DENIED),
+        ]
+    );
+    assert_eq!(
+        listed(&mut admin).await?,
+        strings(&["billing-1", "orders-2"])
+    );
+    // Cluster admin deletes anything.
+    let deleted = as_delete(
+        admin
+            .call(delete_groups(&["billing-1", "orders-2"]))
+            .await?,
+    );
+    assert!(
+        deleted.results.iter().all(|r| r.error_code == 0),
+        "{deleted:?}"
+    );
+    assert!(listed(&mut admin).await?.is_empty());
+    Ok(())
+}
+
+// ------------------------------------------------------------ confinement, admin, open
+
+/// A principal confined to `orders-*` learns nothing of `billing-*` and changes nothing there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_principal_confined_to_orders_can_neither_see_nor_touch_billing() -> Result<()> {
+    let secured = Secured::start(&base_rules())?;
+    let addr = secured.addr();
+    let mut billing = one_member_group(addr, BILLING, "billing-live").await?;
+    let billing_id = billing.id.clone();
+    let generation = billing.generation;
+    let committed = as_commit(
+        billing
+            .conn
+            .call(commit(
+                "billing-live",
+                generation,
+                &billing_id,
+                &[("billing-a", 0, 500, Some("ledger".into()))],
+            ))
+            .await?,
+    );
+    assert!(commit_codes(&committed).iter().all(|(_, _, c)| *c == 0));
+    let mut billing_admin = login(addr, BILLING).await?;
+    empty_group(&mut billing_admin, "billing-idle", "billing-a").await?;
+    let _orders_member = one_member_group(addr, ORDERS, "orders-live").await?;
+
+    let mut orders = login(addr, ORDERS).await?;
+    // See: nothing listed, described or fetched reveals a billing group.
+    assert_eq!(listed(&mut orders).await?, strings(&["orders-live"]));
+    let groups = described(
+        &mut orders,
+        &["billing-live", "billing-idle", "billing-none"],
+    )
+    .await?;
+    denied_dead(&groups[0], "billing-live");
+    denied_dead(&groups[1], "billing-idle");
+    denied_dead(&groups[2], "billing-none");
+    assert_eq!(
+        groups[0],
+        DescribedGroup {
+            group_id: "billing-live".into(),
+            ..groups[2].clone()
+        },
+        "an existing group looks like a missing one"
+    );
+    for group in ["billing-live", "billing-none"] {
+        let got = as_fetch(orders.call(fetch(group, None)).await?);
+        assert_eq!(
+            (got.error_code, got.topics.len()),
+            (GROUP_DENIED, 0),
+            "{group}"
+        );
+        let got = as_fetch(
+            orders
+                .call(fetch(group, Some(&[("billing-a", &[0])])))
+                .await?,
+        );
+        assert_eq!(
+            (got.error_code, got.topics.len()),
+            (GROUP_DENIED, 0),
+            "{group}"
+        );
+    }
+    // Touch: join, sync, heartbeat, leave, commit, delete are all refused.
+    let join = as_join(
+        orders
+            .call(join_request("billing-live", "", LONG_MS, LONG_MS))
+            .await?,
+    );
+    assert_eq!(join.error_code, GROUP_DENIED);
+    let join = as_join(
+        orders
+            .call(join_request("billing-live", &billing_id, LONG_MS, LONG_MS))
+            .await?,
+    );
+    assert_eq!(join.error_code, GROUP_DENIED);
+    let sync = as_sync(
+        orders
+            .call(sync_request(
+                "billing-live",
+                generation,
+                &billing_id,
+                vec![],
+            ))
+            .await?,
+    );
+    assert_eq!(sync.error_code, GROUP_DENIED);
+    assert_eq!(
+        as_heartbeat(
+            orders
+                .call(heartbeat("billing-live", generation, &billing_id))
+                .await?
+        ),
+        GROUP_DENIED
+    );
+    let left = as_leave(orders.call(leave("billing-live", &[&billing_id])).await?);
+    assert_eq!(left.error_code, GROUP_DENIED);
+    for (group, generation, member) in [
+        ("billing-live", generation, billing_id.as_str()),
+        ("billing-idle", -1, ""),
+        ("billing-new", -1, ""),
+    ] {
+        let committed = as_commit(
+            orders
+                .call(commit(
+                    group,
+                    generation,
+                    member,
+                    &[("orders-a", 0, 1, None)],
+                ))
+                .await?,
+        );
+        assert_eq!(committed.error_code, GROUP_DENIED, "{group}");
+    }
+    let deleted = as_delete(
+        orders
+            .call(delete_groups(&["billing-idle", "billing-live"]))
+            .await?,
+    );
+    assert!(deleted.results.iter().all(|r| r.error_code == GROUP_DENIED));
+    // Its own group, committing to a billing topic: refused per partition.
+    let committed = as_commit(
+        orders
+            .call(commit(
+                "orders-live-offsets",
+                -1,
+                "",
+                &[("billing-a", 0, 1, None)],
+            ))
+            .await?,
+    );
+    assert_eq!(
+        commit_codes(&committed),
+        vec![("billing-a".into(), 0, TOPIC_DENIED)]
+    );
+
+    // Billing is as it was: same member, same generation, same offsets, both groups there.
+    assert_eq!(billing.heartbeat().await?, 0);
+    let groups = described(&mut billing_admin, &["billing-live"]).await?;
+    assert_eq!(groups[0].generation_id, generation);
+    assert_eq!(groups[0].members.len(), 1);
+    assert_eq!(groups[0].members[0].member_id, billing_id);
+    let got = as_fetch(billing_admin.call(fetch("billing-live", None)).await?);
+    assert_eq!(
+        fetched(&got)[&("billing-a".to_owned(), 0)],
+        (500, Some("ledger".into()))
+    );
+    assert_eq!(
+        listed(&mut billing_admin).await?,
+        strings(&["billing-idle", "billing-live"])
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_admin_may_do_everything() -> Result<()> {
+    let secured = Secured::start(&base_rules())?;
+    let addr = secured.addr();
+    let _billing = one_member_group(addr, BILLING, "billing-1").await?;
+    let mut admin_member = one_member_group(addr, ADMIN, "anything-at-all").await?;
+    assert_eq!(admin_member.heartbeat().await?, 0);
+    let mut admin = login(addr, ADMIN).await?;
+    let committed = as_commit(
+        admin
+            .call(commit(
+                "billing-admin",
+                -1,
+                "",
+                &[("billing-a", 0, 3, None), ("x", 0, 4, None)],
+            ))
+            .await?,
+    );
+    assert!(commit_codes(&committed).iter().all(|(_, _, c)| *c == 0));
+    let got = as_fetch(admin.call(fetch("billing-admin", None)).await?);
+    assert_eq!(got.topics.len(), 2);
+    assert_eq!(
+        listed(&mut admin).await?,
+        strings(&["anything-at-all", "billing-1", "billing-admin"])
+    );
+    let groups = described(&mut admin, &["billing-1"]).await?;
+    assert_eq!((groups[0].error_code, groups[0].members.len()), (0, 1));
+    let created = as_create_topics(
+        admin
+            .call(create_topics(&[("any", 1), ("billing-z", 2)]))
+            .await?,
+    );
+    assert!(created.results.iter().all(|r| r.error_code == 0));
+    assert_eq!(topics_seen(&mut admin, None).await?.len(), 2);
+    let deleted = as_delete(admin.call(delete_groups(&["billing-admin"])).await?);
+    assert_eq!(deleted.results[0].error_code, 0);
+    let id = admin_member.id.clone();
+    let left = as_leave(
+        admin_member
+            .conn
+            .call(leave("anything-at-all", &[&id]))
+            .await?,
+    );
+    assert_eq!(left.error_code, 0);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_auth_file_everything_is_open() -> Result<()> {
+    let server = start_server(fast_config());
+    let addr = server.local_addr();
+    // No token needed, and any token is ignored.
+    let mut conn = connect(addr).await?;
+    assert_eq!(as_hello(conn.call(hello_with(None)).await?).error_code, 0);
+    let mut other = connect(addr).await?;
+    assert_eq!(
+        as_hello(other.call(hello_with(Some("whatever"))).await?).error_code,
+        0
+    );
+    let mut member = Member::pending(other, "billing-1", LONG_MS, LONG_MS).await?;
+    member.join().await?;
+    let id = member.id.clone();
+    assert_eq!(
+        member
+            .sync(vec![assignment(&id, vec![0])])
+            .await?
+            .error_code,
+        0
+    );
+    assert_eq!(member.heartbeat().await?, 0);
+    empty_group(&mut conn, "orders-1", "billing-a").await?;
+    let got = as_fetch(conn.call(fetch("orders-1", None)).await?);
+    assert_eq!(got.topics.len(), 1);
+    assert_eq!(
+        listed(&mut conn).await?,
+        strings(&["billing-1", "orders-1"])
+    );
+    let groups = described(&mut conn, &["billing-1", ""]).await?;
+    assert_eq!(groups[0].members.len(), 1);
+    assert_eq!(groups[1].error_code, code(ErrorCode::InvalidGroupId));
+    let created = as_create_topics(conn.call(create_topics(&[("billing-a", 1)])).await?);
+    assert_eq!(created.results[0].error_code, 0);
+    assert_eq!(
+        topics_seen(&mut conn, None).await?,
+        vec![("billing-a".to_owned(), 1)]
+    );
+    let deleted = as_delete(conn.call(delete_groups(&["orders-1"])).await?);
+    assert_eq!(deleted.results[0].error_code, 0);
+    let left = as_leave(member.conn.call(leave("billing-1", &[&id])).await?);
+    assert_eq!(left.error_code, 0);
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------ reload
+
+/// `Auth::reload` (what SIGHUP calls) reaches a connection that is already open at its next
+/// request: a grant added is usable, a grant removed and a principal removed are denied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_changes_what_an_open_connection_may_do() -> Result<()> {
+    let secured = Secured::start(&base_rules())?;
+    let addr = secured.addr();
+    let mut admin = login(addr, ADMIN).await?;
+    let created = as_create_topics(
+        admin
+            .call(create_topics(&[("billing-a", 1), ("orders-a", 1)]))
+            .await?,
+    );
+    assert!(created.results.iter().all(|r| r.error_code == 0));
+    let mut orders = login(addr, ORDERS).await?;
+    let billing_commit = || commit("billing-x", -1, "", &[("billing-a", 0, 1, None)]);
+    let committed = as_commit(orders.call(billing_commit()).await?);
+    assert_eq!(committed.error_code, GROUP_DENIED);
+
+    // Grant added: the same connection may now read billing groups and topics.
+    let granted = [
+        base_rules(),
+        acl("orders", "group", "billing-*", &["read"]),
+        acl("orders", "topic", "billing-*", &["read"]),
+    ]
+    .concat();
+    secured.reload(&granted)?;
+    let committed = as_commit(orders.call(billing_commit()).await?);
+    assert_eq!(commit_codes(&committed), vec![("billing-a".into(), 0, 0)]);
+    assert_eq!(listed(&mut orders).await?, strings(&["billing-x"]));
+    assert_eq!(
+        topics_seen(&mut orders, None).await?,
+        vec![("billing-a".to_owned(), 1), ("orders-a".to_owned(), 1)]
+    );
+
+    // Topic grant removed: the group may still be read, the topic not.
+    let group_only = [base_rules(), acl("orders", "group", "billing-*", &["read"])].concat();
+    secured.reload(&group_only)?;
+    let committed = as_commit(orders.call(billing_commit()).await?);
+    assert_eq!(
+        commit_codes(&committed),
+        vec![("billing-a".into(), 0, TOPIC_DENIED)]
+    );
+
+    // Grant removed: denied again.
+    secured.reload(&base_rules())?;
+    let committed = as_commit(orders.call(billing_commit()).await?);
+    assert_eq!(committed.error_code, GROUP_DENIED);
+    assert!(listed(&mut orders).await?.is_empty());
+
+    // A file that does not parse is refused and the rules in force stay.
+    std::fs::write(&secured.file, "[[principals]]\nname = ")?;
+    assert!(secured.auth.reload().is_err());
+    empty_group(&mut orders, "orders-1", "orders-a").await?;
+
+    // Principal removed: the open connection may do nothing more, not even what "*" grants,
+    // and its token no longer authenticates.
+    let without_orders: String = base_rules()
+        .split("\n\n")
+        .filter(|block| {
+            !block.contains("\"orders\"") && !block.contains(&TokenHash::of(ORDERS).to_hex())
+        })
+        .map(|block| format!("{block}\n\n"))
+        .collect();
+    secured.reload(&without_orders)?;
+    let committed = as_commit(
+        orders
+            .call(commit("orders-1", -1, "", &[("orders-a", 0, 2, None)]))
+            .await?,
+    );
+    assert_eq!(committed.error_code, GROUP_DENIED);
+    let committed = as_commit(
+        orders
+            .call(commit("shared-1", -1, "", &[("shared", 0, 2, None)]))
+            .await?,
+    );
+    assert_eq!(committed.error_code, GROUP_DENIED);
+    assert!(listed(&mut orders).await?.is_empty());
+    assert!(topics_seen(&mut orders, None).await?.is_empty());
+    let created = as_create_topics(orders.call(create_topics(&[("orders-b", 1)])).await?);
+    assert_eq!(created.results[0].error_code, TOPIC_DENIED);
+    let deleted = as_delete(orders.call(delete_groups(&["orders-1"])).await?);
+    assert_eq!(deleted.results[0].error_code, GROUP_DENIED);
+    let mut again = connect(addr).await?;
+    let hello = as_hello(again.call(hello_with(Some(ORDERS))).await?);
+    assert_eq!(hello.error_code, code(ErrorCode::AuthenticationFailed));
+    // The others are unaffected.
+    assert_eq!(
+        listed(&mut admin).await?,
+        strings(&["billing-x", "orders-1"])
+    );
+    Ok(())
+}
+
+// ----------------------------------------------------------------------------- metrics
+
+fn denials(resource: &str) -> f64 {
+    let series = format!("muster_authorization_denials_total{{resource=\"{resource}\"}}");
+    muster_server::telemetry::render_metrics()
+        .lines()
+        .find_map(|l| l.strip_prefix(series.as_str())?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Every denial counts in `muster_authorization_denials_total` by resource type. (Other
+/// tests of this binary deny concurrently, so the counts are checked as lower bounds.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn denials_are_counted_by_resource_type() -> Result<()> {
+    muster_server::telemetry::metrics_handle();
+    let secured = Secured::start(&base_rules())?;
+    let addr = secured.addr();
+    let (groups_before, topics_before) = (denials("group"), denials("topic"));
+    let mut orders = login(addr, ORDERS).await?;
+    // Groups: one group request, two described, one deleted.
+    as_join(
+        orders
+            .call(join_request("billing-1", "", LONG_MS, LONG_MS))
+            .await?,
+    );
+    described(&mut orders, &["billing-1", "billing-2"]).await?;
+    as_delete(orders.call(delete_groups(&["orders-1"])).await?);
+    // Topics: two in a commit, one fetched, one created, one described by name.
+    as_commit(
+        orders
+            .call(commit(
+                "orders-1",
+                -1,
+                "",
+                &[
+                    ("billing-a", 0, 1, None),
+                    ("billing-b", 0, 1, None),
+                    ("orders-a", 0, 1, None),
+                ],
+            ))
+            .await?,
+    );
+    as_fetch(
+        orders
+            .call(fetch("orders-1", Some(&[("billing-a", &[0])])))
+            .await?,
+    );
+    as_create_topics(orders.call(create_topics(&[("billing-c", 1)])).await?);
+    topics_seen(&mut orders, Some(&["billing-a"])).await?;
+    let groups = denials("group") - groups_before;
+    let topics = denials("topic") - topics_before;
+    ensure!(groups >= 4.0, "group denials counted: {groups}");
+    ensure!(topics >= 5.0, "topic denials counted: {topics}");
+    Ok(())
+}
