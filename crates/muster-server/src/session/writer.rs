@@ -224,6 +224,14 @@ pub(crate) async fn write_responses<W: AsyncWrite + Unpin>(
         }
         out.written += written;
         if out.unwritten() == 0 {
+            // A TLS stream may keep encrypted bytes the socket did not take yet; they must go
+            // before the writer sleeps. On plain TCP this is ready at once (a no-op).
+            match write.flush().now_or_never() {
+                Some(flushed) => flushed?,
+                None => tokio::time::timeout(limits.write_timeout, write.flush())
+                    .await
+                    .map_err(|_| WriteEnd::Timeout(limits.write_timeout))??,
+            }
             out.clear();
             // The responses are on the wire: their in-flight slots are free again.
             gate.permits.add_permits(std::mem::take(&mut out.answered));
