@@ -455,6 +455,48 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn answers_held_by_a_buffering_stream_are_flushed() {
+        // A TLS stream takes bytes it cannot send yet and keeps them until the next write or a
+        // flush; a BufWriter does the same deterministically. The writer must flush before it
+        // sleeps, or the answer never leaves.
+        use tokio::io::AsyncReadExt;
+        let (pipe, mut reader) = tokio::io::duplex(1024);
+        let (outbox, rx) = Outbox::new();
+        let permits = Arc::new(Semaphore::new(1));
+        permits.try_acquire().expect("a free slot").forget();
+        let large = Arc::new(Semaphore::new(1));
+        let (_close, close_rx) = oneshot::channel();
+        let (_shutdown, shutdown_rx) = watch::channel(false);
+        let limits = WriterLimits {
+            max_buffered: 1 << 20,
+            write_timeout: Duration::from_secs(60),
+            max_in_flight_large: 1,
+        };
+        let task = tokio::spawn(write_responses(
+            tokio::io::BufWriter::new(pipe),
+            rx,
+            Arc::clone(&permits),
+            large,
+            limits,
+            close_rx,
+            shutdown_rx,
+        ));
+        outbox.send(answer(7));
+        let mut buf = [0u8; HEARTBEAT_FRAME];
+        tokio::time::timeout(Duration::from_secs(5), reader.read_exact(&mut buf))
+            .await
+            .expect("the answer was flushed")
+            .expect("read");
+        assert_eq!(
+            &buf[4..8],
+            &7u32.to_le_bytes(),
+            "the answer's correlation id"
+        );
+        assert!(eventually(|| permits.available_permits() == 1).await);
+        task.abort();
+    }
+
+    #[tokio::test]
     async fn at_the_byte_bound_the_writer_withholds_free_slots_until_the_client_reads() {
         use tokio::io::AsyncReadExt;
         let limits = WriterLimits {
