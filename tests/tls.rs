@@ -416,3 +416,29 @@ fn bad_files_are_refused_naming_the_file() {
     // The good files load.
     TlsSettings::load(&server.cert, &server.key, Some(&pki.ca_path())).expect("good files load");
 }
+
+#[tokio::test]
+async fn shutdown_does_not_wait_for_a_stalled_handshake() -> Result<()> {
+    let pki = Pki::new("shutdown");
+    let server = pki.server();
+    let mut tls = TlsSettings::load(&server.cert, &server.key, None)?;
+    tls.handshake_timeout = Duration::from_secs(30);
+    let server = start_server_with(fast_config(), |options| {
+        options.tls = Some(tls);
+        options.shutdown_timeout = Duration::from_secs(10);
+    });
+    let addr = server.local_addr();
+    let _stalled = TcpStream::connect(addr).await?;
+    // A served client shows the stalled connection has been accepted (one accept loop).
+    let mut good = tls_connect(addr, client_config(&pki.ca_path(), None)).await?;
+    as_hello(call(&mut good, 1, hello(1, "good")).await?);
+    drop(good);
+    let started = std::time::Instant::now();
+    tokio::task::spawn_blocking(move || server.stop()).await?;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "shutdown waited for a stalled handshake: {:?}",
+        started.elapsed()
+    );
+    Ok(())
+}

@@ -163,9 +163,15 @@ fn open(
         Session::create(move |_| Session::new(id, stream.into(), None, peer, slot));
         return;
     };
+    // Shutdown does not wait for handshakes: a stalled one would hold it up to its timeout.
+    let mut shutdown = slot.settings().shutdown_signal();
     actix::spawn(async move {
         let handshake = tls::accept(&tls.clients, tls.handshake_timeout, stream, peer, "client");
-        if let Ok(accepted) = handshake.await {
+        let accepted = tokio::select! {
+            accepted = handshake => accepted,
+            _ = shutdown.wait_for(|down| *down) => return,
+        };
+        if let Ok(accepted) = accepted {
             let name = accepted.certificate_name;
             Session::create(move |_| Session::new(id, accepted.stream, name, peer, slot));
         }

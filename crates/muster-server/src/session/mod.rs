@@ -104,6 +104,11 @@ impl SessionSettings {
     pub fn begin_shutdown(&self) {
         self.shutdown.send_replace(true);
     }
+
+    /// Turns true when shutdown begins (a connection still in its TLS handshake gives up).
+    pub(crate) fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
 }
 
 /// One counted connection: counted in by the listener, out when dropped (whatever way the
@@ -117,6 +122,11 @@ pub struct ConnectionSlot {
 }
 
 impl ConnectionSlot {
+    /// The settings of the server that counted this connection in.
+    pub(crate) fn settings(&self) -> &Arc<SessionSettings> {
+        &self.settings
+    }
+
     /// Counts a connection in, unless the server is at `max_connections`.
     pub fn acquire(
         settings: &Arc<SessionSettings>,
