@@ -165,7 +165,7 @@ impl Failure {
             ),
             ClientError::Tls(tls) => Failure::new(
                 Status::Unreachable,
-                format!("{what}: server {server}: TLS {tls}"),
+                format!("{what}: server {server}: {tls}"),
             ),
             ClientError::Disconnected => Failure::new(
                 Status::Unreachable,

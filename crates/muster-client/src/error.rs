@@ -61,7 +61,7 @@ pub enum ClientError {
     /// TLS could not be set up (a CA, certificate or key file, or the server name), or the
     /// TLS handshake failed (the server's certificate is not trusted, or the server refused
     /// ours). Not retried: it will not get better by itself.
-    #[error("TLS: {0}")]
+    #[error("{0}")]
     Tls(Arc<crate::tls::TlsError>),
     /// A configuration value is unusable; nothing was started.
     #[error("invalid configuration: {0}")]

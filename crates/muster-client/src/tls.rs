@@ -40,7 +40,7 @@ pub enum TlsError {
     },
     #[error("{0:?} is not a valid TLS server name (a DNS name or an IP address)")]
     ServerName(String),
-    #[error("handshake with {addr} failed: {reason}")]
+    #[error("TLS handshake with {addr} failed: {reason}")]
     Handshake { addr: String, reason: String },
     /// The server ended the TLS session with an alert (e.g. it requires a client certificate,
     /// or refused ours), or sent what is not TLS.
