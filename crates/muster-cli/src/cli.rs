@@ -2,6 +2,8 @@
 //! tree per noun (`groups`, `offsets`, `topics`). Parsing only: nothing here talks to a server.
 //! A wrong command line exits with code 2 (clap's own).
 
+use std::path::PathBuf;
+
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use muster_client::GroupState;
 
@@ -67,6 +69,37 @@ pub struct Global {
     /// Credentials, for a server configured with tokens.
     #[arg(long, global = true, env = "MUSTER_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+
+    /// Speak TLS, trusting the CA certificates in this PEM file.
+    #[arg(long, global = true, env = "MUSTER_TLS_CA", value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+
+    /// Client certificate (PEM), for a server that requires one (with --tls-client-key).
+    #[arg(
+        long,
+        global = true,
+        env = "MUSTER_TLS_CLIENT_CERT",
+        value_name = "FILE"
+    )]
+    pub tls_client_cert: Option<PathBuf>,
+
+    /// The client certificate's private key (PEM).
+    #[arg(
+        long,
+        global = true,
+        env = "MUSTER_TLS_CLIENT_KEY",
+        value_name = "FILE"
+    )]
+    pub tls_client_key: Option<PathBuf>,
+
+    /// The name the server's certificate must carry [default: the host of --server].
+    #[arg(
+        long,
+        global = true,
+        env = "MUSTER_TLS_SERVER_NAME",
+        value_name = "NAME"
+    )]
+    pub tls_server_name: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -8,7 +8,7 @@
 //! | 1 | `Refused` | the server answered with an error code (e.g. `NON_EMPTY_GROUP`, `UNKNOWN_MEMBER_ID` when setting offsets of a group that has members, `INVALID_PARTITIONS`), or `auth check` refused the file |
 //! | 2 | `Usage` | the command line is wrong (clap's own exit code) |
 //! | 3 | `NotFound` | the group does not exist (`GROUP_ID_NOT_FOUND`, or described as `Dead` with no members) |
-//! | 4 | `Unreachable` | no answer from the server: connection refused, broken, or timed out |
+//! | 4 | `Unreachable` | no answer from the server: connection refused, broken, or timed out, or the TLS handshake failed |
 //! | 5 | `Internal` | an answer the CLI cannot interpret, or output that cannot be written |
 
 use std::fmt::Write as _;
@@ -164,6 +164,10 @@ impl Failure {
                 Status::Unreachable,
                 format!("{what}: server {server} unreachable: {io}"),
             ),
+            ClientError::Tls(tls) => Failure::new(
+                Status::Unreachable,
+                format!("{what}: server {server}: {tls}"),
+            ),
             ClientError::Disconnected => Failure::new(
                 Status::Unreachable,
                 format!("{what}: server {server} closed the connection"),
@@ -177,7 +181,7 @@ impl Failure {
 /// where the operator's fix is a `muster` option.
 pub fn explain(code: ErrorCode) -> &'static str {
     match code {
-        ErrorCode::AuthenticationFailed => "the token (--token / MUSTER_TOKEN) was refused",
+        ErrorCode::AuthenticationFailed => "the token (--token / MUSTER_TOKEN) or the client certificate (--tls-client-cert) was refused",
         other => other.description(),
     }
 }

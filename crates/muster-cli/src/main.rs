@@ -17,7 +17,8 @@
 //!
 //! Global options: `--server HOST:PORT` (env `MUSTER_SERVER`, default `127.0.0.1:7450`),
 //! `--json`, `--timeout-ms MS` (default 5000, for connecting and for each answer), `--token`
-//! (env `MUSTER_TOKEN`).
+//! (env `MUSTER_TOKEN`), `--tls-ca FILE`, `--tls-client-cert FILE`, `--tls-client-key FILE`,
+//! `--tls-server-name NAME` (env `MUSTER_TLS_CA`, ...; TLS is on with `--tls-ca`).
 //!
 //! Output is an aligned table by default, or one JSON document with `--json` (field names
 //! documented on the report types in [`commands`] and in the crate's README). A failure prints

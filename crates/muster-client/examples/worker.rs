@@ -15,14 +15,21 @@
 //! ```
 //!
 //! Settings come from arguments or the environment: `MUSTER_SERVER` (default
-//! `127.0.0.1:7450`), `MUSTER_GROUP`, `MUSTER_TOPICS` (comma-separated).
+//! `127.0.0.1:7450`), `MUSTER_GROUP`, `MUSTER_TOPICS` (comma-separated), and for a secured
+//! server `MUSTER_TOKEN` (`--token`), `MUSTER_TLS_CA` (`--tls-ca`, turns TLS on),
+//! `MUSTER_TLS_CLIENT_CERT` / `MUSTER_TLS_CLIENT_KEY` (`--tls-client-cert` /
+//! `--tls-client-key`, for mTLS) and `MUSTER_TLS_SERVER_NAME` (`--tls-server-name`, default:
+//! the host of `--server`).
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
 use muster_client::partition::display_partitions;
-use muster_client::{Admin, Connection, ConnectionConfig, Event, MemberConfig, TopicPartition};
+use muster_client::{
+    Admin, Connection, ConnectionConfig, Event, MemberConfig, TlsConfig, TopicPartition,
+};
 
 #[derive(Debug, Parser)]
 #[command(about = "A Muster group member that owns partitions and commits offsets")]
@@ -60,6 +67,21 @@ struct Args {
     /// How often positions are committed.
     #[arg(long, default_value_t = 2000)]
     commit_interval_ms: u64,
+    /// Credentials, for a server configured with tokens.
+    #[arg(long, env = "MUSTER_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Speak TLS, trusting the CA certificates in this PEM file.
+    #[arg(long, env = "MUSTER_TLS_CA", value_name = "FILE")]
+    tls_ca: Option<PathBuf>,
+    /// Client certificate (PEM), for a server that requires one (with --tls-client-key).
+    #[arg(long, env = "MUSTER_TLS_CLIENT_CERT", value_name = "FILE")]
+    tls_client_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, env = "MUSTER_TLS_CLIENT_KEY", value_name = "FILE")]
+    tls_client_key: Option<PathBuf>,
+    /// The name the server's certificate must carry [default: the host of --server].
+    #[arg(long, env = "MUSTER_TLS_SERVER_NAME", value_name = "NAME")]
+    tls_server_name: Option<String>,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -74,8 +96,19 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let name = args.name.clone();
 
-    let connection =
-        Connection::connect(ConnectionConfig::new(&args.server).client_id(&args.name)).await?;
+    let mut config = ConnectionConfig::new(&args.server).client_id(&args.name);
+    if let Some(token) = &args.token {
+        config = config.auth_token(token.clone());
+    }
+    if let Some(tls) = TlsConfig::from_options(
+        args.tls_ca.as_deref(),
+        args.tls_client_cert.as_deref(),
+        args.tls_client_key.as_deref(),
+        args.tls_server_name.as_deref(),
+    )? {
+        config = config.tls(tls);
+    }
+    let connection = Connection::connect(config).await?;
     let admin = Admin::new(connection.clone());
     for topic in &args.topics {
         let partitions = admin.ensure_topic(topic, args.partitions).await?;

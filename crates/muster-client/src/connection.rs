@@ -17,6 +17,10 @@
 //! first four bytes; a broken socket fails every request in flight with
 //! [`ClientError::Disconnected`] (or the I/O error).
 //!
+//! With [`ConnectionConfig::tls`] the TCP stream is wrapped in TLS (tokio-rustls) before
+//! `Hello`; a handshake the server or the client refuses fails the request at once
+//! ([`ClientError::Tls`]), without retrying.
+//!
 //! The socket behind a [`Connection`] is a *link*. When a link breaks, the next request opens
 //! a new one (connect + `Hello`); consecutive failures back off exponentially
 //! ([`ConnectionConfig::backoff`]) within that request's deadline. Requests are never resent
@@ -34,7 +38,7 @@ use muster_protocol::{
     correlation_hint, decode_response, encode_request_payload, HelloRequest, Request, RequestFrame,
     Response, DEFAULT_MAX_FRAME_BYTES, PROTOCOL_VERSION,
 };
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
@@ -44,6 +48,7 @@ use tracing::{debug, warn};
 
 use crate::backoff::Backoff;
 use crate::error::ClientError;
+use crate::tls::{TlsConfig, TlsError};
 
 /// How to reach the server and how patient to be.
 #[derive(Debug, Clone)]
@@ -63,6 +68,8 @@ pub struct ConnectionConfig {
     pub max_frame_bytes: u32,
     /// Delays between consecutive failed connection attempts.
     pub backoff: Backoff,
+    /// TLS to the server; `None` = plaintext.
+    pub tls: Option<TlsConfig>,
 }
 
 impl ConnectionConfig {
@@ -75,6 +82,7 @@ impl ConnectionConfig {
             connect_timeout: Duration::from_secs(10),
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
             backoff: Backoff::default(),
+            tls: None,
         }
     }
 
@@ -85,6 +93,13 @@ impl ConnectionConfig {
 
     pub fn auth_token(mut self, token: impl Into<String>) -> Self {
         self.auth_token = Some(token.into());
+        self
+    }
+
+    /// Speak TLS to the server ([`TlsConfig`]: the CA to trust, a client certificate for
+    /// servers that require one, the server name).
+    pub fn tls(mut self, tls: TlsConfig) -> Self {
+        self.tls = Some(tls);
         self
     }
 
@@ -307,7 +322,26 @@ impl Connection {
             })??;
         stream.set_nodelay(true)?;
         let peer = stream.peer_addr().ok();
-        let link = Link::start(stream, self.max_frame());
+        let link = match &config.tls {
+            None => {
+                let (read, write) = stream.into_split();
+                Link::start(read, write, peer, self.max_frame())
+            }
+            Some(tls) => {
+                let (tls_config, name) = tls.for_addr(&config.addr)?;
+                let connector = tokio_rustls::TlsConnector::from(tls_config);
+                let stream =
+                    tokio::time::timeout(config.connect_timeout, connector.connect(name, stream))
+                        .await
+                        .map_err(|_| ClientError::Timeout {
+                            request: "TLS handshake",
+                            after: config.connect_timeout,
+                        })?
+                        .map_err(|e| handshake_error(&config.addr, e))?;
+                let (read, write) = tokio::io::split(stream);
+                Link::start(read, write, peer, self.max_frame())
+            }
+        };
         let hello = HelloRequest {
             protocol_version: PROTOCOL_VERSION,
             client_id: config.client_id.clone(),
@@ -402,9 +436,11 @@ impl Drop for WaiterGuard<'_> {
 const OUTGOING_QUEUE: usize = 256;
 
 impl Link {
-    fn start(stream: TcpStream, max_frame: usize) -> Arc<Link> {
-        let peer = stream.peer_addr().ok();
-        let (read, write) = stream.into_split();
+    fn start<R, W>(read: R, write: W, peer: Option<SocketAddr>, max_frame: usize) -> Arc<Link>
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+        W: AsyncWrite + Send + Unpin + 'static,
+    {
         let mut codec = LengthDelimitedCodec::builder();
         codec
             .big_endian()
@@ -473,20 +509,49 @@ impl Link {
     }
 }
 
+/// A failed TLS handshake: a TLS error (untrusted certificate, name mismatch, refused client
+/// certificate) is [`ClientError::Tls`], not retried; a broken socket stays an I/O error.
+fn handshake_error(addr: &str, e: std::io::Error) -> ClientError {
+    match e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+    {
+        Some(tls) => ClientError::from(TlsError::Handshake {
+            addr: addr.to_owned(),
+            reason: tls.to_string(),
+        }),
+        None => ClientError::from(e),
+    }
+}
+
+/// A read that failed: a TLS error (with TLS 1.3 a refused client certificate arrives as an
+/// alert after the handshake, on the first read) is [`ClientError::Tls`], not retried.
+fn session_error(e: std::io::Error) -> ClientError {
+    match e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+    {
+        Some(tls) => ClientError::from(TlsError::Session {
+            reason: tls.to_string(),
+        }),
+        None => ClientError::from(e),
+    }
+}
+
 impl Drop for Link {
     fn drop(&mut self) {
         self.shutdown(ClientError::Disconnected);
     }
 }
 
-async fn read_loop(
-    mut frames: FramedRead<OwnedReadHalf, LengthDelimitedCodec>,
+async fn read_loop<R: AsyncRead + Unpin>(
+    mut frames: FramedRead<R, LengthDelimitedCodec>,
     shared: Arc<LinkShared>,
 ) {
     let reason = loop {
         let payload = match frames.next().await {
             None => break ClientError::Disconnected,
-            Some(Err(err)) => break ClientError::from(err),
+            Some(Err(err)) => break session_error(err),
             Some(Ok(payload)) => payload,
         };
         match decode_response(&payload) {
@@ -525,8 +590,8 @@ async fn read_loop(
     shared.fail_all(reason);
 }
 
-async fn write_loop(
-    mut frames: FramedWrite<OwnedWriteHalf, LengthDelimitedCodec>,
+async fn write_loop<W: AsyncWrite + Unpin>(
+    mut frames: FramedWrite<W, LengthDelimitedCodec>,
     mut queue: mpsc::Receiver<Bytes>,
     shared: Arc<LinkShared>,
 ) {

@@ -58,6 +58,11 @@ pub enum ClientError {
     /// The member has been closed or has stopped after a fatal error.
     #[error("the group member is closed")]
     Closed,
+    /// TLS could not be set up (a CA, certificate or key file, or the server name), or the
+    /// TLS handshake failed (the server's certificate is not trusted, or the server refused
+    /// ours). Not retried: it will not get better by itself.
+    #[error("{0}")]
+    Tls(Arc<crate::tls::TlsError>),
     /// A configuration value is unusable; nothing was started.
     #[error("invalid configuration: {0}")]
     Config(String),
@@ -117,6 +122,12 @@ impl ClientError {
             self,
             ClientError::Timeout { .. } | ClientError::Disconnected | ClientError::Io(_)
         )
+    }
+}
+
+impl From<crate::tls::TlsError> for ClientError {
+    fn from(err: crate::tls::TlsError) -> Self {
+        ClientError::Tls(Arc::new(err))
     }
 }
 

@@ -72,6 +72,7 @@ pub mod error;
 pub mod member;
 mod offsets;
 pub mod partition;
+pub mod tls;
 
 pub use admin::{Admin, GroupState};
 pub use assignor::{
@@ -83,6 +84,7 @@ pub use connection::{Connection, ConnectionConfig};
 pub use error::{ClientError, ErrorCodeExt};
 pub use member::{Event, Events, GroupMember, MemberConfig, MemberState, Partitions, Phase};
 pub use partition::{OffsetAndMetadata, TopicPartition};
+pub use tls::{TlsConfig, TlsError};
 
 /// The wire types and error codes, re-exported from `muster-protocol`.
 pub use muster_protocol as protocol;

@@ -1,7 +1,11 @@
 //! The operators' HTTP listener (`--admin-listen`): Prometheus text at `/metrics`, `/healthz`
 //! (the process is up) and `/readyz` (state is loaded, client connections are accepted, and
 //! storage takes writes: a full or failing disk makes the server not ready until it recovers).
-//! Deliberately tiny: HTTP/1.1, GET only, no TLS, one request per connection.
+//! Deliberately tiny: HTTP/1.1, GET only, one request per connection. With `--tls-cert` it
+//! speaks HTTPS with the server's certificate, but never asks for a client certificate (even
+//! with `--tls-client-ca`): health probes and scrapers authenticate the server only, and these
+//! endpoints expose no group data. The handshake runs in the connection's task within
+//! `admin_timeout_ms`, so a stalled handshake holds only its own connection slot.
 //!
 //! It is exposed to whoever reaches the port, so it is bounded like the client listener: it
 //! runs on its own thread (never the supervisor's), holds at most `admin_max_connections`
@@ -30,6 +34,7 @@ use tracing::{debug, info, warn};
 
 use crate::listener::AcceptBackoff;
 use crate::telemetry::{metrics_handle, render_metrics};
+use crate::tls::{self, ClientStream, TlsSettings};
 
 /// Whether the server is ready for clients (`/readyz`): it is up (set by startup and
 /// shutdown) and the store it watches, if any, takes writes.
@@ -110,6 +115,7 @@ impl AdminServer {
         addr: &str,
         readiness: Readiness,
         limits: AdminLimits,
+        tls: Option<TlsSettings>,
     ) -> std::io::Result<AdminServer> {
         let listener = std::net::TcpListener::bind(addr)?;
         listener.set_nonblocking(true)?;
@@ -124,7 +130,7 @@ impl AdminServer {
             .spawn(move || {
                 runtime.block_on(async move {
                     match TcpListener::from_std(listener) {
-                        Ok(listener) => serve(listener, readiness, limits, stopped).await,
+                        Ok(listener) => serve(listener, readiness, limits, tls, stopped).await,
                         Err(e) => warn!(error = %e, "admin listener could not start"),
                     }
                 });
@@ -153,6 +159,7 @@ async fn serve(
     listener: TcpListener,
     readiness: Readiness,
     limits: AdminLimits,
+    tls: Option<TlsSettings>,
     mut stopped: watch::Receiver<bool>,
 ) {
     let open = Arc::new(Semaphore::new(limits.max_connections));
@@ -162,10 +169,10 @@ async fn serve(
             accepted = listener.accept() => accepted,
             _ = stopped.changed() => break,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => {
+        let (stream, peer) = match accepted {
+            Ok(accepted) => {
                 backoff.succeeded();
-                stream
+                accepted
             }
             Err(e) => {
                 if let Some(pause) = backoff.failed(&e) {
@@ -188,7 +195,18 @@ async fn serve(
             continue;
         };
         let readiness = readiness.clone();
+        let tls = tls.as_ref().map(|tls| Arc::clone(&tls.admin));
         tokio::spawn(async move {
+            let started = tokio::time::Instant::now();
+            let stream = match tls {
+                None => ClientStream::from(stream),
+                Some(config) => {
+                    match tls::accept(&config, limits.timeout, stream, peer, "admin").await {
+                        Ok(accepted) => accepted.stream,
+                        Err(_) => return,
+                    }
+                }
+            };
             let service = service_fn(move |req| {
                 let readiness = readiness.clone();
                 async move { Ok::<_, Infallible>(route(&req, &readiness)) }
@@ -199,7 +217,8 @@ async fn serve(
                 .max_buf_size(ADMIN_MAX_HEAD_BYTES)
                 .keep_alive(false);
             let connection = http.serve_connection(TokioIo::new(stream), service);
-            match tokio::time::timeout(limits.timeout, connection).await {
+            // The handshake's time counts: `admin_timeout_ms` bounds the whole exchange.
+            match tokio::time::timeout_at(started + limits.timeout, connection).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => debug!(error = %e, "admin connection ended"),
                 Err(_) => debug!("admin connection timed out"),

@@ -12,6 +12,7 @@ pub mod fatal;
 pub mod listener;
 pub mod session;
 pub mod telemetry;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -50,6 +51,8 @@ pub struct ServerOptions {
     pub auth: Arc<Auth>,
     /// How long shutdown may take: held requests answered, storage flushed, answers written.
     pub shutdown_timeout: Duration,
+    /// TLS on the client and admin listeners (`TlsSettings::load`); `None` = plaintext.
+    pub tls: Option<crate::tls::TlsSettings>,
     /// Set true once state is loaded and clients are accepted (shared with the caller so a
     /// readiness probe can be served before the server starts).
     pub readiness: Readiness,
@@ -72,6 +75,7 @@ impl ServerOptions {
             auth: Arc::new(Auth::default()),
             shutdown_timeout: Duration::from_secs(5),
             readiness: Readiness::default(),
+            tls: None,
         }
     }
 }
@@ -147,11 +151,16 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
     // delay the supervisor (routing, timers), which runs on this one.
     let admin = match &options.admin_listen {
         Some(addr) => Some(
-            AdminServer::start(addr, readiness.clone(), AdminLimits::from(&options.limits))
-                .map_err(|source| ServerError::Bind {
-                    addr: addr.clone(),
-                    source,
-                })?,
+            AdminServer::start(
+                addr,
+                readiness.clone(),
+                AdminLimits::from(&options.limits),
+                options.tls.clone(),
+            )
+            .map_err(|source| ServerError::Bind {
+                addr: addr.clone(),
+                source,
+            })?,
         ),
         None => None,
     };
@@ -205,7 +214,8 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
     sessions.max_client_id_bytes = max_client_id_bytes;
     let sessions = Arc::new(sessions);
     let (running, connections_done) = mpsc::channel(1);
-    let listener = Listener::new(socket, handles, Arc::clone(&sessions), running).start();
+    let tls = options.tls.clone();
+    let listener = Listener::new(socket, handles, Arc::clone(&sessions), running, tls).start();
     readiness.set(true);
     if !auth_enabled && !local_addr.ip().is_loopback() {
         warn!(
@@ -220,6 +230,11 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
             .as_ref()
             .map_or_else(|| "off".to_owned(), |a| a.local_addr().to_string()),
         workers = workers_wanted,
+        tls = match &options.tls {
+            None => "off",
+            Some(tls) if tls.client_certificates_required => "on, client certificates required",
+            Some(_) => "on",
+        },
         groups,
         load_ms,
         "musterd listening"

@@ -1,5 +1,8 @@
 //! The network front end: an actor that accepts TCP connections and starts one
-//! [`Session`] per connection, spreading them round-robin over the worker arbiters.
+//! [`Session`] per connection, spreading them round-robin over the worker arbiters. With TLS,
+//! the handshake runs on the connection's worker (bounded by the handshake timeout), never in
+//! the accept loop; a connection counts against `max_connections` from its accept on, handshake
+//! included.
 //!
 //! It holds the `running` sender that graceful shutdown waits on (mini-redis's
 //! `shutdown_complete_tx`): every connection it admits takes a clone, and it drops its own
@@ -20,6 +23,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
 use crate::session::{ConnectionSlot, Session, SessionSettings};
+use crate::tls::{self, TlsSettings};
 
 pub struct Listener {
     listener: Option<TcpListener>,
@@ -29,6 +33,8 @@ pub struct Listener {
     settings: Arc<SessionSettings>,
     /// Cloned into every admitted connection; `None` once accepting stopped.
     running: Option<mpsc::Sender<()>>,
+    /// TLS for every connection, if configured.
+    tls: Option<TlsSettings>,
 }
 
 impl Listener {
@@ -39,8 +45,10 @@ impl Listener {
         arbiters: Vec<ArbiterHandle>,
         settings: Arc<SessionSettings>,
         running: mpsc::Sender<()>,
+        tls: Option<TlsSettings>,
     ) -> Self {
         Self {
+            tls,
             listener: Some(listener),
             arbiters,
             next_arbiter: 0,
@@ -111,8 +119,9 @@ impl StreamHandler<(TcpStream, SocketAddr)> for Listener {
         };
         let id = self.next_connection;
         self.next_connection += 1;
+        let tls = self.tls.clone();
         if self.arbiters.is_empty() {
-            Session::create(move |_| Session::new(id, stream, peer, slot));
+            open(id, stream, peer, slot, tls);
             return;
         }
         // A tokio socket is bound to its runtime: move it to the worker as a std socket.
@@ -126,9 +135,7 @@ impl StreamHandler<(TcpStream, SocketAddr)> for Listener {
         let arbiter = &self.arbiters[self.next_arbiter % self.arbiters.len()];
         self.next_arbiter = self.next_arbiter.wrapping_add(1);
         let started = arbiter.spawn_fn(move || match TcpStream::from_std(std_stream) {
-            Ok(stream) => {
-                Session::create(move |_| Session::new(id, stream, peer, slot));
-            }
+            Ok(stream) => open(id, stream, peer, slot, tls),
             Err(e) => warn!(error = %e, "could not adopt the connection on its worker"),
         });
         if !started {
@@ -140,6 +147,35 @@ impl StreamHandler<(TcpStream, SocketAddr)> for Listener {
     }
 
     fn finished(&mut self, _: &mut Self::Context) {}
+}
+
+/// Starts the connection's session on the current arbiter, after its TLS handshake if TLS is
+/// on. A failed handshake (counted and logged by [`tls::accept`]) just drops the connection
+/// and its slot.
+fn open(
+    id: u64,
+    stream: TcpStream,
+    peer: SocketAddr,
+    slot: ConnectionSlot,
+    tls: Option<TlsSettings>,
+) {
+    let Some(tls) = tls else {
+        Session::create(move |_| Session::new(id, stream.into(), None, peer, slot));
+        return;
+    };
+    // Shutdown does not wait for handshakes: a stalled one would hold it up to its timeout.
+    let mut shutdown = slot.settings().shutdown_signal();
+    actix::spawn(async move {
+        let handshake = tls::accept(&tls.clients, tls.handshake_timeout, stream, peer, "client");
+        let accepted = tokio::select! {
+            accepted = handshake => accepted,
+            _ = shutdown.wait_for(|down| *down) => return,
+        };
+        if let Ok(accepted) = accepted {
+            let name = accepted.certificate_name;
+            Session::create(move |_| Session::new(id, accepted.stream, name, peer, slot));
+        }
+    });
 }
 
 /// Shortest pause after an accept that failed for want of resources.

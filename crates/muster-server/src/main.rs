@@ -13,6 +13,7 @@ use muster_server::auth::Auth;
 use muster_server::config::{ConfigError, Settings};
 use muster_server::fatal::install_abort_on_panic;
 use muster_server::telemetry::init_logging;
+use muster_server::tls::TlsSettings;
 use muster_server::{start, ServerOptions};
 use tracing::{error, info, warn};
 
@@ -61,8 +62,23 @@ fn run(settings: Settings) -> anyhow::Result<()> {
         None => Auth::open(Quotas::default()),
     };
     let auth = Arc::new(auth);
+    // A bad certificate, key or CA file stops startup naming the file: asked for TLS, the
+    // server never runs without it. (Settings already refused a cert without a key.)
+    let tls = match (settings.tls_cert(), settings.tls_key()) {
+        (Some(cert), Some(key)) => {
+            let tls = TlsSettings::load(cert, key, settings.tls_client_ca())?;
+            info!(
+                cert = %cert.display(),
+                client_ca = %settings.tls_client_ca().map_or_else(|| "none".into(), |ca| ca.display().to_string()),
+                "TLS configured"
+            );
+            Some(tls)
+        }
+        _ => None,
+    };
     let mut options = ServerOptions::new(settings.listen.clone(), Arc::new(store));
     options.auth = Arc::clone(&auth);
+    options.tls = tls;
     options.admin_listen = settings.admin_address().map(str::to_owned);
     options.group = settings.group_config();
     options.max_frame_bytes = settings.max_frame_bytes;

@@ -110,6 +110,10 @@ fn describe() {
         "Failed accepts (listener: client, admin), e.g. out of file descriptors"
     );
     describe_counter!(
+        "muster_tls_handshake_failures_total",
+        "TLS handshakes that failed (reason: not_tls, timeout, no_client_certificate, bad_certificate, closed, tls_error, io)"
+    );
+    describe_counter!(
         "muster_requests_total",
         "Requests answered, by type and error"
     );

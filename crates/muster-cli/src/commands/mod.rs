@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use muster_client::{Admin, ClientError, Connection, ConnectionConfig};
+use muster_client::{Admin, ClientError, Connection, ConnectionConfig, TlsConfig};
 
 use crate::cli::{AuthCommand, Cli, Command, GroupsCommand, OffsetsCommand, TopicsCommand};
-use crate::exit::Failure;
+use crate::exit::{Failure, Status};
 use crate::render::{emit, Format};
 
 pub mod auth;
@@ -42,6 +42,17 @@ pub async fn connect(cli: &Cli) -> Result<Context, Failure> {
         .connect_timeout(timeout);
     if let Some(token) = &cli.global.token {
         config = config.auth_token(token.clone());
+    }
+    let global = &cli.global;
+    let tls = TlsConfig::from_options(
+        global.tls_ca.as_deref(),
+        global.tls_client_cert.as_deref(),
+        global.tls_client_key.as_deref(),
+        global.tls_server_name.as_deref(),
+    )
+    .map_err(|e| Failure::new(Status::Usage, format!("TLS: {e}")))?;
+    if let Some(tls) = tls {
+        config = config.tls(tls);
     }
     let connection = Connection::connect(config)
         .await

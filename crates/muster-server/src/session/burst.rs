@@ -9,7 +9,6 @@ use std::task::{Context as TaskContext, Poll};
 
 use bytes::BytesMut;
 use futures_util::Stream;
-use tokio::net::TcpStream;
 use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 
 /// What the session reads: frames, and a mark whenever the socket has nothing more to read
@@ -48,7 +47,7 @@ pub(super) trait TrimBuffer {
     fn trim(&mut self);
 }
 
-impl TrimBuffer for FramedRead<tokio::io::ReadHalf<TcpStream>, LengthDelimitedCodec> {
+impl<R: tokio::io::AsyncRead> TrimBuffer for FramedRead<R, LengthDelimitedCodec> {
     /// One large frame (a 10 000-member leader's SyncGroup is ~1 MB) grows the read buffer, and
     /// the buffer would keep that allocation for the connection's life: start a new one.
     fn trim(&mut self) {

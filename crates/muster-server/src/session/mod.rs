@@ -39,7 +39,6 @@ use muster_protocol::{
     Response,
 };
 use tokio::io::WriteHalf;
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 use tracing::{debug, warn};
@@ -49,6 +48,7 @@ use self::routing::Router;
 use self::writer::{takes_large_slot, write_responses, Outbox, ToWriter, WriteEnd, WriterLimits};
 use crate::auth::{Auth, SessionAuth};
 pub use crate::telemetry::NO_REQUEST;
+use crate::tls::ClientStream;
 
 /// Settings and state every session shares.
 pub struct SessionSettings {
@@ -104,6 +104,11 @@ impl SessionSettings {
     pub fn begin_shutdown(&self) {
         self.shutdown.send_replace(true);
     }
+
+    /// Turns true when shutdown begins (a connection still in its TLS handshake gives up).
+    pub(crate) fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
 }
 
 /// One counted connection: counted in by the listener, out when dropped (whatever way the
@@ -117,6 +122,11 @@ pub struct ConnectionSlot {
 }
 
 impl ConnectionSlot {
+    /// The settings of the server that counted this connection in.
+    pub(crate) fn settings(&self) -> &Arc<SessionSettings> {
+        &self.settings
+    }
+
     /// Counts a connection in, unless the server is at `max_connections`.
     pub fn acquire(
         settings: &Arc<SessionSettings>,
@@ -176,14 +186,21 @@ pub struct Session {
     large: Arc<Semaphore>,
     /// Where group requests go: the group inbox cache, routed and held requests, the batch.
     router: Router,
-    reader: Option<FramedRead<tokio::io::ReadHalf<TcpStream>, LengthDelimitedCodec>>,
-    writer: Option<(WriteHalf<TcpStream>, mpsc::UnboundedReceiver<ToWriter>)>,
+    reader: Option<FramedRead<tokio::io::ReadHalf<ClientStream>, LengthDelimitedCodec>>,
+    writer: Option<(WriteHalf<ClientStream>, mpsc::UnboundedReceiver<ToWriter>)>,
     close_tx: Option<oneshot::Sender<()>>,
     closing: bool,
 }
 
 impl Session {
-    pub fn new(id: u64, stream: TcpStream, peer: SocketAddr, slot: ConnectionSlot) -> Self {
+    /// `certificate_name`: the verified client certificate's subject common name (mTLS).
+    pub fn new(
+        id: u64,
+        stream: ClientStream,
+        certificate_name: Option<String>,
+        peer: SocketAddr,
+        slot: ConnectionSlot,
+    ) -> Self {
         let settings = Arc::clone(&slot.settings);
         let (read, write) = tokio::io::split(stream);
         let codec = LengthDelimitedCodec::builder()
@@ -212,7 +229,7 @@ impl Session {
             },
             settings,
             peer,
-            certificate_name: None,
+            certificate_name,
             auth: SessionAuth::open(),
             greeted: false,
             out,

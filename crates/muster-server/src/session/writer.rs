@@ -224,6 +224,14 @@ pub(crate) async fn write_responses<W: AsyncWrite + Unpin>(
         }
         out.written += written;
         if out.unwritten() == 0 {
+            // A TLS stream may keep encrypted bytes the socket did not take yet; they must go
+            // before the writer sleeps. On plain TCP this is ready at once (a no-op).
+            match write.flush().now_or_never() {
+                Some(flushed) => flushed?,
+                None => tokio::time::timeout(limits.write_timeout, write.flush())
+                    .await
+                    .map_err(|_| WriteEnd::Timeout(limits.write_timeout))??,
+            }
             out.clear();
             // The responses are on the wire: their in-flight slots are free again.
             gate.permits.add_permits(std::mem::take(&mut out.answered));
@@ -444,6 +452,48 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(1)).await;
         }
         false
+    }
+
+    #[tokio::test]
+    async fn answers_held_by_a_buffering_stream_are_flushed() {
+        // A TLS stream takes bytes it cannot send yet and keeps them until the next write or a
+        // flush; a BufWriter does the same deterministically. The writer must flush before it
+        // sleeps, or the answer never leaves.
+        use tokio::io::AsyncReadExt;
+        let (pipe, mut reader) = tokio::io::duplex(1024);
+        let (outbox, rx) = Outbox::new();
+        let permits = Arc::new(Semaphore::new(1));
+        permits.try_acquire().expect("a free slot").forget();
+        let large = Arc::new(Semaphore::new(1));
+        let (_close, close_rx) = oneshot::channel();
+        let (_shutdown, shutdown_rx) = watch::channel(false);
+        let limits = WriterLimits {
+            max_buffered: 1 << 20,
+            write_timeout: Duration::from_secs(60),
+            max_in_flight_large: 1,
+        };
+        let task = tokio::spawn(write_responses(
+            tokio::io::BufWriter::new(pipe),
+            rx,
+            Arc::clone(&permits),
+            large,
+            limits,
+            close_rx,
+            shutdown_rx,
+        ));
+        outbox.send(answer(7));
+        let mut buf = [0u8; HEARTBEAT_FRAME];
+        tokio::time::timeout(Duration::from_secs(5), reader.read_exact(&mut buf))
+            .await
+            .expect("the answer was flushed")
+            .expect("read");
+        assert_eq!(
+            &buf[4..8],
+            &7u32.to_le_bytes(),
+            "the answer's correlation id"
+        );
+        assert!(eventually(|| permits.available_permits() == 1).await);
+        task.abort();
     }
 
     #[tokio::test]
