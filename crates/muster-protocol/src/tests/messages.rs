@@ -229,5 +229,8 @@ fn hello_debug_never_shows_the_token() {
     };
     let shown = format!("{:?}", crate::Request::Hello(hello));
     assert!(!shown.contains("s3cret"), "{shown}");
-    assert!(shown.contains("<redacted>") && shown.contains("client_id"), "{shown}");
+    assert!(
+        shown.contains("<redacted>") && shown.contains("client_id"),
+        "{shown}"
+    );
 }
