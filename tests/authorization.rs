@@ -6,14 +6,17 @@
 //!
 //! Each test starts its own in-process server with `ServerOptions.auth` loaded from an auth
 //! file in a temporary directory. Every connection is made by [`connect`]: the one function
-//! that knows the transport (plain TCP here), so the same cases can run over TLS by swapping
-//! it.
+//! that knows the transport. The cases of every request run three times
+//! ([`over_every_transport!`]): over plain TCP with tokens, over TLS with tokens, and over
+//! mTLS, where the client certificate's common name is the principal and no token is sent.
 
 mod common;
+mod pki;
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::{ensure, Context as _, Result};
 use common::*;
@@ -21,7 +24,10 @@ use muster_auth::TokenHash;
 use muster_coordinator::quota::Quotas;
 use muster_protocol::{DescribedGroup, ErrorCode, HelloRequest, Request, MAX_PROTOCOL_VERSION};
 use muster_server::auth::Auth;
+use muster_server::tls::TlsSettings;
 use muster_server::ServerThread;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
 const ORDERS: &str = "orders-token";
 const BILLING: &str = "billing-token";
@@ -36,10 +42,100 @@ const TOPIC_DENIED: i16 = code(ErrorCode::TopicAuthorizationFailed);
 
 // ------------------------------------------------------------------------------ transport
 
-/// Opens a connection to the server, without a Hello. The only place that knows the transport:
-/// the TLS variant of these tests makes a TLS stream here and hands it to [`Conn::over`].
+/// How a test's clients reach its server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Transport {
+    /// Plain TCP, a token in Hello.
+    Plain,
+    /// TLS, a token in Hello.
+    Tls,
+    /// TLS with a client certificate naming the principal, no token.
+    Mtls,
+}
+
+tokio::task_local! {
+    /// The transport of the test running in this task ([`over_every_transport!`]); plain
+    /// when unset.
+    static TRANSPORT: Transport;
+    /// TLS servers the test running in this task started (a TLS variant that started none
+    /// would silently test plain TCP).
+    static TLS_STARTED: std::sync::atomic::AtomicUsize;
+}
+
+/// Runs `case` with `transport`, and checks a TLS variant really ran over TLS.
+async fn run_over(
+    transport: Transport,
+    case: impl std::future::Future<Output = Result<()>>,
+) -> Result<()> {
+    let started = std::sync::atomic::AtomicUsize::new(0);
+    TLS_STARTED
+        .scope(started, async {
+            TRANSPORT.scope(transport, case).await?;
+            let started = TLS_STARTED.with(|n| n.load(std::sync::atomic::Ordering::Relaxed));
+            ensure!(
+                transport == Transport::Plain || started > 0,
+                "a {transport:?} case started no TLS server"
+            );
+            Ok(())
+        })
+        .await
+}
+
+/// A TLS server's transport and the CA its clients trust (and that signs client certificates).
+#[derive(Clone)]
+struct TlsServer {
+    transport: Transport,
+    pki: Arc<pki::Pki>,
+}
+
+/// Servers started over TLS, by address: [`connect`] is called from any task, with only the
+/// address to go by.
+static TLS_SERVERS: Mutex<Option<HashMap<SocketAddr, TlsServer>>> = Mutex::new(None);
+
+fn tls_server(addr: SocketAddr) -> Option<TlsServer> {
+    TLS_SERVERS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .as_ref()
+        .and_then(|servers| servers.get(&addr).cloned())
+}
+
+/// Opens a connection to the server, without a Hello, over the server's transport; under mTLS
+/// with a client certificate whose common name is `principal` (none if `None`).
+async fn connect_as(addr: SocketAddr, principal: Option<&str>) -> Result<Conn> {
+    let Some(server) = tls_server(addr) else {
+        return Conn::connect_raw(addr).await;
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(server.pki.ca_path())? {
+        roots.add(cert?)?;
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_root_certificates(roots);
+    let config = match (server.transport, principal) {
+        (Transport::Mtls, Some(principal)) => {
+            let issued = server.pki.client(principal);
+            let chain =
+                CertificateDer::pem_file_iter(&issued.cert)?.collect::<Result<Vec<_>, _>>()?;
+            builder.with_client_auth_cert(chain, PrivateKeyDer::from_pem_file(&issued.key)?)?
+        }
+        _ => builder.with_no_client_auth(),
+    };
+    let tcp = tokio::net::TcpStream::connect(addr).await?;
+    tcp.set_nodelay(true)?;
+    let stream = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from("localhost")?, tcp)
+        .await
+        .context("TLS handshake")?;
+    Ok(Conn::over(stream))
+}
+
+/// Opens a connection to the server, without a Hello (no client certificate under mTLS).
 async fn connect(addr: SocketAddr) -> Result<Conn> {
-    Conn::connect_raw(addr).await
+    connect_as(addr, None).await
 }
 
 fn hello_with(token: Option<&str>) -> Request {
@@ -50,16 +146,62 @@ fn hello_with(token: Option<&str>) -> Request {
     })
 }
 
-/// A connection whose Hello with `token` was accepted.
+/// A connection of `token`'s principal whose Hello was accepted. Under mTLS the principal is
+/// named by a client certificate instead (every test token is `<principal>-token`), and the
+/// Hello carries no token.
 async fn login(addr: SocketAddr, token: &str) -> Result<Conn> {
-    let mut conn = connect(addr).await?;
-    let hello = as_hello(conn.call(hello_with(Some(token))).await?);
+    let mtls = tls_server(addr).is_some_and(|s| s.transport == Transport::Mtls);
+    let (mut conn, sent) = if mtls {
+        let principal = token
+            .strip_suffix("-token")
+            .context("test tokens end in -token")?;
+        (connect_as(addr, Some(principal)).await?, None)
+    } else {
+        (connect(addr).await?, Some(token))
+    };
+    let hello = as_hello(conn.call(hello_with(sent)).await?);
     ensure!(
         hello.error_code == 0,
-        "hello with {token:?} refused: {hello:?}"
+        "hello as {token:?} refused: {hello:?}"
     );
     Ok(conn)
 }
+
+/// Runs each named case (an `async fn() -> Result<()>`) over every [`Transport`], as three
+/// tests in a module of the case's name.
+macro_rules! over_every_transport {
+    ($($case:ident),* $(,)?) => {$(
+        mod $case {
+            use super::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn plain() -> Result<()> {
+                run_over(Transport::Plain, super::$case()).await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn tls() -> Result<()> {
+                run_over(Transport::Tls, super::$case()).await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn mtls() -> Result<()> {
+                run_over(Transport::Mtls, super::$case()).await
+            }
+        }
+    )*};
+}
+
+over_every_transport!(
+    group_requests_need_read_on_the_group,
+    offset_requests_need_read_on_each_topic,
+    create_topics_needs_create_even_to_raise_a_partition_count,
+    describe_topics_shows_only_describable_topics,
+    describe_and_list_groups_need_describe,
+    delete_groups_needs_delete_on_each_group,
+    a_principal_confined_to_orders_can_neither_see_nor_touch_billing,
+    cluster_admin_may_do_everything,
+);
 
 // ---------------------------------------------------------------------------- auth files
 
@@ -120,12 +262,36 @@ struct Secured {
 }
 
 impl Secured {
+    /// Starts a server with `rules`, over the transport of the running test
+    /// ([`TRANSPORT`]).
     fn start(rules: &str) -> Result<Secured> {
         let dir = tempfile::tempdir().context("temp dir")?;
         let file = dir.path().join("auth.toml");
         std::fs::write(&file, rules)?;
         let auth = Arc::new(Auth::from_file(&file, Quotas::default())?);
-        let server = start_server_with(fast_config(), |o| o.auth = Arc::clone(&auth));
+        let transport = TRANSPORT.try_with(|t| *t).unwrap_or(Transport::Plain);
+        let pki = (transport != Transport::Plain).then(|| Arc::new(pki::Pki::new("authz")));
+        let tls = match &pki {
+            None => None,
+            Some(pki) => {
+                let server = pki.server();
+                let client_ca = pki.ca_path();
+                let client_ca = (transport == Transport::Mtls).then_some(client_ca.as_path());
+                Some(TlsSettings::load(&server.cert, &server.key, client_ca)?)
+            }
+        };
+        let server = start_server_with(fast_config(), |o| {
+            o.auth = Arc::clone(&auth);
+            o.tls = tls;
+        });
+        if let Some(pki) = pki {
+            TLS_SERVERS
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get_or_insert_with(HashMap::new)
+                .insert(server.local_addr(), TlsServer { transport, pki });
+            let _ = TLS_STARTED.try_with(|n| n.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        }
         Ok(Secured {
             server,
             auth,
@@ -235,7 +401,6 @@ async fn hello_without_or_with_an_unknown_token_is_refused_and_closed() -> Resul
 
 // ------------------------------------------------------------------ group requests
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn group_requests_need_read_on_the_group() -> Result<()> {
     let secured = Secured::start(&base_rules())?;
     let addr = secured.addr();
@@ -330,7 +495,6 @@ async fn group_requests_need_read_on_the_group() -> Result<()> {
 
 // --------------------------------------------------------------- offsets and topics
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn offset_requests_need_read_on_each_topic() -> Result<()> {
     let secured = Secured::start(&base_rules())?;
     let addr = secured.addr();
@@ -429,7 +593,6 @@ async fn offset_requests_need_read_on_each_topic() -> Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_topics_needs_create_even_to_raise_a_partition_count() -> Result<()> {
     let secured = Secured::start(&base_rules())?;
     let addr = secured.addr();
@@ -492,7 +655,6 @@ async fn create_topics_needs_create_even_to_raise_a_partition_count() -> Result<
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn describe_topics_shows_only_describable_topics() -> Result<()> {
     let secured = Secured::start(&base_rules())?;
     let addr = secured.addr();
@@ -541,7 +703,6 @@ async fn describe_topics_shows_only_describable_topics() -> Result<()> {
 
 // ------------------------------------------------------------------- admin on groups
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn describe_and_list_groups_need_describe() -> Result<()> {
     let secured = Secured::start(&base_rules())?;
     let addr = secured.addr();
@@ -595,7 +756,6 @@ async fn describe_and_list_groups_need_describe() -> Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delete_groups_needs_delete_on_each_group() -> Result<()> {
     let secured = Secured::start(&base_rules())?;
     let addr = secured.addr();
@@ -649,7 +809,6 @@ async fn delete_groups_needs_delete_on_each_group() -> Result<()> {
 // ------------------------------------------------------------ confinement, admin, open
 
 /// A principal confined to `orders-*` learns nothing of `billing-*` and changes nothing there.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_principal_confined_to_orders_can_neither_see_nor_touch_billing() -> Result<()> {
     let secured = Secured::start(&base_rules())?;
     let addr = secured.addr();
@@ -800,7 +959,6 @@ async fn a_principal_confined_to_orders_can_neither_see_nor_touch_billing() -> R
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_admin_may_do_everything() -> Result<()> {
     let secured = Secured::start(&base_rules())?;
     let addr = secured.addr();
