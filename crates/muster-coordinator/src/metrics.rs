@@ -6,8 +6,6 @@ use metrics::{
     counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Unit,
 };
 
-use crate::access::ResourceType;
-use crate::quota::QuotaKind;
 use crate::types::{GroupState, RebalanceTrigger};
 
 /// Registers descriptions (for `# HELP` lines).
@@ -67,13 +65,11 @@ pub(crate) fn groups_in_state(state: GroupState, count: usize) {
     gauge!("muster_groups", "state" => state.as_str()).set(count as f64);
 }
 
-/// A principal's quota usage (principals are the auth file's: a bounded label set).
-pub(crate) fn quota_used(principal: &str, kind: QuotaKind, used: u32) {
-    let name = match kind {
-        QuotaKind::Groups => "muster_quota_groups",
-        QuotaKind::Members => "muster_quota_members",
-    };
-    gauge!(name, "principal" => principal.to_owned()).set(f64::from(used));
+/// A principal's quota usage, `metric` being `muster_quota_groups` or `muster_quota_members`
+/// (principals are the auth file's: a bounded label set). Plain names, so that this module
+/// depends on nothing it reports on.
+pub(crate) fn quota_used(metric: &'static str, principal: &str, used: u32) {
+    gauge!(metric, "principal" => principal.to_owned()).set(f64::from(used));
 }
 
 pub(crate) fn members(count: u64) {
@@ -114,9 +110,9 @@ pub fn storage_healthy(healthy: bool) {
 
 /// `count` authorization denials of one resource type (the session counts the group `read`
 /// denials of group requests under the same name and labels).
-pub fn authorization_denials(resource: ResourceType, count: usize) {
+pub fn authorization_denials(resource: &'static str, count: usize) {
     if count > 0 {
-        counter!("muster_authorization_denials_total", "resource" => resource.name())
+        counter!("muster_authorization_denials_total", "resource" => resource)
             .increment(count as u64);
     }
 }

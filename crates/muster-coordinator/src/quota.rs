@@ -23,6 +23,16 @@ pub enum QuotaKind {
     Members,
 }
 
+impl QuotaKind {
+    /// The gauge of a principal's usage.
+    fn metric(self) -> &'static str {
+        match self {
+            QuotaKind::Groups => "muster_quota_groups",
+            QuotaKind::Members => "muster_quota_members",
+        }
+    }
+}
+
 /// One principal's limits and current usage.
 pub struct Quota {
     principal: Arc<str>,
@@ -82,7 +92,7 @@ impl Quota {
     /// Sets the principal's usage gauge. Only on a take or a give-back (joins, leaves, group
     /// creation and removal), never on a heartbeat.
     fn report(&self, kind: QuotaKind, used: u32) {
-        crate::metrics::quota_used(&self.principal, kind, used);
+        crate::metrics::quota_used(kind.metric(), &self.principal, used);
     }
 
     /// Counts one unit, unless that would pass the limit.

@@ -383,11 +383,18 @@ fn the_secure_compose_file_turns_on_auth_and_tls_with_made_certificates_and_toke
         "MUSTER_TOKEN",
         "MUSTER_TLS_CA",
     ];
+    let example = repo_file("crates/muster-client/examples/worker.rs");
     for name in ["worker-1", "worker-2", "worker-3"] {
         let worker = service(services, name);
         for key in worker["environment"].as_hash().expect("environment").keys() {
             let key = key.as_str().unwrap_or_default();
             assert!(client_env.contains(&key), "{name}: unknown variable {key}");
+            // And the worker really reads it (a variable it ignored would leave it plaintext
+            // or unauthenticated).
+            assert!(
+                example.contains(&format!("env = \"{key}\"")),
+                "the worker example does not read {key}"
+            );
         }
         let token = env_var(&worker, "MUSTER_TOKEN");
         assert!(

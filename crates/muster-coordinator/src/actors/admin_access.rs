@@ -27,7 +27,7 @@ pub(super) fn may_describe_group(access: &Access, group_id: &str) -> bool {
 pub(super) fn describe_group_denied(access: &Access, group_id: &str) -> bool {
     let denied = !may_describe_group(access, group_id);
     if denied {
-        authorization_denials(ResourceType::Group, 1);
+        authorization_denials(ResourceType::Group.name(), 1);
     }
     denied
 }
@@ -36,7 +36,7 @@ pub(super) fn describe_group_denied(access: &Access, group_id: &str) -> bool {
 pub(super) fn delete_group_denied(access: &Access, group_id: &str) -> bool {
     let denied = !access.allows(ResourceType::Group, group_id, Operation::Delete);
     if denied {
-        authorization_denials(ResourceType::Group, 1);
+        authorization_denials(ResourceType::Group.name(), 1);
     }
     denied
 }
@@ -55,7 +55,10 @@ pub(super) fn creatable_topics(
         .iter()
         .map(|t| !access.allows(ResourceType::Topic, &t.topic, Operation::Create))
         .collect();
-    authorization_denials(ResourceType::Topic, denied.iter().filter(|&&d| d).count());
+    authorization_denials(
+        ResourceType::Topic.name(),
+        denied.iter().filter(|&&d| d).count(),
+    );
     let allowed = topics
         .into_iter()
         .zip(&denied)
@@ -101,7 +104,7 @@ pub(super) fn describable_topics(
     }
     let may = |topic: &str| access.allows(ResourceType::Topic, topic, Operation::Describe);
     let denied_names = named.map_or(0, |names| names.iter().filter(|n| !may(n)).count());
-    authorization_denials(ResourceType::Topic, denied_names);
+    authorization_denials(ResourceType::Topic.name(), denied_names);
     described.into_iter().filter(|t| may(&t.topic)).collect()
 }
 

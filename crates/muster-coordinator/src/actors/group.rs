@@ -120,7 +120,7 @@ impl GroupActor {
         };
         let mut out = Output::default();
         crate::metrics::authorization_denials(
-            ResourceType::Topic,
+            ResourceType::Topic.name(),
             unreadable_topics(&request, &client.access),
         );
         match request {

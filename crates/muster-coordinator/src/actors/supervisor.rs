@@ -598,7 +598,7 @@ impl Handler<Route> for Supervisor {
         match absent_group(&call.request, &self.config, &call.client.access) {
             AbsentGroup::Answer(response) => {
                 crate::metrics::authorization_denials(
-                    ResourceType::Topic,
+                    ResourceType::Topic.name(),
                     unreadable_topics(&call.request, &call.client.access),
                 );
                 call.reply.send(response);
