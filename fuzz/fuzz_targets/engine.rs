@@ -389,7 +389,9 @@ impl Model {
                         }],
                     }],
                 };
-                let (answer, writes) = self.group.commit_offsets(self.now, request, &self.client.access);
+                let (answer, writes) =
+                    self.group
+                        .commit_offsets(self.now, request, &self.client.access);
                 assert!(
                     (answer.error_code == 0) == (writes.len() == 1),
                     "a commit is written exactly when it is accepted: {answer:?}"
