@@ -20,6 +20,7 @@ use std::sync::Arc;
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use muster_coordinator::engine::{ClientInfo, Ctx, Group, Output};
+use muster_coordinator::quota::Quotas;
 use muster_coordinator::storage::{GroupRecord, OffsetWrite};
 use muster_coordinator::GroupConfig;
 use muster_protocol::{
@@ -435,6 +436,7 @@ impl Model {
                         record,
                         self.durable_offsets.clone(),
                         Arc::clone(&self.config),
+                        &Quotas::default(),
                         self.now,
                     ),
                     None => Group::new(GROUP.to_owned(), Arc::clone(&self.config), self.now),
