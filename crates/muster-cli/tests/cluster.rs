@@ -123,7 +123,10 @@ fn an_unreachable_server_exits_4() -> Result<()> {
     let s = server(None)?;
     let addr = s.local_addr().to_string();
     drop(s);
-    for args in [&["cluster", "describe"][..], &["groups", "coordinator", "g"]] {
+    for args in [
+        &["cluster", "describe"][..],
+        &["groups", "coordinator", "g"],
+    ] {
         Command::cargo_bin("muster")?
             .env_remove("MUSTER_SERVER")
             .args(["--server", &addr, "--timeout-ms", "2000"])
