@@ -442,6 +442,14 @@ pub fn describe_topics(topics: Option<&[&str]>) -> Request {
     })
 }
 
+pub fn find_coordinator(key: &str) -> Request {
+    Request::FindCoordinator(FindCoordinatorRequest { key: key.into() })
+}
+
+pub fn describe_cluster() -> Request {
+    Request::DescribeCluster(DescribeClusterRequest {})
+}
+
 // ------------------------------------------------------------------------ responses
 
 macro_rules! accessors {
@@ -471,6 +479,8 @@ accessors! {
     as_create_topics => CreateTopics(CreateTopicsResponse),
     as_describe_topics => DescribeTopics(DescribeTopicsResponse),
     as_error => Error(ErrorResponse),
+    as_find_coordinator => FindCoordinator(FindCoordinatorResponse),
+    as_describe_cluster => DescribeCluster(DescribeClusterResponse),
 }
 
 #[track_caller]

@@ -1,5 +1,6 @@
 //! The command line, as clap derive types: the global options ([`Global`]) and one subcommand
-//! tree per noun (`groups`, `offsets`, `topics`). Parsing only: nothing here talks to a server.
+//! tree per noun (`groups`, `offsets`, `topics`, `cluster`, `auth`). Parsing only: nothing
+//! here talks to a server.
 //! A wrong command line exits with code 2 (clap's own).
 
 use std::path::PathBuf;
@@ -9,11 +10,12 @@ use muster_client::GroupState;
 
 use crate::exit;
 
-const ABOUT: &str = "Operate a Muster consumer-group coordinator: groups, offsets, topics";
+const ABOUT: &str = "Operate a Muster consumer-group coordinator: groups, offsets, topics, cluster";
 
 const LONG_ABOUT: &str = "\
 Operate a Muster consumer-group coordinator: list, describe and delete consumer groups, read \
-and set their committed offsets, and manage the topic catalog.
+and set their committed offsets, manage the topic catalog, and see which node coordinates a \
+group and what the cluster looks like.
 
 Output is an aligned table by default; --json prints one JSON document on stdout instead, with \
 stable field names (see the README of muster-cli). Failures print one line on stderr and end \
@@ -113,6 +115,9 @@ pub enum Command {
     /// The topic catalog: create (or raise the partition count), list.
     #[command(subcommand)]
     Topics(TopicsCommand),
+    /// The cluster the server belongs to: its nodes and the shards each owns.
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
     /// The auth file: hash a token for it, check it (no server needed).
     #[command(subcommand)]
     Auth(AuthCommand),
@@ -136,6 +141,18 @@ pub enum GroupsCommand {
         /// The group id.
         group: String,
     },
+    /// Show which node coordinates a group, and its address (the group need not exist).
+    Coordinator {
+        /// The group id.
+        group: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// Show the cluster's name and shard count, and each node with its address and shards
+    /// (a single server: itself, owning shard 0).
+    Describe,
 }
 
 #[derive(Debug, Subcommand)]

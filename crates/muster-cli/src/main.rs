@@ -6,11 +6,13 @@
 //! muster groups list [--state STATE]...      groups with their state and member count
 //! muster groups describe GROUP               state, generation, assignor, leader, members
 //! muster groups delete GROUP                 delete an Empty group and its offsets
+//! muster groups coordinator GROUP            the node that coordinates the group
 //! muster offsets get GROUP                   committed offsets
 //! muster offsets set GROUP --topic T --partition P --offset O [--metadata M]
 //!                                            set an offset of an Empty group
 //! muster topics create TOPIC --partitions N  create a topic, or raise its partition count
 //! muster topics list                         the topic catalog
+//! muster cluster describe                    the cluster's nodes and the shards each owns
 //! muster auth hash-token [--generate]        the auth file's token_sha256 line (no server)
 //! muster auth check FILE                     validate an auth file (no server)
 //! ```

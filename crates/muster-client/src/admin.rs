@@ -1,5 +1,6 @@
 //! The admin API on a connection: topics (create, describe), groups (list by state,
-//! describe, delete) and offsets (fetch; set for an Empty group).
+//! describe, delete, find the coordinator), offsets (fetch; set for an Empty group) and the
+//! cluster (describe).
 //!
 //! Each call is one request. Per-item results (one per topic or group) are returned as they
 //! come for the batch calls, and turned into a single `Result` by the one-item conveniences.
@@ -7,10 +8,12 @@
 use std::collections::BTreeMap;
 
 use muster_protocol::{
-    CreateTopicsRequest, DeleteGroupsRequest, DescribeGroupsRequest, DescribeTopicsRequest,
-    DescribedGroup, GroupResult, ListGroupsRequest, ListedGroup, Response, TopicInfo, TopicResult,
+    CreateTopicsRequest, DeleteGroupsRequest, DescribeClusterRequest, DescribeGroupsRequest,
+    DescribeTopicsRequest, DescribedGroup, FindCoordinatorRequest, GroupResult, ListGroupsRequest,
+    ListedGroup, Response, TopicInfo, TopicResult,
 };
 
+use crate::cluster::{self, Cluster, Node};
 use crate::connection::Connection;
 use crate::error::ClientError;
 use crate::offsets::{self, Committer};
@@ -157,6 +160,24 @@ impl Admin {
             .find(|r| r.group_id == group_id)
             .ok_or(ClientError::Unexpected("DeleteGroups without this group"))?;
         ClientError::check(result.error_code, || format!("DeleteGroups {group_id}"))
+    }
+
+    /// The node that coordinates `group_id`, and where to reach it (a single server names
+    /// itself). INVALID_GROUP_ID and, in a cluster, COORDINATOR_NOT_AVAILABLE (retriable)
+    /// become errors. Any authenticated principal may ask.
+    pub async fn find_coordinator(&self, group_id: &str) -> Result<Node, ClientError> {
+        let request = FindCoordinatorRequest {
+            key: group_id.to_owned(),
+        };
+        let response = self.connection.send(request).await?;
+        cluster::parse_find_coordinator(group_id, response)
+    }
+
+    /// The cluster's name, shard count and live nodes with the shards each owns. Any
+    /// authenticated principal may ask.
+    pub async fn describe_cluster(&self) -> Result<Cluster, ClientError> {
+        let response = self.connection.send(DescribeClusterRequest {}).await?;
+        cluster::parse_describe_cluster(response)
     }
 
     /// The group's committed offsets for `partitions` (`None`: all). Partitions with nothing

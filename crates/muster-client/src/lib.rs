@@ -15,7 +15,8 @@
 //!   member's generation.
 //! - [`assignor`]: the [`Assignor`] trait and the built-in `range`, `roundrobin`, `sticky` and
 //!   `cooperative-sticky` strategies (range and round-robin give exactly Kafka's assignments).
-//! - [`Admin`]: topics, groups and offsets.
+//! - [`Admin`]: topics, groups, offsets, and the cluster (which node coordinates a group:
+//!   [`Node`]; the nodes and their shards: [`Cluster`]).
 //!
 //! Errors are [`ClientError`]s; those the server sent keep their wire code
 //! ([`ClientError::error_code`], and [`ErrorCodeExt`] to classify a code).
@@ -61,12 +62,13 @@
 //! - [`connection`]: sockets, framing, dispatch, reconnect;
 //! - [`member`]: the membership state machine and its events;
 //! - [`assignor`]: assignment strategies;
-//! - [`admin`]: administrative requests;
+//! - [`admin`]: administrative requests; [`cluster`]: what they say about the cluster;
 //! - [`error`], [`backoff`], [`partition`]: the vocabulary shared by the above.
 
 pub mod admin;
 pub mod assignor;
 pub mod backoff;
+pub mod cluster;
 pub mod connection;
 pub mod error;
 pub mod member;
@@ -80,6 +82,7 @@ pub use assignor::{
     RebalanceProtocol, RoundRobinAssignor, StickyAssignor,
 };
 pub use backoff::Backoff;
+pub use cluster::{Cluster, Node, NodeShards};
 pub use connection::{Connection, ConnectionConfig};
 pub use error::{ClientError, ErrorCodeExt};
 pub use member::{Event, Events, GroupMember, MemberConfig, MemberState, Partitions, Phase};

@@ -135,3 +135,35 @@ async fn groups_are_listed_described_and_deleted() {
     let results = admin.delete_groups(&["busy"]).await.unwrap();
     assert_eq!(results[0].error_code, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_coordinator_and_the_cluster_are_this_server() {
+    let server = start_server();
+    let admin = Admin::new(connect(&server, "admin").await);
+    let coordinator = admin.find_coordinator("orders").await.unwrap();
+    assert_eq!(coordinator.address(), server.local_addr().to_string());
+    assert!(!coordinator.node_id.is_empty());
+    // The address it names is one a client can connect to: the same server.
+    let again = Admin::new(
+        muster_client::Connection::connect(
+            muster_client::ConnectionConfig::new(coordinator.address()).client_id("again"),
+        )
+        .await
+        .unwrap(),
+    );
+    assert_eq!(again.find_coordinator("orders").await.unwrap(), coordinator);
+
+    let invalid = admin.find_coordinator("").await.unwrap_err();
+    assert_eq!(invalid.error_code(), Some(ErrorCode::InvalidGroupId));
+    assert!(!invalid.is_retriable());
+
+    let cluster = admin.describe_cluster().await.unwrap();
+    assert_eq!((cluster.name.as_str(), cluster.shards), ("muster", 1));
+    assert_eq!(
+        cluster.nodes,
+        vec![muster_client::NodeShards {
+            node: coordinator,
+            shards: vec![0],
+        }]
+    );
+}

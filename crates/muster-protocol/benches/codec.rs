@@ -162,6 +162,14 @@ fn requests() -> Vec<(&'static str, Request)> {
             "DescribeTopics",
             DescribeTopicsRequest { topics: None }.into(),
         ),
+        (
+            "FindCoordinator",
+            FindCoordinatorRequest {
+                key: "orders".into(),
+            }
+            .into(),
+        ),
+        ("DescribeCluster", DescribeClusterRequest {}.into()),
     ]
 }
 
@@ -347,6 +355,33 @@ fn responses() -> Vec<(&'static str, Response)> {
         (
             "Error",
             Response::error(ErrorCode::InvalidRequest, "unknown request tag 99"),
+        ),
+        (
+            "FindCoordinator",
+            FindCoordinatorResponse {
+                error_code: 0,
+                node_id: "muster-1".into(),
+                host: "10.0.0.7".into(),
+                port: 7450,
+            }
+            .into(),
+        ),
+        (
+            "DescribeCluster (answer: 3 nodes, 64 shards)",
+            DescribeClusterResponse {
+                error_code: 0,
+                cluster: "muster".into(),
+                shards: 64,
+                nodes: (0..3u32)
+                    .map(|n| ClusterNode {
+                        node_id: format!("muster-{n}"),
+                        host: format!("10.0.0.{n}"),
+                        port: 7450,
+                        shards: (0..64).filter(|s| s % 3 == n).collect(),
+                    })
+                    .collect(),
+            }
+            .into(),
         ),
     ]
 }

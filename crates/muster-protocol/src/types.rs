@@ -64,6 +64,8 @@ pub enum Request {
     DeleteGroups(DeleteGroupsRequest),
     CreateTopics(CreateTopicsRequest),
     DescribeTopics(DescribeTopicsRequest),
+    FindCoordinator(FindCoordinatorRequest),
+    DescribeCluster(DescribeClusterRequest),
 }
 
 #[derive(Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
@@ -181,6 +183,21 @@ pub struct DescribeTopicsRequest {
     pub topics: Option<Vec<String>>,
 }
 
+/// Which node coordinates a group (protocol §6 additions). Not a group request: any node
+/// answers it, whether or not it coordinates the group.
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct FindCoordinatorRequest {
+    /// A group id.
+    pub key: String,
+}
+
+/// The live nodes of the cluster and the shards each owns. Has no fields: it encodes as its
+/// tag alone.
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct DescribeClusterRequest {}
+
 #[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
 #[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct MemberAssignment {
@@ -229,6 +246,8 @@ pub enum Response {
     CreateTopics(CreateTopicsResponse),
     DescribeTopics(DescribeTopicsResponse),
     Error(ErrorResponse),
+    FindCoordinator(FindCoordinatorResponse),
+    DescribeCluster(DescribeClusterResponse),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
@@ -321,6 +340,39 @@ pub struct CreateTopicsResponse {
 pub struct DescribeTopicsResponse {
     pub error_code: i16,
     pub topics: Vec<TopicInfo>,
+}
+
+/// The node that coordinates the requested group, as clients should reach it. On an error
+/// the other fields are empty (port 0).
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct FindCoordinatorResponse {
+    pub error_code: i16,
+    pub node_id: String,
+    pub host: String,
+    pub port: u16,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct DescribeClusterResponse {
+    pub error_code: i16,
+    /// The cluster's name (`cluster_name`).
+    pub cluster: String,
+    /// The number of shards groups are spread over (1 for a single node).
+    pub shards: u32,
+    /// The live nodes.
+    pub nodes: Vec<ClusterNode>,
+}
+
+/// One live node of a cluster: where clients reach it, and the shards it owns.
+#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+pub struct ClusterNode {
+    pub node_id: String,
+    pub host: String,
+    pub port: u16,
+    pub shards: Vec<u32>,
 }
 
 /// A request-level failure, for any request.
@@ -496,6 +548,8 @@ wire_enum_helpers!(Request {
     9 => DeleteGroups(DeleteGroupsRequest),
     10 => CreateTopics(CreateTopicsRequest),
     11 => DescribeTopics(DescribeTopicsRequest),
+    12 => FindCoordinator(FindCoordinatorRequest),
+    13 => DescribeCluster(DescribeClusterRequest),
 });
 
 wire_enum_helpers!(Response {
@@ -512,13 +566,17 @@ wire_enum_helpers!(Response {
     10 => CreateTopics(CreateTopicsResponse),
     11 => DescribeTopics(DescribeTopicsResponse),
     12 => Error(ErrorResponse),
+    13 => FindCoordinator(FindCoordinatorResponse),
+    14 => DescribeCluster(DescribeClusterResponse),
 });
 
 impl Request {
     /// The one group this request is addressed to: the `group_id` of JoinGroup, SyncGroup,
     /// Heartbeat, LeaveGroup, OffsetCommit and OffsetFetch, whose answer comes from that
-    /// group's coordinator. `None` for Hello, the topic requests, and the admin requests that
-    /// name any number of groups (DescribeGroups, ListGroups, DeleteGroups), even one.
+    /// group's coordinator. `None` for Hello, the topic requests, the admin requests that
+    /// name any number of groups (DescribeGroups, ListGroups, DeleteGroups), even one, and the
+    /// cluster requests: FindCoordinator's `key` is a group id, but any node answers it, so it
+    /// is not routed to the group.
     pub fn group_id(&self) -> Option<&str> {
         match self {
             Request::JoinGroup(r) => Some(&r.group_id),
@@ -532,7 +590,9 @@ impl Request {
             | Request::ListGroups(_)
             | Request::DeleteGroups(_)
             | Request::CreateTopics(_)
-            | Request::DescribeTopics(_) => None,
+            | Request::DescribeTopics(_)
+            | Request::FindCoordinator(_)
+            | Request::DescribeCluster(_) => None,
         }
     }
 }
@@ -560,6 +620,8 @@ impl Response {
             Response::ListGroups(r) => r.error_code,
             Response::DescribeTopics(r) => r.error_code,
             Response::Error(r) => r.error_code,
+            Response::FindCoordinator(r) => r.error_code,
+            Response::DescribeCluster(r) => r.error_code,
             Response::DescribeGroups(_) | Response::DeleteGroups(_) | Response::CreateTopics(_) => {
                 0
             }
@@ -568,7 +630,7 @@ impl Response {
 }
 
 /// The names of the request variants, indexed by wire tag (for metrics labels).
-pub const REQUEST_NAMES: [&str; 12] = [
+pub const REQUEST_NAMES: [&str; 14] = [
     "Hello",
     "JoinGroup",
     "SyncGroup",
@@ -581,4 +643,6 @@ pub const REQUEST_NAMES: [&str; 12] = [
     "DeleteGroups",
     "CreateTopics",
     "DescribeTopics",
+    "FindCoordinator",
+    "DescribeCluster",
 ];

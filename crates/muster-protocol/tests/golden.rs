@@ -217,6 +217,48 @@ fn table() -> BTreeMap<&'static str, Golden> {
             )),
         ),
         (
+            "find-coordinator-request",
+            Req(RequestFrame::new(
+                8,
+                FindCoordinatorRequest {
+                    key: "orders".into(),
+                },
+            )),
+        ),
+        (
+            "find-coordinator-response",
+            Resp(ResponseFrame::new(
+                8,
+                FindCoordinatorResponse {
+                    error_code: ErrorCode::None.code(),
+                    node_id: "muster-1".into(),
+                    host: "10.0.0.7".into(),
+                    port: 7450,
+                },
+            )),
+        ),
+        (
+            "describe-cluster-request",
+            Req(RequestFrame::new(9, DescribeClusterRequest {})),
+        ),
+        (
+            "describe-cluster-response",
+            Resp(ResponseFrame::new(
+                9,
+                DescribeClusterResponse {
+                    error_code: ErrorCode::None.code(),
+                    cluster: "muster".into(),
+                    shards: 1,
+                    nodes: vec![ClusterNode {
+                        node_id: "muster-1".into(),
+                        host: "10.0.0.7".into(),
+                        port: 7450,
+                        shards: vec![0],
+                    }],
+                },
+            )),
+        ),
+        (
             "error-message-too-large",
             Resp(ResponseFrame::new(
                 0,

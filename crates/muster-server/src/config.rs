@@ -29,6 +29,7 @@ use std::time::Duration;
 use clap::{Arg, ArgMatches, Command};
 use muster_coordinator::{GroupConfig, Limits};
 
+use crate::node::{check_cluster_name, check_node_id, BadHostPort, HostPort, NodeOptions};
 use crate::telemetry::LogFormat;
 use table::settings;
 
@@ -159,6 +160,16 @@ settings! {
     /// PEM CA bundle: clients must present a certificate it signed, whose subject common name
     /// is their principal (mTLS). Needs --tls-cert.
     tls_client_ca: OptionalPath = "";
+
+    /// This node's id, as FindCoordinator and DescribeCluster name it (empty = the host name).
+    node_id: String = "", check(node_id);
+
+    /// HOST:PORT clients are told to connect to (empty = the listen address, with the port
+    /// actually bound, and the host name for 0.0.0.0 or [::]).
+    advertise: String = "", check(advertise);
+
+    /// Name of the cluster this node belongs to ([A-Za-z0-9._-]), as DescribeCluster names it.
+    cluster_name: String = "muster", check(cluster_name);
 
     /// Log line format.
     log_format: LogFormat = "text";
@@ -327,6 +338,28 @@ impl Settings {
         }
     }
 
+    /// The node's id, advertised address and cluster name, as [`crate::ServerOptions`] takes
+    /// them (empty settings are the defaults `NodeIdentity::new` derives).
+    pub fn node_options(&self) -> Result<NodeOptions, ConfigError> {
+        let advertise = match self.advertise.as_str() {
+            "" => None,
+            given => Some(
+                given
+                    .parse()
+                    .map_err(|e: BadHostPort| ConfigError::Invalid {
+                        setting: table::flag("advertise"),
+                        value: given.to_owned(),
+                        allowed: e.to_string(),
+                    })?,
+            ),
+        };
+        Ok(NodeOptions {
+            node_id: (!self.node_id.is_empty()).then(|| self.node_id.clone()),
+            advertise,
+            cluster_name: self.cluster_name.clone(),
+        })
+    }
+
     /// The admin listener's address, unless it is switched off.
     pub fn admin_address(&self) -> Option<&str> {
         (self.admin_listen != "off").then_some(self.admin_listen.as_str())
@@ -384,6 +417,40 @@ fn address_or_off(name: &str, addr: &str) -> Result<(), ConfigError> {
         return Ok(());
     }
     address(name, addr)
+}
+
+/// A node id, or empty for the host name.
+fn node_id(name: &str, id: &str) -> Result<(), ConfigError> {
+    if id.is_empty() {
+        return Ok(());
+    }
+    check_node_id(id).map_err(|allowed| ConfigError::Invalid {
+        setting: table::flag(name),
+        value: id.to_owned(),
+        allowed: format!("{allowed} (or empty for the host name)"),
+    })
+}
+
+/// A `HOST:PORT` clients can connect to, or empty for the listen address.
+fn advertise(name: &str, addr: &str) -> Result<(), ConfigError> {
+    if addr.is_empty() {
+        return Ok(());
+    }
+    addr.parse::<HostPort>()
+        .map(drop)
+        .map_err(|e| ConfigError::Invalid {
+            setting: table::flag(name),
+            value: addr.to_owned(),
+            allowed: e.to_string(),
+        })
+}
+
+fn cluster_name(name: &str, cluster: &str) -> Result<(), ConfigError> {
+    check_cluster_name(cluster).map_err(|allowed| ConfigError::Invalid {
+        setting: table::flag(name),
+        value: cluster.to_owned(),
+        allowed: allowed.into(),
+    })
 }
 
 /// A log filter must say something (its syntax is checked when logging starts).
@@ -586,6 +653,45 @@ mod tests {
                 "docs/operations.md's example lacks {name}"
             );
         }
+    }
+
+    #[test]
+    fn node_settings_default_to_derived_values_and_are_checked() {
+        let defaults = load(&[]).expect("defaults").node_options().expect("valid");
+        assert_eq!(defaults, NodeOptions::default());
+        let s = load(&[
+            "--node-id",
+            "muster-1",
+            "--advertise",
+            "[fd00::7]:7450",
+            "--cluster-name",
+            "prod",
+        ])
+        .expect("valid");
+        let node = s.node_options().expect("valid");
+        assert_eq!(node.node_id.as_deref(), Some("muster-1"));
+        assert_eq!(
+            node.advertise,
+            Some(HostPort {
+                host: "fd00::7".into(),
+                port: 7450
+            })
+        );
+        assert_eq!(node.cluster_name, "prod");
+        let e = load(&["--advertise", "muster-1"]).expect_err("no port");
+        assert!(
+            e.to_string()
+                .starts_with("invalid setting advertise = muster-1: expected HOST:PORT"),
+            "{e}"
+        );
+        let e = load(&["--advertise", "muster-1:0"]).expect_err("port 0");
+        assert!(e.to_string().contains("advertise = muster-1:0"), "{e}");
+        let e = load(&["--node-id", "two words"]).expect_err("whitespace");
+        assert!(e.to_string().contains("node-id = two words"), "{e}");
+        let e = load(&["--cluster-name", ""]).expect_err("empty");
+        assert!(e.to_string().contains("cluster-name = "), "{e}");
+        let e = load(&["--cluster-name", "a/b"]).expect_err("slash");
+        assert!(e.to_string().contains("[A-Za-z0-9._-]"), "{e}");
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod auth;
 pub mod config;
 pub mod fatal;
 pub mod listener;
+pub mod node;
 pub mod session;
 pub mod telemetry;
 pub mod tls;
@@ -29,6 +30,7 @@ use tracing::{error, info, warn};
 use crate::admin::{AdminLimits, AdminServer, Readiness};
 use crate::auth::Auth;
 use crate::listener::{Listener, StopAccepting};
+use crate::node::{NodeIdentity, NodeOptions};
 use crate::session::SessionSettings;
 
 /// How a server is set up.
@@ -53,6 +55,8 @@ pub struct ServerOptions {
     pub shutdown_timeout: Duration,
     /// TLS on the client and admin listeners (`TlsSettings::load`); `None` = plaintext.
     pub tls: Option<crate::tls::TlsSettings>,
+    /// Node id, advertised address and cluster name (FindCoordinator, DescribeCluster).
+    pub node: NodeOptions,
     /// Set true once state is loaded and clients are accepted (shared with the caller so a
     /// readiness probe can be served before the server starts).
     pub readiness: Readiness,
@@ -76,6 +80,7 @@ impl ServerOptions {
             shutdown_timeout: Duration::from_secs(5),
             readiness: Readiness::default(),
             tls: None,
+            node: NodeOptions::default(),
         }
     }
 }
@@ -201,12 +206,23 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
     })
     .start();
     let auth_enabled = options.auth.enabled();
+    // With TLS the client listener speaks TLS on the port it bound: that is the port to
+    // advertise.
+    let node = NodeIdentity::new(
+        &options.node,
+        &options.listen,
+        local_addr,
+        crate::node::host_name,
+    );
+    let advertised = node.advertised.to_string();
+    let node_id = node.node_id.clone();
     let mut sessions = SessionSettings::new(
         options.max_frame_bytes,
         options.max_in_flight,
         options.max_connections,
         options.idle_timeout,
         uuid::Uuid::new_v4().to_string(),
+        node,
         options.auth,
         supervisor.clone(),
     )
@@ -226,6 +242,8 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
     }
     info!(
         %local_addr,
+        %node_id,
+        %advertised,
         admin_addr = %admin
             .as_ref()
             .map_or_else(|| "off".to_owned(), |a| a.local_addr().to_string()),

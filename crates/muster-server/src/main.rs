@@ -79,6 +79,7 @@ fn run(settings: Settings) -> anyhow::Result<()> {
     let mut options = ServerOptions::new(settings.listen.clone(), Arc::new(store));
     options.auth = Arc::clone(&auth);
     options.tls = tls;
+    options.node = settings.node_options()?;
     options.admin_listen = settings.admin_address().map(str::to_owned);
     options.group = settings.group_config();
     options.max_frame_bytes = settings.max_frame_bytes;

@@ -6,11 +6,14 @@ use std::time::Duration;
 
 use muster_client::{Admin, ClientError, Connection, ConnectionConfig, TlsConfig};
 
-use crate::cli::{AuthCommand, Cli, Command, GroupsCommand, OffsetsCommand, TopicsCommand};
+use crate::cli::{
+    AuthCommand, Cli, ClusterCommand, Command, GroupsCommand, OffsetsCommand, TopicsCommand,
+};
 use crate::exit::{Failure, Status};
 use crate::render::{emit, Format};
 
 pub mod auth;
+pub mod cluster;
 pub mod groups;
 pub mod offsets;
 pub mod topics;
@@ -86,6 +89,10 @@ pub async fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Groups(GroupsCommand::Delete { group }) => {
             emit(&groups::delete(&ctx, group).await?, format)
         }
+        Command::Groups(GroupsCommand::Coordinator { group }) => {
+            emit(&cluster::coordinator(&ctx, group).await?, format)
+        }
+        Command::Cluster(ClusterCommand::Describe) => emit(&cluster::describe(&ctx).await?, format),
         Command::Offsets(OffsetsCommand::Get { group }) => {
             emit(&offsets::get(&ctx, group).await?, format)
         }

@@ -154,3 +154,17 @@ fn describe_topics_has_no_group() {
     });
     assert_eq!(r.group_id(), None);
 }
+
+#[test]
+fn find_coordinator_is_not_routed_to_its_group() {
+    // Its key is a group id, but any node answers it without reaching the group's coordinator.
+    let r = Request::from(FindCoordinatorRequest {
+        key: "orders".into(),
+    });
+    assert_eq!(r.group_id(), None);
+}
+
+#[test]
+fn describe_cluster_has_no_group() {
+    assert_eq!(Request::from(DescribeClusterRequest {}).group_id(), None);
+}

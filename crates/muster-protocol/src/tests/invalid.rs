@@ -81,25 +81,55 @@ fn option_tag_two_is_refused() {
 
 #[test]
 fn enum_tag_out_of_range_is_refused() {
-    // Request has tags 0..=11; Response 0..=12.
-    for tag in [12, 13, 255, 0x0100, u32::MAX] {
+    // Request has tags 0..=13; Response 0..=14.
+    for tag in [14, 15, 255, 0x0100, u32::MAX] {
         let p = payload(tag, &[&[0; 32]]);
         assert!(
             matches!(decode_request(&p), Err(DecodeError::InvalidTag(_))),
             "request tag {tag}"
         );
     }
-    for tag in [13, 14, u32::MAX] {
+    for tag in [15, 16, u32::MAX] {
         let p = payload(tag, &[&[0; 32]]);
         assert!(
             matches!(decode_response(&p), Err(DecodeError::InvalidTag(_))),
             "response tag {tag}"
         );
     }
-    // Tag 12 is a valid response (Error) but not a valid request.
-    let p = payload(12, &[&0i16.to_le_bytes(), &string("")]);
+    // Tag 14 is a valid response (DescribeCluster) but not a valid request.
+    let p = payload(
+        14,
+        &[
+            &0i16.to_le_bytes(),
+            &string("c"),
+            &1u32.to_le_bytes(),
+            &le64(0),
+        ],
+    );
     assert!(decode_response(&p).is_ok());
     assert!(decode_request(&p).is_err());
+}
+
+#[test]
+fn request_and_response_tags_differ_after_error() {
+    // Response 12 is Error, so the answer to request tag 12 (FindCoordinator) is response tag
+    // 13, and to 13 (DescribeCluster) 14: a FindCoordinator request's bytes are no response.
+    let p = payload(12, &[&string("orders")]);
+    assert_eq!(
+        decode_request(&p),
+        Ok(samples::req(
+            7,
+            FindCoordinatorRequest {
+                key: "orders".into()
+            }
+        ))
+    );
+    assert!(decode_response(&p).is_err());
+    let p = payload(13, &[]);
+    assert_eq!(
+        decode_request(&p),
+        Ok(samples::req(7, DescribeClusterRequest {}))
+    );
 }
 
 #[test]

@@ -105,6 +105,8 @@ message_tests! {
     request delete_groups_request => DeleteGroupsRequest;
     request create_topics_request => CreateTopicsRequest;
     request describe_topics_request => DescribeTopicsRequest;
+    request find_coordinator_request => FindCoordinatorRequest;
+    request describe_cluster_request => DescribeClusterRequest;
     response hello_response => HelloResponse;
     response join_group_response => JoinGroupResponse;
     response sync_group_response => SyncGroupResponse;
@@ -118,6 +120,8 @@ message_tests! {
     response create_topics_response => CreateTopicsResponse;
     response describe_topics_response => DescribeTopicsResponse;
     response error_response => ErrorResponse;
+    response find_coordinator_response => FindCoordinatorResponse;
+    response describe_cluster_response => DescribeClusterResponse;
 }
 
 /// The samples above cover every variant; the `match`es have no wildcard, so a new variant
@@ -137,6 +141,8 @@ fn samples_cover_every_variant() {
         samples::delete_groups_request(),
         samples::create_topics_request(),
         samples::describe_topics_request(),
+        samples::find_coordinator_request(),
+        samples::describe_cluster_request(),
     ];
     let tags: Vec<u32> = requests
         .iter()
@@ -152,10 +158,17 @@ fn samples_cover_every_variant() {
             | Request::ListGroups(_)
             | Request::DeleteGroups(_)
             | Request::CreateTopics(_)
-            | Request::DescribeTopics(_) => f.request.tag(),
+            | Request::DescribeTopics(_)
+            | Request::FindCoordinator(_)
+            | Request::DescribeCluster(_) => f.request.tag(),
         })
         .collect();
-    assert_eq!(tags, (0..12).collect::<Vec<_>>());
+    assert_eq!(tags, (0..14).collect::<Vec<_>>());
+    // REQUEST_NAMES (metrics labels) is indexed by tag.
+    for f in &requests {
+        assert_eq!(REQUEST_NAMES[f.request.tag() as usize], f.request.name());
+    }
+    assert_eq!(REQUEST_NAMES.len(), requests.len());
 
     let responses = [
         samples::hello_response(),
@@ -171,6 +184,8 @@ fn samples_cover_every_variant() {
         samples::create_topics_response(),
         samples::describe_topics_response(),
         samples::error_response(),
+        samples::find_coordinator_response(),
+        samples::describe_cluster_response(),
     ];
     let tags: Vec<u32> = responses
         .iter()
@@ -187,20 +202,32 @@ fn samples_cover_every_variant() {
             | Response::DeleteGroups(_)
             | Response::CreateTopics(_)
             | Response::DescribeTopics(_)
-            | Response::Error(_) => f.response.tag(),
+            | Response::Error(_)
+            | Response::FindCoordinator(_)
+            | Response::DescribeCluster(_) => f.response.tag(),
         })
         .collect();
-    assert_eq!(tags, (0..13).collect::<Vec<_>>());
+    assert_eq!(tags, (0..15).collect::<Vec<_>>());
 }
 
 /// The tag that `tag()` reports is the u32 LE that the encoding puts after the correlation id.
 #[test]
 fn tag_is_the_encoded_variant_index() {
-    for f in [samples::hello_request(), samples::describe_topics_request()] {
+    for f in [
+        samples::hello_request(),
+        samples::describe_topics_request(),
+        samples::find_coordinator_request(),
+        samples::describe_cluster_request(),
+    ] {
         let payload = Msg::Req(f.clone()).payload();
         assert_eq!(&payload[4..8], &f.request.tag().to_le_bytes());
     }
-    for f in [samples::hello_response(), samples::error_response()] {
+    for f in [
+        samples::hello_response(),
+        samples::error_response(),
+        samples::find_coordinator_response(),
+        samples::describe_cluster_response(),
+    ] {
         let payload = Msg::Resp(f.clone()).payload();
         assert_eq!(&payload[4..8], &f.response.tag().to_le_bytes());
     }
@@ -218,6 +245,50 @@ fn names_match_variants() {
         "OffsetFetch"
     );
     assert_eq!(samples::error_response().response.name(), "Error");
+    assert_eq!(
+        samples::find_coordinator_request().request.name(),
+        "FindCoordinator"
+    );
+    assert_eq!(
+        samples::describe_cluster_request().request.name(),
+        "DescribeCluster"
+    );
+    assert_eq!(
+        samples::find_coordinator_response().response.name(),
+        "FindCoordinator"
+    );
+    assert_eq!(
+        samples::describe_cluster_response().response.name(),
+        "DescribeCluster"
+    );
+}
+
+/// DescribeCluster has no fields: its payload is the correlation id and the tag, nothing more.
+#[test]
+fn describe_cluster_request_is_its_tag_alone() {
+    let payload = Msg::Req(samples::describe_cluster_request()).payload();
+    let mut expected = (u32::MAX - 1).to_le_bytes().to_vec();
+    expected.extend_from_slice(&13u32.to_le_bytes());
+    assert_eq!(payload, expected);
+}
+
+/// The top-level error code of the cluster answers is what `Response::error_code` reports.
+#[test]
+fn cluster_answers_report_their_error_code() {
+    let find = Response::from(FindCoordinatorResponse {
+        error_code: ErrorCode::InvalidGroupId.code(),
+        ..FindCoordinatorResponse::default()
+    });
+    assert_eq!(find.error_code(), 24);
+    let describe = Response::from(DescribeClusterResponse {
+        error_code: ErrorCode::CoordinatorNotAvailable.code(),
+        ..DescribeClusterResponse::default()
+    });
+    assert_eq!(describe.error_code(), 15);
+    assert_eq!(
+        samples::describe_cluster_response().response.error_code(),
+        0
+    );
 }
 
 #[test]

@@ -210,6 +210,19 @@ pub fn describe_topics_request() -> RequestFrame {
     )
 }
 
+pub fn find_coordinator_request() -> RequestFrame {
+    req(
+        13,
+        FindCoordinatorRequest {
+            key: "orders-ü".into(),
+        },
+    )
+}
+
+pub fn describe_cluster_request() -> RequestFrame {
+    req(u32::MAX - 1, DescribeClusterRequest {})
+}
+
 pub fn hello_response() -> ResponseFrame {
     resp(
         1,
@@ -448,5 +461,42 @@ pub fn error_response() -> ResponseFrame {
             ErrorCode::MessageTooLarge,
             "frame of 4294967295 bytes — too large",
         ),
+    )
+}
+
+pub fn find_coordinator_response() -> ResponseFrame {
+    resp(
+        13,
+        FindCoordinatorResponse {
+            error_code: 0,
+            node_id: "node-β".into(),
+            host: "muster-1.example".into(),
+            port: u16::MAX,
+        },
+    )
+}
+
+pub fn describe_cluster_response() -> ResponseFrame {
+    resp(
+        u32::MAX - 1,
+        DescribeClusterResponse {
+            error_code: 0,
+            cluster: "prod-✓".into(),
+            shards: 64,
+            nodes: vec![
+                ClusterNode {
+                    node_id: "a".into(),
+                    host: "10.0.0.1".into(),
+                    port: 9092,
+                    shards: vec![0, 2, u32::MAX],
+                },
+                ClusterNode {
+                    node_id: String::new(),
+                    host: "::1".into(),
+                    port: 0,
+                    shards: vec![],
+                },
+            ],
+        },
     )
 }

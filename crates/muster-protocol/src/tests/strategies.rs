@@ -169,6 +169,8 @@ pub fn request() -> impl Strategy<Value = Request> {
             .prop_map(|topics| Request::CreateTopics(CreateTopicsRequest { topics })),
         option::of(texts())
             .prop_map(|topics| Request::DescribeTopics(DescribeTopicsRequest { topics })),
+        text().prop_map(|key| Request::FindCoordinator(FindCoordinatorRequest { key })),
+        Just(Request::DescribeCluster(DescribeClusterRequest {})),
     ]
 }
 
@@ -237,6 +239,17 @@ fn described_group() -> impl Strategy<Value = DescribedGroup> {
                 }
             },
         )
+}
+
+fn cluster_node() -> impl Strategy<Value = ClusterNode> {
+    (text(), text(), any::<u16>(), vec(any::<u32>(), 0..4)).prop_map(
+        |(node_id, host, port, shards)| ClusterNode {
+            node_id,
+            host,
+            port,
+            shards,
+        },
+    )
 }
 
 pub fn response() -> impl Strategy<Value = Response> {
@@ -342,6 +355,28 @@ pub fn response() -> impl Strategy<Value = Response> {
         error_code,
         message,
     });
+    let find_coordinator = (any::<i16>(), text(), text(), any::<u16>()).prop_map(
+        |(error_code, node_id, host, port)| FindCoordinatorResponse {
+            error_code,
+            node_id,
+            host,
+            port,
+        },
+    );
+    let describe_cluster = (
+        any::<i16>(),
+        text(),
+        any::<u32>(),
+        vec(cluster_node(), 0..3),
+    )
+        .prop_map(
+            |(error_code, cluster, shards, nodes)| DescribeClusterResponse {
+                error_code,
+                cluster,
+                shards,
+                nodes,
+            },
+        );
     prop_oneof![
         hello.prop_map(Response::Hello),
         join.prop_map(Response::JoinGroup),
@@ -359,6 +394,8 @@ pub fn response() -> impl Strategy<Value = Response> {
             .prop_map(|results| Response::CreateTopics(CreateTopicsResponse { results })),
         describe_topics.prop_map(Response::DescribeTopics),
         error.prop_map(Response::Error),
+        find_coordinator.prop_map(Response::FindCoordinator),
+        describe_cluster.prop_map(Response::DescribeCluster),
     ]
 }
 

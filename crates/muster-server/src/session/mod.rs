@@ -1,6 +1,8 @@
 //! One client connection: a session actor that reads frames, enforces the connection rules of
 //! protocol §1 (Hello first, frame limits, undecodable payloads), and dispatches each request
-//! to its group (see `routing.rs`) or, for admin requests, the supervisor. Its lifecycle: it
+//! to its group (see `routing.rs`) or, for admin requests, the supervisor; it answers the
+//! cluster requests (FindCoordinator, DescribeCluster) itself, from this node's identity
+//! (`node.rs`), without touching a group. Its lifecycle: it
 //! is counted in by the listener ([`ConnectionSlot`]), starts its reader (`burst.rs`) and its
 //! writer task (`writer.rs`) in `started`, and on stop sends what it gathered before closing.
 //!
@@ -47,6 +49,7 @@ use self::burst::{Bursts, Incoming};
 use self::routing::Router;
 use self::writer::{takes_large_slot, write_responses, Outbox, ToWriter, WriteEnd, WriterLimits};
 use crate::auth::{Auth, SessionAuth};
+use crate::node::NodeIdentity;
 pub use crate::telemetry::NO_REQUEST;
 use crate::tls::ClientStream;
 
@@ -59,6 +62,9 @@ pub struct SessionSettings {
     /// Each connection's bound on unwritten answers and its write timeout.
     pub(crate) writer: WriterLimits,
     pub server_id: String,
+    /// This node's id, advertised address and cluster name: what FindCoordinator and
+    /// DescribeCluster answer.
+    pub node: NodeIdentity,
     /// Authentication and the rules in force (open without an auth file).
     pub auth: Arc<Auth>,
     pub supervisor: Addr<Supervisor>,
@@ -70,12 +76,14 @@ pub struct SessionSettings {
 }
 
 impl SessionSettings {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         max_frame_bytes: u32,
         max_in_flight: usize,
         max_connections: usize,
         idle_timeout: Option<Duration>,
         server_id: String,
+        node: NodeIdentity,
         auth: Arc<Auth>,
         supervisor: Addr<Supervisor>,
     ) -> Self {
@@ -86,6 +94,7 @@ impl SessionSettings {
             idle_timeout,
             writer: WriterLimits::from(&crate::ConnectionLimits::default()),
             server_id,
+            node,
             auth,
             supervisor,
             max_client_id_bytes: muster_coordinator::Limits::default().max_client_id_bytes,
@@ -379,6 +388,17 @@ impl Session {
                     reply,
                     access,
                 });
+            }
+            // Open to every authenticated principal (protocol §6.19: a client must be able to
+            // find its coordinator whatever its ACLs), so there is no access check; a single
+            // node answers from its own identity, without the supervisor.
+            Request::FindCoordinator(find) => {
+                let response = self.settings.node.find_coordinator(&find);
+                self.answer(ticket, Response::FindCoordinator(response));
+            }
+            Request::DescribeCluster(_) => {
+                let response = self.settings.node.describe_cluster();
+                self.answer(ticket, Response::DescribeCluster(response));
             }
         }
     }

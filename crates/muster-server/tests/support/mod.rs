@@ -16,15 +16,20 @@ pub fn start(data_dir: &std::path::Path) -> Result<(Child, SocketAddr)> {
 }
 
 /// [`start`] with extra flags. The admin listener is off unless `extra` names
-/// `--admin-listen`.
+/// `--admin-listen`; clients are accepted on `127.0.0.1:0` unless it names `--listen`.
 pub fn start_with(data_dir: &std::path::Path, extra: &[&str]) -> Result<(Child, SocketAddr)> {
     let admin_off: &[&str] = if extra.contains(&"--admin-listen") {
         &[]
     } else {
         &["--admin-listen", "off"]
     };
+    let listen: &[&str] = if extra.contains(&"--listen") {
+        &[]
+    } else {
+        &["--listen", "127.0.0.1:0"]
+    };
     let mut child = Command::new(env!("CARGO_BIN_EXE_musterd"))
-        .args(["--listen", "127.0.0.1:0"])
+        .args(listen)
         .args(admin_off)
         .arg("--data-dir")
         .arg(data_dir)
