@@ -1,0 +1,258 @@
+//! EtcdStore against a real etcd (testkit): the generic storage suite, batching within etcd's
+//! limits, fencing, and a member of a three-member etcd going away.
+
+use std::collections::BTreeSet;
+
+use muster_coordinator::storage::suite::{
+    block_on, commit, group, load, offset, put_offsets, Backend,
+};
+use muster_coordinator::storage::{Mutation, Store, StoreError};
+
+use super::{EtcdStore, EtcdStoreConfig, ShardStatus, TxnLimits};
+use crate::client::EtcdClient;
+use crate::testkit::EtcdCluster;
+
+const SHARDS: u32 = 4;
+
+fn config(cluster: &EtcdCluster, name: &str) -> EtcdStoreConfig {
+    EtcdStoreConfig::new(cluster.endpoints(), name, SHARDS)
+}
+
+/// Plays the future ownership module: creates every shard's owner key and grants the shards.
+fn own_all_shards(store: &EtcdStore) {
+    for shard in 0..SHARDS {
+        let key = store.keys().owner(shard);
+        let client = store.client().clone();
+        let revision = store
+            .block_on(async move { client.put(&key, b"this-node").await })
+            .expect("the runtime runs")
+            .expect("the owner key is written");
+        store.own_shard(shard, revision);
+    }
+}
+
+/// "Another node" takes `shard`: its owner key gets a new mod revision.
+fn take_over(store: &EtcdStore, shard: u32) {
+    let key = store.keys().owner(shard);
+    let client = store.client().clone();
+    store
+        .block_on(async move { client.put(&key, b"another-node").await })
+        .expect("the runtime runs")
+        .expect("the owner key is overwritten");
+}
+
+/// etcd's current revision: every accepted transaction adds one.
+fn revision(store: &EtcdStore) -> i64 {
+    let client: EtcdClient = store.client().clone();
+    store
+        .block_on(async move { client.range_exact(b"/", 0).await })
+        .expect("the runtime runs")
+        .expect("etcd answers")
+        .1
+}
+
+/// An etcd, a store owning every shard, and, under a neighbouring cluster name, data the
+/// store must never see.
+struct EtcdBackend {
+    cluster: EtcdCluster,
+    store: EtcdStore,
+}
+
+impl EtcdBackend {
+    fn new() -> Self {
+        let cluster = EtcdCluster::single().expect("etcd starts (see the message to install it)");
+        let neighbour = EtcdStore::connect(config(&cluster, "t2")).expect("connects");
+        own_all_shards(&neighbour);
+        commit(
+            &neighbour,
+            vec![
+                Mutation::PutGroup(group("g", 1)),
+                put_offsets("g", vec![offset("t", 0, 1)]),
+                Mutation::PutTopic(muster_protocol::TopicInfo {
+                    topic: "t".into(),
+                    partitions: 1,
+                }),
+            ],
+        );
+        let store = EtcdStore::connect(config(&cluster, "t")).expect("connects");
+        own_all_shards(&store);
+        EtcdBackend { cluster, store }
+    }
+}
+
+impl Backend for EtcdBackend {
+    fn store(&self) -> &dyn Store {
+        &self.store
+    }
+
+    /// Another store on the same cluster loads exactly what this one does.
+    fn finish(self) {
+        let before = self.store.load().expect("loads");
+        drop(self.store);
+        let again = EtcdStore::connect(config(&self.cluster, "t")).expect("connects");
+        assert_eq!(again.load().expect("loads"), before);
+    }
+}
+
+mod suite {
+    muster_coordinator::store_suite!(super::EtcdBackend::new());
+}
+
+#[test]
+fn a_batch_of_a_thousand_offsets_lands_in_several_transactions() {
+    let backend = EtcdBackend::new();
+    let store = &backend.store;
+    let offsets: Vec<_> = (0..1000).map(|p| offset("t", p, i64::from(p))).collect();
+    let before = revision(store);
+    commit(store, vec![put_offsets("big", offsets.clone())]);
+    let transactions = revision(store) - before;
+    // 1000 puts, at most 128 per transaction: 8 transactions.
+    assert_eq!(transactions, 8);
+    let mut expected = offsets;
+    expected.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+    assert_eq!(store.load_group("big").expect("loads").offsets, expected);
+}
+
+#[test]
+fn queued_batches_share_transactions() {
+    let backend = EtcdBackend::new();
+    let store = &backend.store;
+    let before = revision(store);
+    let pending: Vec<_> = (0..200)
+        .map(|i| store.apply(vec![put_offsets(&format!("g{i}"), vec![offset("t", 0, i)])]))
+        .collect();
+    block_on(async {
+        for durable in pending {
+            durable.await.expect("durable");
+        }
+    });
+    let transactions = revision(store) - before;
+    // 200 commits of one offset each: group commit packs them, 128 at most per transaction.
+    assert!(
+        (2..100).contains(&transactions),
+        "{transactions} transactions for 200 batches"
+    );
+    assert_eq!(load(store).offsets.len(), 200);
+}
+
+#[test]
+fn a_small_byte_limit_splits_a_batch_too() {
+    let cluster = EtcdCluster::single().expect("etcd starts (see the message to install it)");
+    let mut cfg = config(&cluster, "t");
+    cfg.limits = TxnLimits {
+        max_ops: 128,
+        max_bytes: 2_000,
+    };
+    let store = EtcdStore::connect(cfg).expect("connects");
+    own_all_shards(&store);
+    let before = revision(&store);
+    let offsets: Vec<_> = (0..40).map(|p| offset("t", p, 7)).collect();
+    commit(&store, vec![put_offsets("g", offsets.clone())]);
+    assert!(revision(&store) - before > 1, "split by bytes");
+    assert_eq!(store.load_group("g").expect("loads").offsets, offsets);
+}
+
+#[test]
+fn a_write_for_a_shard_taken_over_is_fenced_and_leaves_nothing() {
+    let backend = EtcdBackend::new();
+    let store = &backend.store;
+    let fenced_group = "orders";
+    let shard = store.shard_of(fenced_group);
+    let other_group = (0..)
+        .map(|i| format!("other-{i}"))
+        .find(|g| store.shard_of(g) != shard)
+        .expect("some group lands elsewhere");
+    commit(store, vec![Mutation::PutGroup(group(fenced_group, 1))]);
+    let mut lost = store.lost_shards();
+
+    take_over(store, shard);
+    // Submitted together: they share a transaction, which the compare fails; the other
+    // shard's batch is written again without the fenced one.
+    let fenced = store.apply(vec![
+        Mutation::PutGroup(group(fenced_group, 2)),
+        put_offsets(fenced_group, vec![offset("t", 0, 9)]),
+    ]);
+    let fine = store.apply(vec![put_offsets(&other_group, vec![offset("t", 0, 5)])]);
+    assert_eq!(block_on(fenced), Err(StoreError::Fenced { shard }));
+    assert_eq!(block_on(fine), Ok(()));
+
+    let written = store.load_group(fenced_group).expect("loads");
+    assert_eq!(
+        written.record,
+        Some(group(fenced_group, 1)),
+        "generation 2 never landed"
+    );
+    assert!(written.offsets.is_empty());
+    assert_eq!(store.shard_status(shard), ShardStatus::Lost);
+    assert!(lost.has_changed().expect("the store is alive"));
+    assert_eq!(*lost.borrow_and_update(), BTreeSet::from([shard]));
+
+    // Later writes for the lost shard fail at once; granting it again (a new owner key
+    // revision) lets them through.
+    let before = revision(store);
+    let again = store.apply(vec![Mutation::PutGroup(group(fenced_group, 3))]);
+    assert_eq!(block_on(again), Err(StoreError::Fenced { shard }));
+    assert_eq!(revision(store), before, "nothing was sent");
+    store.release_shard(shard);
+    let unowned = store.apply(vec![Mutation::PutGroup(group(fenced_group, 3))]);
+    assert_eq!(block_on(unowned), Err(StoreError::NotOwner { shard }));
+    own_all_shards(store);
+    commit(store, vec![Mutation::PutGroup(group(fenced_group, 3))]);
+    assert_eq!(
+        store.load_group(fenced_group).expect("loads").record,
+        Some(group(fenced_group, 3))
+    );
+}
+
+#[test]
+fn load_shard_reads_only_that_shard() {
+    let backend = EtcdBackend::new();
+    let store = &backend.store;
+    let ids: Vec<String> = (0..20).map(|i| format!("group-{i}")).collect();
+    let batch = ids
+        .iter()
+        .flat_map(|g| {
+            [
+                Mutation::PutGroup(group(g, 1)),
+                put_offsets(g, vec![offset("t", 0, 1)]),
+            ]
+        })
+        .collect();
+    commit(store, batch);
+    let mut seen = 0;
+    for shard in 0..SHARDS {
+        let state = store.load_shard(shard).expect("loads");
+        for record in &state.groups {
+            assert_eq!(store.shard_of(&record.group_id), shard);
+        }
+        assert_eq!(state.groups.len(), state.offsets.len());
+        seen += state.groups.len();
+    }
+    assert_eq!(seen, ids.len());
+}
+
+#[test]
+fn writes_go_on_when_a_member_of_three_is_killed() {
+    let mut cluster = EtcdCluster::three().expect("etcd starts (see the message to install it)");
+    let store = EtcdStore::connect(config(&cluster, "t")).expect("connects");
+    own_all_shards(&store);
+    commit(&store, vec![put_offsets("g", vec![offset("t", 0, 1)])]);
+    cluster.kill_member(0);
+    for i in 2..20 {
+        commit(&store, vec![put_offsets("g", vec![offset("t", 0, i)])]);
+    }
+    assert_eq!(
+        store.load_group("g").expect("loads").offsets,
+        vec![offset("t", 0, 19)]
+    );
+}
+
+#[test]
+fn an_unreachable_etcd_fails_at_connect() {
+    let cluster = EtcdCluster::single().expect("etcd starts (see the message to install it)");
+    let mut cfg = config(&cluster, "t");
+    drop(cluster);
+    cfg.request_timeout = std::time::Duration::from_millis(500);
+    let error = EtcdStore::connect(cfg).expect_err("nothing listens");
+    assert!(error.to_string().contains("etcd"), "{error}");
+}
