@@ -6,6 +6,9 @@ pub enum EtcdError {
     /// An endpoint is not a usable URL (`http://host:port` or `host:port`).
     #[error("invalid etcd endpoint {endpoint:?}: {reason}")]
     InvalidEndpoint { endpoint: String, reason: String },
+    /// The cluster name cannot be a key prefix.
+    #[error(transparent)]
+    InvalidClusterName(#[from] crate::keys::InvalidClusterName),
     /// No endpoints were given.
     #[error("no etcd endpoints given")]
     NoEndpoints,

@@ -131,10 +131,7 @@ impl EtcdStore {
     /// Connects to etcd and starts the writer. Fails if the cluster name is unusable or etcd
     /// does not answer a first read.
     pub fn connect(config: EtcdStoreConfig) -> Result<Self, EtcdError> {
-        let keys = KeyLayout::new(&config.cluster).map_err(|e| EtcdError::InvalidEndpoint {
-            endpoint: config.cluster.clone(),
-            reason: e.to_string(),
-        })?;
+        let keys = KeyLayout::new(&config.cluster)?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("muster-etcd")
