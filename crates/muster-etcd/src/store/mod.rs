@@ -103,16 +103,27 @@ impl Shared {
             .unwrap_or(ShardStatus::NotOwned)
     }
 
-    /// Marks shards lost (a failed compare showed another owner).
-    fn mark_lost(&self, shards: &BTreeSet<u32>) {
+    /// Marks shards lost (a failed compare showed another owner) unless the ownership module
+    /// has granted them again since the compared revision; returns those marked.
+    fn mark_lost(&self, compared: &[(u32, i64)]) -> BTreeSet<u32> {
+        let mut marked = BTreeSet::new();
         {
             let mut ownership = self.ownership();
-            for shard in shards {
-                ownership.insert(*shard, ShardStatus::Lost);
+            for &(shard, revision) in compared {
+                let status = ownership.entry(shard).or_insert(ShardStatus::NotOwned);
+                if *status
+                    == (ShardStatus::Owned {
+                        owner_mod_revision: revision,
+                    })
+                {
+                    *status = ShardStatus::Lost;
+                    marked.insert(shard);
+                }
             }
         }
         self.lost
-            .send_modify(|lost| lost.extend(shards.iter().copied()));
+            .send_modify(|lost| lost.extend(marked.iter().copied()));
+        marked
     }
 }
 
@@ -124,6 +135,7 @@ pub struct EtcdStore {
     shared: Arc<Shared>,
     client: EtcdClient,
     queue: Mutex<Option<mpsc::UnboundedSender<Queued>>>,
+    writer: Mutex<Option<tokio::task::JoinHandle<()>>>,
     runtime: Option<tokio::runtime::Runtime>,
 }
 
@@ -151,11 +163,12 @@ impl EtcdStore {
             healthy: AtomicBool::new(true),
         });
         let (tx, rx) = mpsc::unbounded_channel();
-        runtime.spawn(writer::run(Arc::clone(&shared), client.clone(), rx));
+        let writer = runtime.spawn(writer::run(Arc::clone(&shared), client.clone(), rx));
         let store = EtcdStore {
             shared,
             client,
             queue: Mutex::new(Some(tx)),
+            writer: Mutex::new(Some(writer)),
             runtime: Some(runtime),
         };
         // A first read: a wrong endpoint or a down etcd shows at startup, not at first write.
@@ -283,18 +296,32 @@ impl Store for EtcdStore {
     }
 
     fn close(&self) -> Result<(), StoreError> {
-        // The writer finishes what is queued, then ends with the channel.
+        // The writer finishes what is queued, then ends with the channel: wait for that.
         self.queue
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
+        let writer = self
+            .writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(writer) = writer {
+            self.block_on(writer)?
+                .map_err(|e| StoreError::Io(format!("the etcd writer failed: {e}")))?;
+        }
         Ok(())
     }
 }
 
 impl Drop for EtcdStore {
     fn drop(&mut self) {
-        let _ = self.close();
+        // Without waiting for the writer: dropping may happen inside another runtime. What
+        // is still queued resolves `Closed`.
+        self.queue
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
         if let Some(runtime) = self.runtime.take() {
             // Never blocks: dropping may happen inside another runtime (an actor's).
             runtime.shutdown_background();

@@ -256,3 +256,21 @@ fn an_unreachable_etcd_fails_at_connect() {
     let error = EtcdStore::connect(cfg).expect_err("nothing listens");
     assert!(error.to_string().contains("etcd"), "{error}");
 }
+
+#[test]
+fn close_waits_for_what_is_queued_and_refuses_more() {
+    let backend = EtcdBackend::new();
+    let store = &backend.store;
+    let pending: Vec<_> = (0..50)
+        .map(|i| store.apply(vec![put_offsets("g", vec![offset("t", i, 1)])]))
+        .collect();
+    store.close().expect("closes");
+    block_on(async {
+        for durable in pending {
+            assert_eq!(durable.await, Ok(()), "queued before close: written");
+        }
+    });
+    let late = store.apply(vec![put_offsets("g", vec![offset("t", 99, 1)])]);
+    assert_eq!(block_on(late), Err(StoreError::Closed));
+    assert_eq!(store.load_group("g").expect("loads").offsets.len(), 50);
+}

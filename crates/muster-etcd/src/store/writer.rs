@@ -88,9 +88,8 @@ async fn write_all(shared: &Shared, client: &EtcdClient, mut batches: VecDeque<I
         let Some((plan, whole, partial)) = plan_next(shared, &batches) else {
             return;
         };
-        let shards = plan.shards.clone();
-        let Some(request) = txn_request(shared, plan) else {
-            // An ownership vanished while planning: the retain above reports it next turn.
+        let Some((request, compared)) = txn_request(shared, plan) else {
+            // An ownership vanished while planning: the check above reports it next turn.
             continue;
         };
         match client.txn(request).await {
@@ -106,26 +105,27 @@ async fn write_all(shared: &Shared, client: &EtcdClient, mut batches: VecDeque<I
                 }
             }
             Ok(response) => {
-                // The failure branch read each compared owner key, in `shards` order.
-                let mut lost = BTreeSet::new();
-                for (shard, op) in shards.iter().zip(response.responses) {
-                    let now = match op.response {
-                        Some(Response::ResponseRange(range)) => {
-                            range.kvs.first().map_or(0, |kv| kv.mod_revision)
-                        }
-                        _ => 0,
-                    };
-                    if !matches!(shared.status(*shard), ShardStatus::Owned { owner_mod_revision } if owner_mod_revision == now)
-                    {
-                        lost.insert(*shard);
-                    }
+                // The failure branch read each compared owner key, in `compared` order.
+                let mut changed: Vec<(u32, i64)> = compared
+                    .iter()
+                    .zip(&response.responses)
+                    .filter(|((_, expected), op)| {
+                        let now = match &op.response {
+                            Some(Response::ResponseRange(range)) => {
+                                range.kvs.first().map_or(0, |kv| kv.mod_revision)
+                            }
+                            _ => 0,
+                        };
+                        now != *expected
+                    })
+                    .map(|(compared, _)| *compared)
+                    .collect();
+                if changed.is_empty() {
+                    // Cannot tell which compare failed (changed and back?): trust none.
+                    changed = compared;
                 }
-                if lost.is_empty() {
-                    // Cannot tell which compare failed (it changed back?): trust none.
-                    lost = shards;
-                }
+                let lost = shared.mark_lost(&changed);
                 tracing::warn!(shards = ?lost, "fenced: another node owns these shards now");
-                shared.mark_lost(&lost);
             }
             Err(e) => {
                 shared.healthy.store(false, Ordering::Relaxed);
@@ -173,14 +173,17 @@ fn plan_next(
 }
 
 /// The transaction for a plan: compare every shard's owner key, apply the plan's operations
-/// if all match, else read the owner keys back. `None` if a shard is no longer owned.
-fn txn_request(shared: &Shared, plan: TxnPlan) -> Option<TxnRequest> {
+/// if all match, else read the owner keys back; and the (shard, owner mod revision) pairs
+/// compared, in order. `None` if a shard is no longer owned.
+fn txn_request(shared: &Shared, plan: TxnPlan) -> Option<(TxnRequest, Vec<(u32, i64)>)> {
+    let mut compared = Vec::with_capacity(plan.shards.len());
     let mut compare = Vec::with_capacity(plan.shards.len());
     let mut failure = Vec::with_capacity(plan.shards.len());
     for &shard in &plan.shards {
         let ShardStatus::Owned { owner_mod_revision } = shared.status(shard) else {
             return None;
         };
+        compared.push((shard, owner_mod_revision));
         let owner = shared.keys.owner(shard);
         compare.push(Compare {
             result: CompareResult::Equal as i32,
@@ -218,9 +221,10 @@ fn txn_request(shared: &Shared, plan: TxnPlan) -> Option<TxnRequest> {
             }),
         })
         .collect();
-    Some(TxnRequest {
+    let request = TxnRequest {
         compare,
         success,
         failure,
-    })
+    };
+    Some((request, compared))
 }
