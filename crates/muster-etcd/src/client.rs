@@ -30,7 +30,7 @@ const PAGE: i64 = 500;
 /// A connection to an etcd cluster (cheap to clone; clones share the channel).
 #[derive(Debug, Clone)]
 pub struct EtcdClient {
-    members: Arc<[KvClient<Channel>]>,
+    members: Arc<[Channel]>,
     /// The member that answered last: requests start there.
     preferred: Arc<AtomicUsize>,
 }
@@ -74,7 +74,7 @@ impl EtcdClient {
         Ok(EtcdClient {
             members: parsed
                 .into_iter()
-                .map(|endpoint| KvClient::new(endpoint.connect_lazy()))
+                .map(|endpoint| endpoint.connect_lazy())
                 .collect(),
             preferred: Arc::new(AtomicUsize::new(0)),
         })
@@ -82,9 +82,9 @@ impl EtcdClient {
 
     /// Runs `request` on the preferred member, then on each other one while they are
     /// unreachable; the last error if none answers.
-    async fn call<T, F, Fut>(&self, request: F) -> Result<T, EtcdError>
+    pub(crate) async fn call<T, F, Fut>(&self, request: F) -> Result<T, EtcdError>
     where
-        F: Fn(KvClient<Channel>) -> Fut,
+        F: Fn(Channel) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
         let count = self.members.len();
@@ -127,9 +127,9 @@ impl EtcdClient {
                 ..RangeRequest::default()
             };
             let response = self
-                .call(|mut kv| {
+                .call(|channel| {
                     let request = request.clone();
-                    async move { kv.range(request).await }
+                    async move { KvClient::new(channel).range(request).await }
                 })
                 .await?;
             if revision == 0 {
@@ -160,9 +160,9 @@ impl EtcdClient {
             ..RangeRequest::default()
         };
         let response = self
-            .call(|mut kv| {
+            .call(|channel| {
                 let request = request.clone();
-                async move { kv.range(request).await }
+                async move { KvClient::new(channel).range(request).await }
             })
             .await?;
         let revision = response.header.as_ref().map_or(revision, |h| h.revision);
@@ -183,9 +183,9 @@ impl EtcdClient {
             ..PutRequest::default()
         };
         let response = self
-            .call(|mut kv| {
+            .call(|channel| {
                 let request = request.clone();
-                async move { kv.put(request).await }
+                async move { KvClient::new(channel).put(request).await }
             })
             .await?;
         Ok(response.header.map_or(0, |h| h.revision))
@@ -199,9 +199,9 @@ impl EtcdClient {
             ..DeleteRangeRequest::default()
         };
         let response = self
-            .call(|mut kv| {
+            .call(|channel| {
                 let request = request.clone();
-                async move { kv.delete_range(request).await }
+                async move { KvClient::new(channel).delete_range(request).await }
             })
             .await?;
         Ok(response.deleted)
@@ -209,9 +209,9 @@ impl EtcdClient {
 
     /// One transaction.
     pub async fn txn(&self, request: TxnRequest) -> Result<TxnResponse, EtcdError> {
-        self.call(|mut kv| {
+        self.call(|channel| {
             let request = request.clone();
-            async move { kv.txn(request).await }
+            async move { KvClient::new(channel).txn(request).await }
         })
         .await
     }

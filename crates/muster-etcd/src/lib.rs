@@ -7,6 +7,7 @@ mod client;
 mod error;
 pub mod generated;
 pub mod keys;
+mod lease;
 mod shard;
 mod store;
 #[cfg(any(test, feature = "testkit"))]
@@ -15,5 +16,6 @@ pub mod testkit;
 pub use client::EtcdClient;
 pub use error::EtcdError;
 pub use keys::KeyLayout;
+pub use lease::Lease;
 pub use shard::shard_of;
 pub use store::{EtcdStore, EtcdStoreConfig, ShardStatus, TxnLimits};

@@ -274,3 +274,102 @@ fn close_waits_for_what_is_queued_and_refuses_more() {
     assert_eq!(block_on(late), Err(StoreError::Closed));
     assert_eq!(store.load_group("g").expect("loads").offsets.len(), 50);
 }
+
+/// Runs a future on the store's runtime.
+fn run<T: Send + 'static>(
+    store: &EtcdStore,
+    future: std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>,
+) -> T {
+    store.block_on(future).expect("the runtime runs")
+}
+
+#[test]
+fn once_a_lease_expires_the_new_owner_fences_the_old_one() {
+    let cluster = EtcdCluster::single().expect("etcd starts (see the message to install it)");
+    let old = EtcdStore::connect(config(&cluster, "t")).expect("connects");
+    let new = EtcdStore::connect(config(&cluster, "t")).expect("connects");
+    let shard = old.shard_of("orders");
+    let owner_key = old.keys().owner(shard);
+    let client = old.client().clone();
+
+    // The old owner claims the shard on a 1 s lease, which it will never renew (a pause).
+    let (old_lease, old_revision) = {
+        let (client, key) = (client.clone(), owner_key.clone());
+        run(
+            &old,
+            Box::pin(async move {
+                let lease = client.lease_grant(1).await.expect("a lease");
+                let claimed = client.claim(&key, b"old", lease.id).await.expect("claims");
+                (lease, claimed)
+            }),
+        )
+    };
+    let old_revision = old_revision.expect("the key was free");
+    old.own_shard(shard, old_revision);
+    commit(&old, vec![Mutation::PutGroup(group("orders", 1))]);
+
+    // The new owner's claim fails while the lease lives, and succeeds once etcd expired it.
+    let new_lease = {
+        let client = client.clone();
+        run(
+            &old,
+            Box::pin(async move { client.lease_grant(10).await.expect("a lease") }),
+        )
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let new_revision = loop {
+        let (client, key) = (client.clone(), owner_key.clone());
+        let claimed = run(
+            &old,
+            Box::pin(async move { client.claim(&key, b"new", new_lease.id).await.expect("txn") }),
+        );
+        if let Some(revision) = claimed {
+            break revision;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the 1 s lease never expired"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    new.own_shard(shard, new_revision);
+    {
+        let client = client.clone();
+        let renewed = run(
+            &old,
+            Box::pin(async move {
+                (
+                    client
+                        .lease_keep_alive_once(old_lease.id)
+                        .await
+                        .expect("asks"),
+                    client
+                        .lease_keep_alive_once(new_lease.id)
+                        .await
+                        .expect("asks"),
+                )
+            }),
+        );
+        assert_eq!(renewed.0, None, "the old lease is gone");
+        assert!(renewed.1.is_some_and(|ttl| ttl > 0), "the new one renews");
+    }
+
+    // The old owner resumes and writes: refused; the new owner's state stands.
+    let stale = old.apply(vec![Mutation::PutGroup(group("orders", 2))]);
+    assert_eq!(block_on(stale), Err(StoreError::Fenced { shard }));
+    commit(&new, vec![Mutation::PutGroup(group("orders", 3))]);
+    assert_eq!(
+        new.load_group("orders").expect("loads").record,
+        Some(group("orders", 3))
+    );
+
+    // Revoking the new lease frees the shard at once.
+    let freed = run(
+        &old,
+        Box::pin(async move {
+            client.lease_revoke(new_lease.id).await.expect("revokes");
+            client.get(&owner_key).await.expect("reads")
+        }),
+    );
+    assert_eq!(freed, None);
+}
