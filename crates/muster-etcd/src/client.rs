@@ -33,7 +33,16 @@ pub struct EtcdClient {
     members: Arc<[Channel]>,
     /// The member that answered last: requests start there.
     preferred: Arc<AtomicUsize>,
+    /// How long a request keeps trying members (an etcd leader election takes about one
+    /// election timeout, 1 s by default: requests ride it out rather than fail).
+    request_timeout: Duration,
 }
+
+/// The shortest time one attempt at a request gets.
+const MIN_ATTEMPT_TIMEOUT: Duration = Duration::from_millis(250);
+
+/// Pause between rounds over all members.
+const RETRY_PAUSE: Duration = Duration::from_millis(50);
 
 /// Whether a failed request should be tried on another member: it could not reach this one,
 /// or this one did not answer in time (cut off, paused, or without a leader).
@@ -52,6 +61,10 @@ impl EtcdClient {
         if endpoints.is_empty() {
             return Err(EtcdError::NoEndpoints);
         }
+        // One attempt gets a quarter of the request's time: etcd holds a request whose
+        // proposal died with its leader until its own timeout, while a new leader is usually
+        // elected within a second; the retry on the next member gets through.
+        let attempt_timeout = (request_timeout / 4).max(MIN_ATTEMPT_TIMEOUT);
         let mut parsed = Vec::with_capacity(endpoints.len());
         for endpoint in endpoints {
             let url = if endpoint.contains("://") {
@@ -66,8 +79,8 @@ impl EtcdClient {
                 })?;
             parsed.push(
                 parsed_endpoint
-                    .connect_timeout(request_timeout)
-                    .timeout(request_timeout)
+                    .connect_timeout(attempt_timeout)
+                    .timeout(attempt_timeout)
                     .tcp_nodelay(true),
             );
         }
@@ -77,11 +90,13 @@ impl EtcdClient {
                 .map(|endpoint| endpoint.connect_lazy())
                 .collect(),
             preferred: Arc::new(AtomicUsize::new(0)),
+            request_timeout,
         })
     }
 
     /// Runs `request` on the preferred member, then on each other one while they are
-    /// unreachable; the last error if none answers.
+    /// unreachable, round after round until the request timeout has passed; the last error
+    /// if none answered by then.
     pub(crate) async fn call<T, F, Fut>(&self, request: F) -> Result<T, EtcdError>
     where
         F: Fn(Channel) -> Fut,
@@ -89,22 +104,28 @@ impl EtcdClient {
     {
         let count = self.members.len();
         let first = self.preferred.load(Ordering::Relaxed) % count.max(1);
+        let deadline = tokio::time::Instant::now() + self.request_timeout;
         let mut last = None;
-        for step in 0..count {
-            let index = (first + step) % count;
-            match request(self.members[index].clone()).await {
-                Ok(response) => {
-                    self.preferred.store(index, Ordering::Relaxed);
-                    return Ok(response.into_inner());
+        loop {
+            for step in 0..count {
+                let index = (first + step) % count;
+                match request(self.members[index].clone()).await {
+                    Ok(response) => {
+                        self.preferred.store(index, Ordering::Relaxed);
+                        return Ok(response.into_inner());
+                    }
+                    Err(status) if try_elsewhere(&status) => {
+                        tracing::debug!(member = index, %status, "etcd member did not answer");
+                        last = Some(status);
+                    }
+                    Err(status) => return Err(status.into()),
                 }
-                Err(status) if try_elsewhere(&status) => {
-                    tracing::debug!(member = index, %status, "etcd member did not answer");
-                    last = Some(status);
-                }
-                Err(status) => return Err(status.into()),
             }
+            if count == 0 || tokio::time::Instant::now() + RETRY_PAUSE >= deadline {
+                return Err(last.map_or(EtcdError::NoEndpoints, EtcdError::from));
+            }
+            tokio::time::sleep(RETRY_PAUSE).await;
         }
-        Err(last.map_or(EtcdError::NoEndpoints, EtcdError::from))
     }
 
     /// Every key under `prefix` at `revision` (0: the latest), in key order, and the revision
