@@ -17,8 +17,16 @@
 mod memory;
 pub mod records;
 mod redb_store;
-#[cfg(test)]
-mod tests;
+#[cfg(any(test, feature = "store-suite"))]
+pub mod suite;
+
+/// The value encoding of group records and offsets (redb format version 2), shared with other
+/// backends so that every store holds the same bytes for the same record.
+pub mod codec {
+    pub use super::redb_store::codec::{
+        decode_group, decode_offset, encode_group, encode_offset, CodecError,
+    };
+}
 
 pub use memory::MemoryStore;
 pub use records::{CommittedOffset, GroupRecord, MemberRecord, OffsetWrite};
@@ -107,6 +115,15 @@ pub enum StoreError {
     /// written until it has reopened its file and a probe write has succeeded.
     #[error("storage is failing and recovering; nothing can be written now: {0}")]
     Unavailable(String),
+    /// Cluster mode: another node took the shard over (the write's condition on this node's
+    /// ownership failed); nothing of the batch was applied by that transaction, and this node
+    /// must drop the shard's groups.
+    #[error("shard {shard} was taken over by another node; the write was refused (fenced)")]
+    Fenced { shard: u32 },
+    /// Cluster mode: the write is for a shard this node does not own (never granted, or
+    /// released); nothing of the batch was sent.
+    #[error("shard {shard} is not owned by this node; nothing was written")]
+    NotOwner { shard: u32 },
 }
 
 /// One group as stored: its record (if it ever had one written) and its offsets.

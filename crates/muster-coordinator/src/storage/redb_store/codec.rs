@@ -1,5 +1,6 @@
 //! The on-disk encoding of [`RedbStore`](super::RedbStore) values, format version 2, and the
-//! decoding of version 1 group values for the migration (`super::migrate`).
+//! decoding of version 1 group values for the migration (`super::migrate`). The cluster
+//! store (muster-etcd) writes the same value bytes to etcd, through `storage::codec`.
 //!
 //! Version 2 appends the owners to version 1's group value: each member's principal and the
 //! group's creator (`Option<String>`, last field of each), so that a restart charges quotas
@@ -29,7 +30,7 @@ const FORMAT: Format = Configuration::new();
 /// Why a stored value could not be decoded, or a record encoded.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub(super) struct CodecError(String);
+pub struct CodecError(String);
 
 #[derive(Debug, PartialEq, Eq, SchemaWrite, SchemaRead)]
 struct GroupV1 {
@@ -202,7 +203,7 @@ impl From<MemberV2> for MemberRecord {
 }
 
 /// Splits a record into its key (the group id) and its encoded value.
-pub(super) fn encode_group(record: GroupRecord) -> Result<(String, Vec<u8>), CodecError> {
+pub fn encode_group(record: GroupRecord) -> Result<(String, Vec<u8>), CodecError> {
     let GroupRecord {
         group_id,
         state,
@@ -227,7 +228,7 @@ pub(super) fn encode_group(record: GroupRecord) -> Result<(String, Vec<u8>), Cod
     Ok((group_id, bytes))
 }
 
-pub(super) fn decode_group(group_id: &str, bytes: &[u8]) -> Result<GroupRecord, CodecError> {
+pub fn decode_group(group_id: &str, bytes: &[u8]) -> Result<GroupRecord, CodecError> {
     let stored: GroupV2 = wincode::config::deserialize_exact(bytes, FORMAT)
         .map_err(|e| CodecError(format!("group {group_id:?}: {e}")))?;
     Ok(GroupRecord {
@@ -281,7 +282,7 @@ pub(super) fn encode_group_v1(record: GroupRecord) -> Result<(String, Vec<u8>), 
     Ok((record.group_id, bytes))
 }
 
-pub(super) fn encode_offset(committed: CommittedOffset) -> Result<Vec<u8>, CodecError> {
+pub fn encode_offset(committed: CommittedOffset) -> Result<Vec<u8>, CodecError> {
     let stored = OffsetV1 {
         offset: committed.offset,
         commit_timestamp_ms: committed.commit_timestamp_ms,
@@ -291,7 +292,7 @@ pub(super) fn encode_offset(committed: CommittedOffset) -> Result<Vec<u8>, Codec
         .map_err(|e| CodecError(format!("cannot encode an offset: {e}")))
 }
 
-pub(super) fn decode_offset(bytes: &[u8]) -> Result<CommittedOffset, CodecError> {
+pub fn decode_offset(bytes: &[u8]) -> Result<CommittedOffset, CodecError> {
     let stored: OffsetV1 = wincode::config::deserialize_exact(bytes, FORMAT)
         .map_err(|e| CodecError(format!("offset value: {e}")))?;
     Ok(CommittedOffset {

@@ -36,7 +36,7 @@
 //! the writer recovers by reopening the file (`recovery`): the handle lives in a slot shared
 //! with readers, emptied while the store is unhealthy.
 
-mod codec;
+pub(super) mod codec;
 mod load;
 mod recovery;
 mod writer;

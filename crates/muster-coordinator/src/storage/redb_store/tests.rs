@@ -8,7 +8,7 @@ use std::sync::Arc;
 use redb::{Database, TableDefinition};
 
 use super::{RedbStore, GROUPS, META};
-use crate::storage::tests::{block_on, commit, group, offset, put_offsets};
+use crate::storage::suite::{block_on, commit, group, offset, put_offsets};
 use crate::storage::{Mutation, OffsetWrite, Store, StoreError, StoredState};
 
 fn open(dir: &Path) -> RedbStore {

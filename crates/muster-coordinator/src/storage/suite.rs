@@ -1,6 +1,8 @@
-//! Storage semantics, one test body per behaviour, run against every backend
-//! ([`MemoryStore`] and [`RedbStore`]); the redb run also reopens the file and checks that a
-//! reopen loads exactly what the store loaded before.
+//! Storage semantics, one test body per behaviour, run against every backend:
+//! [`MemoryStore`](super::MemoryStore) and [`RedbStore`](super::RedbStore) here (the redb run
+//! also reopens the file and checks that a reopen loads exactly what the store loaded before),
+//! and muster-etcd's `EtcdStore` through [`store_suite!`](crate::store_suite) (feature
+//! `store-suite`), so that every backend runs every case and a case added here reaches all.
 
 use std::future::Future;
 
@@ -13,7 +15,7 @@ use super::{
 use crate::types::GroupState;
 
 /// Runs a future to completion on a throwaway current-thread runtime.
-pub(super) fn block_on<F: Future>(future: F) -> F::Output {
+pub fn block_on<F: Future>(future: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("a current-thread runtime builds")
@@ -21,11 +23,11 @@ pub(super) fn block_on<F: Future>(future: F) -> F::Output {
 }
 
 /// Applies a batch and waits until it is durable.
-pub(super) fn commit(store: &impl Store, batch: Vec<Mutation>) {
+pub fn commit(store: &dyn Store, batch: Vec<Mutation>) {
     block_on(store.apply(batch)).expect("the batch becomes durable");
 }
 
-pub(super) fn member(id: &str) -> MemberRecord {
+pub fn member(id: &str) -> MemberRecord {
     MemberRecord {
         member_id: id.into(),
         group_instance_id: Some(format!("{id}-static")),
@@ -51,7 +53,7 @@ pub(super) fn member(id: &str) -> MemberRecord {
     }
 }
 
-pub(super) fn group(id: &str, generation: i32) -> GroupRecord {
+pub fn group(id: &str, generation: i32) -> GroupRecord {
     GroupRecord {
         group_id: id.into(),
         state: GroupState::Stable,
@@ -64,7 +66,7 @@ pub(super) fn group(id: &str, generation: i32) -> GroupRecord {
     }
 }
 
-pub(super) fn offset(topic: &str, partition: i32, offset: i64) -> OffsetWrite {
+pub fn offset(topic: &str, partition: i32, offset: i64) -> OffsetWrite {
     OffsetWrite {
         topic: topic.into(),
         partition,
@@ -76,7 +78,7 @@ pub(super) fn offset(topic: &str, partition: i32, offset: i64) -> OffsetWrite {
     }
 }
 
-pub(super) fn put_offsets(group_id: &str, offsets: Vec<OffsetWrite>) -> Mutation {
+pub fn put_offsets(group_id: &str, offsets: Vec<OffsetWrite>) -> Mutation {
     Mutation::PutOffsets {
         group_id: group_id.into(),
         offsets,
@@ -90,7 +92,7 @@ fn topic(name: &str, partitions: i32) -> TopicInfo {
     }
 }
 
-fn load(store: &impl Store) -> StoredState {
+pub fn load(store: &dyn Store) -> StoredState {
     store.load().expect("the store loads")
 }
 
@@ -102,11 +104,11 @@ fn offsets_of(state: &StoredState, group_id: &str) -> Option<Vec<OffsetWrite>> {
         .map(|(_, writes)| writes.clone())
 }
 
-fn empty_store_loads_empty(store: &impl Store) {
+pub fn empty_store_loads_empty(store: &dyn Store) {
     assert_eq!(load(store), StoredState::default());
 }
 
-fn put_replaces_a_group(store: &impl Store) {
+pub fn put_replaces_a_group(store: &dyn Store) {
     commit(store, vec![Mutation::PutGroup(group("g", 1))]);
     let mut second = group("g", 2);
     second.state = GroupState::Empty;
@@ -116,7 +118,7 @@ fn put_replaces_a_group(store: &impl Store) {
     assert_eq!(load(store).groups, vec![second]);
 }
 
-fn put_offsets_upserts(store: &impl Store) {
+pub fn put_offsets_upserts(store: &dyn Store) {
     commit(
         store,
         vec![put_offsets("g", vec![offset("t", 0, 1), offset("t", 1, 2)])],
@@ -135,7 +137,7 @@ fn put_offsets_upserts(store: &impl Store) {
     );
 }
 
-fn delete_offsets_removes_the_listed_ones(store: &impl Store) {
+pub fn delete_offsets_removes_the_listed_ones(store: &dyn Store) {
     commit(
         store,
         vec![put_offsets(
@@ -164,7 +166,7 @@ fn delete_offsets_removes_the_listed_ones(store: &impl Store) {
     assert_eq!(load(store), StoredState::default());
 }
 
-fn delete_group_removes_its_offsets_and_no_others(store: &impl Store) {
+pub fn delete_group_removes_its_offsets_and_no_others(store: &dyn Store) {
     // Neighbours in key order on both sides, and ids that share "g" as a prefix.
     for id in ["f", "g", "g\0", "g ", "g2", "h"] {
         commit(
@@ -191,7 +193,7 @@ fn delete_group_removes_its_offsets_and_no_others(store: &impl Store) {
     }
 }
 
-fn delete_group_removes_offsets_of_a_group_without_metadata(store: &impl Store) {
+pub fn delete_group_removes_offsets_of_a_group_without_metadata(store: &dyn Store) {
     // Simple commits: offsets, no group record.
     commit(store, vec![put_offsets("simple", vec![offset("t", 0, 1)])]);
     commit(
@@ -203,7 +205,7 @@ fn delete_group_removes_offsets_of_a_group_without_metadata(store: &impl Store) 
     assert_eq!(load(store), StoredState::default());
 }
 
-fn topics_are_created_and_raised(store: &impl Store) {
+pub fn topics_are_created_and_raised(store: &dyn Store) {
     commit(
         store,
         vec![
@@ -218,7 +220,7 @@ fn topics_are_created_and_raised(store: &impl Store) {
     );
 }
 
-fn batches_apply_in_submission_order(store: &impl Store) {
+pub fn batches_apply_in_submission_order(store: &dyn Store) {
     // Submitted back to back, awaited afterwards: the later batch wins on every key.
     let first = store.apply(vec![
         Mutation::PutGroup(group("g", 1)),
@@ -249,7 +251,7 @@ fn batches_apply_in_submission_order(store: &impl Store) {
     assert_eq!(state.topics, vec![topic("t", 4)]);
 }
 
-fn load_round_trips_everything(store: &impl Store) {
+pub fn load_round_trips_everything(store: &dyn Store) {
     let mut quiet = group("quiet", 4);
     quiet.state = GroupState::Empty;
     quiet.assignor = None;
@@ -286,7 +288,7 @@ fn load_round_trips_everything(store: &impl Store) {
     assert_eq!(load(store), expected);
 }
 
-fn load_group_reads_one_group(store: &impl Store) {
+pub fn load_group_reads_one_group(store: &dyn Store) {
     commit(
         store,
         vec![
@@ -311,43 +313,28 @@ fn load_group_reads_one_group(store: &impl Store) {
     );
 }
 
-fn an_empty_batch_is_durable_at_once(store: &impl Store) {
+pub fn an_empty_batch_is_durable_at_once(store: &dyn Store) {
     assert_eq!(block_on(store.apply(Vec::new())), Ok::<(), StoreError>(()));
     assert_eq!(load(store), StoredState::default());
 }
 
-/// Generates one `#[test]` per case and backend.
-macro_rules! semantics {
-    ($($case:ident),* $(,)?) => {
-        mod memory_store {
-            $(
-                #[test]
-                fn $case() {
-                    super::$case(&crate::storage::MemoryStore::new());
-                }
-            )*
-        }
-
-        mod redb_store {
-            use crate::storage::{RedbStore, Store};
-
-            $(
-                #[test]
-                fn $case() {
-                    let dir = tempfile::tempdir().expect("a temp dir");
-                    let store = RedbStore::open(dir.path()).expect("the store opens");
-                    super::$case(&store);
-                    let before = store.load().expect("the store loads");
-                    drop(store);
-                    let reopened = RedbStore::open(dir.path()).expect("the store reopens");
-                    assert_eq!(reopened.load().expect("the store loads"), before);
-                }
-            )*
-        }
-    };
+/// A backend under test: its store, and what to check once a case has run.
+pub trait Backend {
+    fn store(&self) -> &dyn Store;
+    /// Runs after each case (the redb backend reopens its file and compares).
+    fn finish(self)
+    where
+        Self: Sized,
+    {
+    }
 }
 
-semantics!(
+/// Generates one `#[test]` per storage case; `$backend` is evaluated afresh for each test and
+/// must implement [`Backend`].
+#[macro_export]
+macro_rules! store_suite {
+    ($backend:expr) => {
+        $crate::store_suite!(@cases $backend;
     empty_store_loads_empty,
     put_replaces_a_group,
     put_offsets_upserts,
@@ -359,4 +346,63 @@ semantics!(
     load_round_trips_everything,
     an_empty_batch_is_durable_at_once,
     load_group_reads_one_group,
-);
+        );
+    };
+    (@cases $backend:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $case() {
+                let backend = $backend;
+                $crate::storage::suite::$case($crate::storage::suite::Backend::store(&backend));
+                $crate::storage::suite::Backend::finish(backend);
+            }
+        )*
+    };
+}
+
+#[cfg(test)]
+impl Backend for super::MemoryStore {
+    fn store(&self) -> &dyn Store {
+        self
+    }
+}
+
+/// A redb store in a temporary directory, reopened after the case.
+#[cfg(test)]
+struct RedbBackend {
+    dir: tempfile::TempDir,
+    store: super::RedbStore,
+}
+
+#[cfg(test)]
+impl RedbBackend {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let store = super::RedbStore::open(dir.path()).expect("the store opens");
+        RedbBackend { dir, store }
+    }
+}
+
+#[cfg(test)]
+impl Backend for RedbBackend {
+    fn store(&self) -> &dyn Store {
+        &self.store
+    }
+
+    fn finish(self) {
+        let before = self.store.load().expect("the store loads");
+        drop(self.store);
+        let reopened = super::RedbStore::open(self.dir.path()).expect("the store reopens");
+        assert_eq!(reopened.load().expect("the store loads"), before);
+    }
+}
+
+#[cfg(test)]
+mod memory_store {
+    crate::store_suite!(crate::storage::MemoryStore::new());
+}
+
+#[cfg(test)]
+mod redb_store {
+    crate::store_suite!(super::RedbBackend::new());
+}

@@ -1,0 +1,235 @@
+//! Where cluster state lives in etcd (docs/cluster.md "Key layout"). All keys of one cluster
+//! start with `/<cluster name>/`, so clusters can share an etcd:
+//!
+//! | key                                                  | value                            |
+//! |------------------------------------------------------|----------------------------------|
+//! | `/<c>/owner/<shard>`                                 | owning node (ownership module)   |
+//! | `/<c>/group/<shard>/<group>`                         | group record (redb format v2)    |
+//! | `/<c>/offset/<shard>/<group>/<topic>/<partition>`    | committed offset (redb format v2)|
+//! | `/<c>/topic/<topic>`                                 | partition count, decimal ASCII   |
+//!
+//! Group ids and topic names are escaped ([`escape`]) so that they never contain `/`: a
+//! group's keys are then exactly those under its prefix (`g`'s range never reaches `g/x` or
+//! `g2`), and a shard's are exactly those under `group/<shard>/` and `offset/<shard>/`, which
+//! is how a node taking a shard over loads it. Shards are decimal.
+
+use std::fmt::Write as _;
+
+/// Builds and parses the keys of one cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyLayout {
+    prefix: String,
+}
+
+/// A cluster name that cannot be a key prefix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid cluster name {0:?}: it must be non-empty and contain no '/'")]
+pub struct InvalidClusterName(pub String);
+
+/// Escapes a name for a key: bytes outside `[A-Za-z0-9._~-]` become `%XX` (upper-case hex),
+/// so `/` and `%` never appear raw.
+pub fn escape(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for byte in name.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'~' | b'-') {
+            out.push(char::from(byte));
+        } else {
+            // Writing to a String cannot fail.
+            let _ = write!(out, "%{byte:02X}");
+        }
+    }
+    out
+}
+
+/// Reverses [`escape`]; `None` if `escaped` is not something [`escape`] produces.
+pub fn unescape(escaped: &[u8]) -> Option<String> {
+    let mut out = Vec::with_capacity(escaped.len());
+    let mut i = 0;
+    while i < escaped.len() {
+        if escaped[i] == b'%' {
+            let hex = std::str::from_utf8(escaped.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(escaped[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// The smallest key greater than every key starting with `prefix` (etcd's `range_end` for a
+/// prefix range). Prefixes here always end in `/`, so incrementing the last byte suffices.
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    // All 0xff (never for our prefixes): "to the end of the keyspace".
+    vec![0]
+}
+
+/// A parsed offset key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffsetKey {
+    pub group_id: String,
+    pub topic: String,
+    pub partition: i32,
+}
+
+impl KeyLayout {
+    pub fn new(cluster: &str) -> Result<Self, InvalidClusterName> {
+        if cluster.is_empty() || cluster.contains('/') {
+            return Err(InvalidClusterName(cluster.to_owned()));
+        }
+        Ok(KeyLayout {
+            prefix: format!("/{cluster}/"),
+        })
+    }
+
+    /// Everything of this cluster.
+    pub fn cluster_prefix(&self) -> Vec<u8> {
+        self.prefix.clone().into_bytes()
+    }
+
+    /// The key whose holder owns `shard` (attached to the owner's lease; fencing compares its
+    /// mod revision).
+    pub fn owner(&self, shard: u32) -> Vec<u8> {
+        format!("{}owner/{shard}", self.prefix).into_bytes()
+    }
+
+    pub fn groups_prefix(&self) -> Vec<u8> {
+        format!("{}group/", self.prefix).into_bytes()
+    }
+
+    pub fn shard_groups_prefix(&self, shard: u32) -> Vec<u8> {
+        format!("{}group/{shard}/", self.prefix).into_bytes()
+    }
+
+    pub fn group(&self, shard: u32, group_id: &str) -> Vec<u8> {
+        format!("{}group/{shard}/{}", self.prefix, escape(group_id)).into_bytes()
+    }
+
+    pub fn offsets_prefix(&self) -> Vec<u8> {
+        format!("{}offset/", self.prefix).into_bytes()
+    }
+
+    pub fn shard_offsets_prefix(&self, shard: u32) -> Vec<u8> {
+        format!("{}offset/{shard}/", self.prefix).into_bytes()
+    }
+
+    /// All offsets of one group.
+    pub fn group_offsets_prefix(&self, shard: u32, group_id: &str) -> Vec<u8> {
+        format!("{}offset/{shard}/{}/", self.prefix, escape(group_id)).into_bytes()
+    }
+
+    pub fn offset(&self, shard: u32, group_id: &str, topic: &str, partition: i32) -> Vec<u8> {
+        format!(
+            "{}offset/{shard}/{}/{}/{partition}",
+            self.prefix,
+            escape(group_id),
+            escape(topic)
+        )
+        .into_bytes()
+    }
+
+    pub fn topics_prefix(&self) -> Vec<u8> {
+        format!("{}topic/", self.prefix).into_bytes()
+    }
+
+    pub fn topic(&self, topic: &str) -> Vec<u8> {
+        format!("{}topic/{}", self.prefix, escape(topic)).into_bytes()
+    }
+
+    /// The group id of a key from [`KeyLayout::group`].
+    pub fn parse_group(&self, key: &[u8]) -> Option<String> {
+        let rest = key.strip_prefix(self.groups_prefix().as_slice())?;
+        let (_shard, group) = split_once(rest)?;
+        unescape(group)
+    }
+
+    /// The parts of a key from [`KeyLayout::offset`].
+    pub fn parse_offset(&self, key: &[u8]) -> Option<OffsetKey> {
+        let rest = key.strip_prefix(self.offsets_prefix().as_slice())?;
+        let (_shard, rest) = split_once(rest)?;
+        let (group, rest) = split_once(rest)?;
+        let (topic, partition) = split_once(rest)?;
+        Some(OffsetKey {
+            group_id: unescape(group)?,
+            topic: unescape(topic)?,
+            partition: std::str::from_utf8(partition).ok()?.parse().ok()?,
+        })
+    }
+
+    /// The topic name of a key from [`KeyLayout::topic`].
+    pub fn parse_topic(&self, key: &[u8]) -> Option<String> {
+        unescape(key.strip_prefix(self.topics_prefix().as_slice())?)
+    }
+}
+
+fn split_once(bytes: &[u8]) -> Option<(&[u8], &[u8])> {
+    let at = bytes.iter().position(|&b| b == b'/')?;
+    Some((&bytes[..at], &bytes[at + 1..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{escape, prefix_end, unescape, KeyLayout, OffsetKey};
+
+    #[test]
+    fn escaping_round_trips_and_hides_slashes() {
+        for name in ["g", "g/x", "g%2F", "a b", "g\0", "grüppe", "", "..", "~-_."] {
+            let escaped = escape(name);
+            assert!(!escaped.contains('/'), "{escaped}");
+            assert_eq!(unescape(escaped.as_bytes()).as_deref(), Some(name));
+        }
+        assert_eq!(escape("a/b c"), "a%2Fb%20c");
+        assert_eq!(unescape(b"%2"), None);
+        assert_eq!(unescape(b"%ZZ"), None);
+    }
+
+    #[test]
+    fn keys_are_laid_out_as_documented_and_parse_back() {
+        let keys = KeyLayout::new("prod").expect("a valid name");
+        assert_eq!(keys.owner(7), b"/prod/owner/7");
+        assert_eq!(keys.group(7, "my/group"), b"/prod/group/7/my%2Fgroup");
+        assert_eq!(
+            keys.offset(7, "g", "orders", 3),
+            b"/prod/offset/7/g/orders/3"
+        );
+        assert_eq!(keys.topic("orders"), b"/prod/topic/orders");
+        assert_eq!(
+            keys.parse_group(&keys.group(3, "a/b")).as_deref(),
+            Some("a/b")
+        );
+        assert_eq!(
+            keys.parse_offset(&keys.offset(3, "g 1", "t/x", -1)),
+            Some(OffsetKey {
+                group_id: "g 1".into(),
+                topic: "t/x".into(),
+                partition: -1
+            })
+        );
+        assert_eq!(keys.parse_topic(&keys.topic("a b")).as_deref(), Some("a b"));
+        assert_eq!(keys.parse_offset(b"/prod/offset/3/g"), None);
+        assert!(KeyLayout::new("").is_err());
+        assert!(KeyLayout::new("a/b").is_err());
+    }
+
+    #[test]
+    fn a_group_prefix_holds_only_that_group() {
+        let keys = KeyLayout::new("c").expect("a valid name");
+        let prefix = keys.group_offsets_prefix(1, "g");
+        assert!(keys.offset(1, "g", "t", 0).starts_with(&prefix));
+        for other in ["g2", "g/x", "g\0", "g "] {
+            assert!(
+                !keys.offset(1, other, "t", 0).starts_with(&prefix),
+                "{other}"
+            );
+        }
+        assert_eq!(prefix_end(b"/c/offset/1/g/"), b"/c/offset/1/g0");
+    }
+}

@@ -1,0 +1,21 @@
+//! Cluster mode's foundation on etcd (v3 API): a small gRPC client ([`EtcdClient`], over
+//! checked-in generated code so that no build needs `protoc`), the [`EtcdStore`] backend of the
+//! coordinator's `Store` trait with per-shard fencing, and the stable group → shard hash
+//! ([`shard_of`]). Shard ownership, leases and failover build on these (docs/cluster.md).
+
+mod client;
+mod error;
+pub mod generated;
+pub mod keys;
+mod lease;
+mod shard;
+mod store;
+#[cfg(any(test, feature = "testkit"))]
+pub mod testkit;
+
+pub use client::EtcdClient;
+pub use error::EtcdError;
+pub use keys::KeyLayout;
+pub use lease::Lease;
+pub use shard::shard_of;
+pub use store::{EtcdStore, EtcdStoreConfig, ShardStatus, TxnLimits};

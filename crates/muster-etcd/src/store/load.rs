@@ -1,0 +1,165 @@
+//! Reading stored state back from etcd: everything, one shard, or one group, each at a single
+//! revision (a consistent snapshot), sorted as the `Store` trait promises (groups by id,
+//! offsets by group then topic and partition, topics by name) whatever the key order.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use muster_coordinator::storage::{
+    codec, CommittedOffset, GroupRecord, OffsetWrite, StoreError, StoredGroup, StoredState,
+};
+use muster_protocol::TopicInfo;
+
+use super::read_failed;
+use crate::client::EtcdClient;
+use crate::generated::mvccpb::KeyValue;
+use crate::keys::KeyLayout;
+
+fn corrupt(key: &[u8], what: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(format!(
+        "etcd key {:?}: {what}",
+        String::from_utf8_lossy(key)
+    ))
+}
+
+fn groups(keys: &KeyLayout, kvs: Vec<KeyValue>) -> Result<Vec<GroupRecord>, StoreError> {
+    let mut out = Vec::with_capacity(kvs.len());
+    for kv in kvs {
+        let group_id = keys
+            .parse_group(&kv.key)
+            .ok_or_else(|| corrupt(&kv.key, "not a group key"))?;
+        out.push(codec::decode_group(&group_id, &kv.value).map_err(|e| corrupt(&kv.key, e))?);
+    }
+    out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+    Ok(out)
+}
+
+fn offsets(
+    keys: &KeyLayout,
+    kvs: Vec<KeyValue>,
+) -> Result<Vec<(String, Vec<OffsetWrite>)>, StoreError> {
+    let mut by_group: BTreeMap<String, BTreeMap<(String, i32), CommittedOffset>> = BTreeMap::new();
+    for kv in kvs {
+        let key = keys
+            .parse_offset(&kv.key)
+            .ok_or_else(|| corrupt(&kv.key, "not an offset key"))?;
+        let committed = codec::decode_offset(&kv.value).map_err(|e| corrupt(&kv.key, e))?;
+        by_group
+            .entry(key.group_id)
+            .or_default()
+            .insert((key.topic, key.partition), committed);
+    }
+    Ok(by_group
+        .into_iter()
+        .map(|(group_id, offsets)| {
+            // One allocation per topic, as the engine's own writes share it.
+            let mut topic: Option<Arc<str>> = None;
+            let writes = offsets
+                .into_iter()
+                .map(|((name, partition), committed)| {
+                    let shared = match &topic {
+                        Some(t) if **t == *name => Arc::clone(t),
+                        _ => {
+                            let t: Arc<str> = name.into();
+                            topic = Some(Arc::clone(&t));
+                            t
+                        }
+                    };
+                    OffsetWrite {
+                        topic: shared,
+                        partition,
+                        committed,
+                    }
+                })
+                .collect();
+            (group_id, writes)
+        })
+        .collect())
+}
+
+fn topics(keys: &KeyLayout, kvs: Vec<KeyValue>) -> Result<Vec<TopicInfo>, StoreError> {
+    let mut out = Vec::with_capacity(kvs.len());
+    for kv in kvs {
+        let topic = keys
+            .parse_topic(&kv.key)
+            .ok_or_else(|| corrupt(&kv.key, "not a topic key"))?;
+        let partitions = std::str::from_utf8(&kv.value)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| corrupt(&kv.key, "partition count is not a number"))?;
+        out.push(TopicInfo { topic, partitions });
+    }
+    out.sort_by(|a, b| a.topic.cmp(&b.topic));
+    Ok(out)
+}
+
+/// Everything of the cluster.
+pub(super) async fn everything(
+    client: &EtcdClient,
+    keys: &KeyLayout,
+) -> Result<StoredState, StoreError> {
+    let (group_kvs, revision) = client
+        .range_prefix(&keys.groups_prefix(), 0)
+        .await
+        .map_err(read_failed)?;
+    let (offset_kvs, _) = client
+        .range_prefix(&keys.offsets_prefix(), revision)
+        .await
+        .map_err(read_failed)?;
+    let (topic_kvs, _) = client
+        .range_prefix(&keys.topics_prefix(), revision)
+        .await
+        .map_err(read_failed)?;
+    Ok(StoredState {
+        groups: groups(keys, group_kvs)?,
+        offsets: offsets(keys, offset_kvs)?,
+        topics: topics(keys, topic_kvs)?,
+    })
+}
+
+/// One shard's groups and offsets (no topics).
+pub(super) async fn shard(
+    client: &EtcdClient,
+    keys: &KeyLayout,
+    shard: u32,
+) -> Result<StoredState, StoreError> {
+    let (group_kvs, revision) = client
+        .range_prefix(&keys.shard_groups_prefix(shard), 0)
+        .await
+        .map_err(read_failed)?;
+    let (offset_kvs, _) = client
+        .range_prefix(&keys.shard_offsets_prefix(shard), revision)
+        .await
+        .map_err(read_failed)?;
+    Ok(StoredState {
+        groups: groups(keys, group_kvs)?,
+        offsets: offsets(keys, offset_kvs)?,
+        topics: Vec::new(),
+    })
+}
+
+/// One group.
+pub(super) async fn group(
+    client: &EtcdClient,
+    keys: &KeyLayout,
+    shard: u32,
+    group_id: &str,
+) -> Result<StoredGroup, StoreError> {
+    let (offset_kvs, revision) = client
+        .range_prefix(&keys.group_offsets_prefix(shard, group_id), 0)
+        .await
+        .map_err(read_failed)?;
+    // The record at the same revision as the offsets.
+    let (record_kvs, _) = client
+        .range_exact(&keys.group(shard, group_id), revision)
+        .await
+        .map_err(read_failed)?;
+    Ok(StoredGroup {
+        record: groups(keys, record_kvs)?.into_iter().next(),
+        offsets: offsets(keys, offset_kvs)?
+            .into_iter()
+            .next()
+            .map(|(_, writes)| writes)
+            .unwrap_or_default(),
+    })
+}

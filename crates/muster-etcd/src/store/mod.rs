@@ -1,0 +1,339 @@
+//! [`EtcdStore`]: the coordinator's `Store` on etcd, for one cluster (key prefix), with every
+//! group write fenced on this node's ownership of the group's shard.
+//!
+//! Fencing: the store keeps, per shard, the mod revision of the shard's ownership key
+//! ([`KeyLayout::owner`]) as this node created it ([`EtcdStore::own_shard`]; the ownership
+//! module sets it, tests create the keys themselves). Every transaction compares the owner
+//! key's mod revision of each shard it writes to the one recorded; if another node has taken
+//! the shard (its lease expired and the key was recreated, or it was overwritten), the compare
+//! fails, nothing of that transaction is applied, the shard is marked lost
+//! ([`ShardStatus::Lost`], [`EtcdStore::lost_shards`]) and the batches that wrote to it resolve
+//! with `StoreError::Fenced`. A write for a shard not owned at all resolves with
+//! `StoreError::NotOwner` without being sent. Topic catalog writes are cluster-wide and not
+//! fenced.
+//!
+//! Writes go through one writer task ([`writer`]) that group-commits: everything queued while a
+//! transaction was in flight goes into the next ones (plan.rs). A `Durable` resolves only after
+//! etcd has accepted every transaction carrying its batch. The store runs its own small tokio
+//! runtime, so it can be used from actix actors and from plain threads alike.
+
+mod load;
+mod plan;
+#[cfg(test)]
+mod tests;
+mod writer;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use muster_coordinator::storage::{
+    Durable, DurableSender, Mutation, Store, StoreError, StoredGroup, StoredState,
+};
+use tokio::sync::{mpsc, watch};
+
+use crate::client::EtcdClient;
+use crate::error::EtcdError;
+use crate::keys::KeyLayout;
+use crate::shard::shard_of;
+
+pub use plan::TxnLimits;
+
+/// How to reach etcd and which cluster to store.
+#[derive(Debug, Clone)]
+pub struct EtcdStoreConfig {
+    /// etcd client URLs (`http://host:port` or `host:port`).
+    pub endpoints: Vec<String>,
+    /// The cluster name: the key prefix (`/<cluster>/`).
+    pub cluster: String,
+    /// How many shards groups are spread over ([`shard_of`]).
+    pub shards: u32,
+    /// Deadline of every etcd request (and of connecting).
+    pub request_timeout: Duration,
+    pub limits: TxnLimits,
+}
+
+impl EtcdStoreConfig {
+    pub fn new(endpoints: Vec<String>, cluster: impl Into<String>, shards: u32) -> Self {
+        EtcdStoreConfig {
+            endpoints,
+            cluster: cluster.into(),
+            shards,
+            request_timeout: Duration::from_secs(5),
+            limits: TxnLimits::default(),
+        }
+    }
+}
+
+/// Where this node stands with one shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShardStatus {
+    /// Not granted to this store (or released): writes get `NotOwner`.
+    NotOwned,
+    /// Owned: writes are conditioned on the owner key still having this mod revision.
+    Owned { owner_mod_revision: i64 },
+    /// A write found the owner key changed: another node has the shard. Writes get `Fenced`
+    /// until the ownership module grants it again.
+    Lost,
+}
+
+/// State the store's handle and its writer share.
+struct Shared {
+    keys: KeyLayout,
+    shards: u32,
+    limits: TxnLimits,
+    ownership: Mutex<BTreeMap<u32, ShardStatus>>,
+    lost: watch::Sender<BTreeSet<u32>>,
+    healthy: AtomicBool,
+}
+
+impl Shared {
+    fn ownership(&self) -> MutexGuard<'_, BTreeMap<u32, ShardStatus>> {
+        // The map is plain data, consistent after any panic: keep using it.
+        self.ownership
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn status(&self, shard: u32) -> ShardStatus {
+        self.ownership()
+            .get(&shard)
+            .copied()
+            .unwrap_or(ShardStatus::NotOwned)
+    }
+
+    /// Marks shards lost (a failed compare showed another owner) unless the ownership module
+    /// has granted them again since the compared revision; returns those marked.
+    fn mark_lost(&self, compared: &[(u32, i64)]) -> BTreeSet<u32> {
+        let mut marked = BTreeSet::new();
+        {
+            let mut ownership = self.ownership();
+            for &(shard, revision) in compared {
+                let status = ownership.entry(shard).or_insert(ShardStatus::NotOwned);
+                if *status
+                    == (ShardStatus::Owned {
+                        owner_mod_revision: revision,
+                    })
+                {
+                    *status = ShardStatus::Lost;
+                    marked.insert(shard);
+                }
+            }
+        }
+        self.lost
+            .send_modify(|lost| lost.extend(marked.iter().copied()));
+        marked
+    }
+}
+
+/// A queued batch and whom to tell.
+type Queued = (Vec<Mutation>, DurableSender);
+
+/// The `Store` on etcd (module docs).
+pub struct EtcdStore {
+    shared: Arc<Shared>,
+    client: EtcdClient,
+    queue: Mutex<Option<mpsc::UnboundedSender<Queued>>>,
+    writer: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl EtcdStore {
+    /// Connects to etcd and starts the writer. Fails if the cluster name is unusable or etcd
+    /// does not answer a first read.
+    pub fn connect(config: EtcdStoreConfig) -> Result<Self, EtcdError> {
+        let keys = KeyLayout::new(&config.cluster)?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("muster-etcd")
+            .enable_all()
+            .build()
+            .map_err(|e| EtcdError::Runtime(e.to_string()))?;
+        let client = {
+            let _entered = runtime.enter();
+            EtcdClient::connect(&config.endpoints, config.request_timeout)?
+        };
+        let shared = Arc::new(Shared {
+            keys,
+            shards: config.shards.max(1),
+            limits: config.limits,
+            ownership: Mutex::new(BTreeMap::new()),
+            lost: watch::channel(BTreeSet::new()).0,
+            healthy: AtomicBool::new(true),
+        });
+        let (tx, rx) = mpsc::unbounded_channel();
+        let writer = runtime.spawn(writer::run(Arc::clone(&shared), client.clone(), rx));
+        let store = EtcdStore {
+            shared,
+            client,
+            queue: Mutex::new(Some(tx)),
+            writer: Mutex::new(Some(writer)),
+            runtime: Some(runtime),
+        };
+        // A first read: a wrong endpoint or a down etcd shows at startup, not at first write.
+        let probe_key = store.shared.keys.owner(0);
+        let client = store.client.clone();
+        store
+            .block_on(async move { client.get(&probe_key).await })
+            .map_err(|e| EtcdError::Runtime(e.to_string()))??;
+        Ok(store)
+    }
+
+    /// The client this store writes through (the ownership module shares it).
+    pub fn client(&self) -> &EtcdClient {
+        &self.client
+    }
+
+    /// The cluster's key layout.
+    pub fn keys(&self) -> &KeyLayout {
+        &self.shared.keys
+    }
+
+    pub fn shards(&self) -> u32 {
+        self.shared.shards
+    }
+
+    /// The shard of a group.
+    pub fn shard_of(&self, group_id: &str) -> u32 {
+        shard_of(group_id, self.shared.shards)
+    }
+
+    /// Records that this node owns `shard` through the owner key ([`KeyLayout::owner`]) as
+    /// written at `owner_mod_revision`: from now on its writes are conditioned on that.
+    pub fn own_shard(&self, shard: u32, owner_mod_revision: i64) {
+        self.shared
+            .ownership()
+            .insert(shard, ShardStatus::Owned { owner_mod_revision });
+        self.shared.lost.send_modify(|lost| {
+            lost.remove(&shard);
+        });
+    }
+
+    /// Forgets `shard` (given away): later writes for it get `NotOwner`.
+    pub fn release_shard(&self, shard: u32) {
+        self.shared.ownership().remove(&shard);
+        self.shared.lost.send_modify(|lost| {
+            lost.remove(&shard);
+        });
+    }
+
+    pub fn shard_status(&self, shard: u32) -> ShardStatus {
+        self.shared.status(shard)
+    }
+
+    /// The shards found taken over by another node, updated as writes discover them (the
+    /// ownership module watches this to drop their groups and answer NOT_COORDINATOR).
+    pub fn lost_shards(&self) -> watch::Receiver<BTreeSet<u32>> {
+        self.shared.lost.subscribe()
+    }
+
+    /// Everything stored for one shard (how a node taking a shard over loads it); topics are
+    /// not included (see [`Store::load`]).
+    pub fn load_shard(&self, shard: u32) -> Result<StoredState, StoreError> {
+        let client = self.client.clone();
+        let shared = Arc::clone(&self.shared);
+        self.block_on(async move { load::shard(&client, &shared.keys, shard).await })?
+    }
+
+    /// Runs `future` on the store's runtime and waits for it, from any thread (also from
+    /// inside another runtime: the wait is a plain blocking receive, like a file read).
+    fn block_on<F>(&self, future: F) -> Result<F::Output, StoreError>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let runtime = self.runtime.as_ref().ok_or(StoreError::Closed)?;
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        runtime.spawn(async move {
+            let _ = tx.send(future.await);
+        });
+        rx.recv().map_err(|_| StoreError::Closed)
+    }
+}
+
+/// A failed read, as the `Store` trait reports it.
+fn read_failed(error: EtcdError) -> StoreError {
+    StoreError::Unavailable(format!("reading from etcd: {error}"))
+}
+
+impl Store for EtcdStore {
+    fn load(&self) -> Result<StoredState, StoreError> {
+        let client = self.client.clone();
+        let shared = Arc::clone(&self.shared);
+        self.block_on(async move { load::everything(&client, &shared.keys).await })?
+    }
+
+    fn load_group(&self, group_id: &str) -> Result<StoredGroup, StoreError> {
+        let client = self.client.clone();
+        let shared = Arc::clone(&self.shared);
+        let group_id = group_id.to_owned();
+        self.block_on(async move {
+            let shard = shard_of(&group_id, shared.shards);
+            load::group(&client, &shared.keys, shard, &group_id).await
+        })?
+    }
+
+    fn apply(&self, batch: Vec<Mutation>) -> Durable {
+        if batch.is_empty() {
+            return Durable::ready(Ok(()));
+        }
+        let (sender, durable) = Durable::pending();
+        let queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        match queue.as_ref() {
+            Some(tx) => {
+                if let Err(mpsc::error::SendError((_, sender))) = tx.send((batch, sender)) {
+                    sender.complete(Err(StoreError::Closed));
+                }
+            }
+            None => sender.complete(Err(StoreError::Closed)),
+        }
+        durable
+    }
+
+    fn healthy(&self) -> bool {
+        self.shared.healthy.load(Ordering::Relaxed)
+    }
+
+    fn close(&self) -> Result<(), StoreError> {
+        // The writer finishes what is queued, then ends with the channel: wait for that.
+        self.queue
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let writer = self
+            .writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(writer) = writer {
+            self.block_on(writer)?
+                .map_err(|e| StoreError::Io(format!("the etcd writer failed: {e}")))?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for EtcdStore {
+    fn drop(&mut self) {
+        // Without waiting for the writer: dropping may happen inside another runtime. What
+        // is still queued resolves `Closed`.
+        self.queue
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(runtime) = self.runtime.take() {
+            // Never blocks: dropping may happen inside another runtime (an actor's).
+            runtime.shutdown_background();
+        }
+    }
+}
+
+impl std::fmt::Debug for EtcdStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdStore")
+            .field("keys", &self.shared.keys)
+            .field("shards", &self.shared.shards)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,406 @@
+//! EtcdStore against a real etcd (testkit): the generic storage suite, batching within etcd's
+//! limits, fencing, and a member of a three-member etcd going away.
+
+use std::collections::BTreeSet;
+
+use muster_coordinator::storage::suite::{
+    block_on, commit, group, load, offset, put_offsets, Backend,
+};
+use muster_coordinator::storage::{Mutation, Store, StoreError};
+
+use super::{EtcdStore, EtcdStoreConfig, ShardStatus, TxnLimits};
+use crate::client::EtcdClient;
+use crate::testkit::EtcdCluster;
+
+const SHARDS: u32 = 4;
+
+fn config(cluster: &EtcdCluster, name: &str) -> EtcdStoreConfig {
+    EtcdStoreConfig::new(cluster.endpoints(), name, SHARDS)
+}
+
+/// Plays the future ownership module: creates every shard's owner key and grants the shards.
+fn own_all_shards(store: &EtcdStore) {
+    for shard in 0..SHARDS {
+        let key = store.keys().owner(shard);
+        let client = store.client().clone();
+        let revision = store
+            .block_on(async move { client.put(&key, b"this-node").await })
+            .expect("the runtime runs")
+            .expect("the owner key is written");
+        store.own_shard(shard, revision);
+    }
+}
+
+/// "Another node" takes `shard`: its owner key gets a new mod revision.
+fn take_over(store: &EtcdStore, shard: u32) {
+    let key = store.keys().owner(shard);
+    let client = store.client().clone();
+    store
+        .block_on(async move { client.put(&key, b"another-node").await })
+        .expect("the runtime runs")
+        .expect("the owner key is overwritten");
+}
+
+/// etcd's current revision: every accepted transaction adds one.
+fn revision(store: &EtcdStore) -> i64 {
+    let client: EtcdClient = store.client().clone();
+    store
+        .block_on(async move { client.range_exact(b"/", 0).await })
+        .expect("the runtime runs")
+        .expect("etcd answers")
+        .1
+}
+
+/// An etcd, a store owning every shard, and, under a neighbouring cluster name, data the
+/// store must never see.
+struct EtcdBackend {
+    cluster: EtcdCluster,
+    store: EtcdStore,
+}
+
+impl EtcdBackend {
+    fn new() -> Self {
+        let cluster = EtcdCluster::single().expect("etcd starts (see the message to install it)");
+        let neighbour = EtcdStore::connect(config(&cluster, "t2")).expect("connects");
+        own_all_shards(&neighbour);
+        commit(
+            &neighbour,
+            vec![
+                Mutation::PutGroup(group("g", 1)),
+                put_offsets("g", vec![offset("t", 0, 1)]),
+                Mutation::PutTopic(muster_protocol::TopicInfo {
+                    topic: "t".into(),
+                    partitions: 1,
+                }),
+            ],
+        );
+        let store = EtcdStore::connect(config(&cluster, "t")).expect("connects");
+        own_all_shards(&store);
+        EtcdBackend { cluster, store }
+    }
+}
+
+impl Backend for EtcdBackend {
+    fn store(&self) -> &dyn Store {
+        &self.store
+    }
+
+    /// Another store on the same cluster loads exactly what this one does.
+    fn finish(self) {
+        let before = self.store.load().expect("loads");
+        drop(self.store);
+        let again = EtcdStore::connect(config(&self.cluster, "t")).expect("connects");
+        assert_eq!(again.load().expect("loads"), before);
+    }
+}
+
+mod suite {
+    muster_coordinator::store_suite!(super::EtcdBackend::new());
+}
+
+#[test]
+fn a_batch_of_a_thousand_offsets_lands_in_several_transactions() {
+    let backend = EtcdBackend::new();
+    let store = &backend.store;
+    let offsets: Vec<_> = (0..1000).map(|p| offset("t", p, i64::from(p))).collect();
+    let before = revision(store);
+    commit(store, vec![put_offsets("big", offsets.clone())]);
+    let transactions = revision(store) - before;
+    // 1000 puts, at most 128 per transaction: 8 transactions.
+    assert_eq!(transactions, 8);
+    let mut expected = offsets;
+    expected.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+    assert_eq!(store.load_group("big").expect("loads").offsets, expected);
+}
+
+#[test]
+fn queued_batches_share_transactions() {
+    let backend = EtcdBackend::new();
+    let store = &backend.store;
+    let before = revision(store);
+    let pending: Vec<_> = (0..200)
+        .map(|i| store.apply(vec![put_offsets(&format!("g{i}"), vec![offset("t", 0, i)])]))
+        .collect();
+    block_on(async {
+        for durable in pending {
+            durable.await.expect("durable");
+        }
+    });
+    let transactions = revision(store) - before;
+    // 200 commits of one offset each: group commit packs them, 128 at most per transaction.
+    assert!(
+        (2..100).contains(&transactions),
+        "{transactions} transactions for 200 batches"
+    );
+    assert_eq!(load(store).offsets.len(), 200);
+}
+
+#[test]
+fn a_small_byte_limit_splits_a_batch_too() {
+    let cluster = EtcdCluster::single().expect("etcd starts (see the message to install it)");
+    let mut cfg = config(&cluster, "t");
+    cfg.limits = TxnLimits {
+        max_ops: 128,
+        max_bytes: 2_000,
+    };
+    let store = EtcdStore::connect(cfg).expect("connects");
+    own_all_shards(&store);
+    let before = revision(&store);
+    let offsets: Vec<_> = (0..40).map(|p| offset("t", p, 7)).collect();
+    commit(&store, vec![put_offsets("g", offsets.clone())]);
+    assert!(revision(&store) - before > 1, "split by bytes");
+    assert_eq!(store.load_group("g").expect("loads").offsets, offsets);
+}
+
+#[test]
+fn a_write_for_a_shard_taken_over_is_fenced_and_leaves_nothing() {
+    let backend = EtcdBackend::new();
+    let store = &backend.store;
+    let fenced_group = "orders";
+    let shard = store.shard_of(fenced_group);
+    let other_group = (0..)
+        .map(|i| format!("other-{i}"))
+        .find(|g| store.shard_of(g) != shard)
+        .expect("some group lands elsewhere");
+    commit(store, vec![Mutation::PutGroup(group(fenced_group, 1))]);
+    let mut lost = store.lost_shards();
+
+    take_over(store, shard);
+    // Submitted together: they share a transaction, which the compare fails; the other
+    // shard's batch is written again without the fenced one.
+    let fenced = store.apply(vec![
+        Mutation::PutGroup(group(fenced_group, 2)),
+        put_offsets(fenced_group, vec![offset("t", 0, 9)]),
+    ]);
+    let fine = store.apply(vec![put_offsets(&other_group, vec![offset("t", 0, 5)])]);
+    assert_eq!(block_on(fenced), Err(StoreError::Fenced { shard }));
+    assert_eq!(block_on(fine), Ok(()));
+
+    let written = store.load_group(fenced_group).expect("loads");
+    assert_eq!(
+        written.record,
+        Some(group(fenced_group, 1)),
+        "generation 2 never landed"
+    );
+    assert!(written.offsets.is_empty());
+    assert_eq!(store.shard_status(shard), ShardStatus::Lost);
+    assert!(lost.has_changed().expect("the store is alive"));
+    assert_eq!(*lost.borrow_and_update(), BTreeSet::from([shard]));
+
+    // Later writes for the lost shard fail at once; granting it again (a new owner key
+    // revision) lets them through.
+    let before = revision(store);
+    let again = store.apply(vec![Mutation::PutGroup(group(fenced_group, 3))]);
+    assert_eq!(block_on(again), Err(StoreError::Fenced { shard }));
+    assert_eq!(revision(store), before, "nothing was sent");
+    store.release_shard(shard);
+    let unowned = store.apply(vec![Mutation::PutGroup(group(fenced_group, 3))]);
+    assert_eq!(block_on(unowned), Err(StoreError::NotOwner { shard }));
+    own_all_shards(store);
+    commit(store, vec![Mutation::PutGroup(group(fenced_group, 3))]);
+    assert_eq!(
+        store.load_group(fenced_group).expect("loads").record,
+        Some(group(fenced_group, 3))
+    );
+}
+
+#[test]
+fn load_shard_reads_only_that_shard() {
+    let backend = EtcdBackend::new();
+    let store = &backend.store;
+    let ids: Vec<String> = (0..20).map(|i| format!("group-{i}")).collect();
+    let batch = ids
+        .iter()
+        .flat_map(|g| {
+            [
+                Mutation::PutGroup(group(g, 1)),
+                put_offsets(g, vec![offset("t", 0, 1)]),
+            ]
+        })
+        .collect();
+    commit(store, batch);
+    let mut seen = 0;
+    for shard in 0..SHARDS {
+        let state = store.load_shard(shard).expect("loads");
+        for record in &state.groups {
+            assert_eq!(store.shard_of(&record.group_id), shard);
+        }
+        assert_eq!(state.groups.len(), state.offsets.len());
+        seen += state.groups.len();
+    }
+    assert_eq!(seen, ids.len());
+}
+
+/// Which of `endpoints` is the etcd leader (asked of each member: Maintenance.Status).
+fn leader_index(store: &EtcdStore, endpoints: Vec<String>) -> usize {
+    use crate::generated::etcdserverpb::maintenance_client::MaintenanceClient;
+    use crate::generated::etcdserverpb::StatusRequest;
+    store
+        .block_on(async move {
+            for (index, endpoint) in endpoints.into_iter().enumerate() {
+                let channel = tonic::transport::Endpoint::from_shared(endpoint)
+                    .expect("a valid endpoint")
+                    .connect_lazy();
+                let status = MaintenanceClient::new(channel)
+                    .status(StatusRequest {})
+                    .await
+                    .expect("the member answers")
+                    .into_inner();
+                let member = status.header.map(|h| h.member_id);
+                if member == Some(status.leader) {
+                    return index;
+                }
+            }
+            panic!("no member says it is the leader");
+        })
+        .expect("the runtime runs")
+}
+
+#[test]
+fn writes_go_on_when_the_leader_of_three_members_is_killed() {
+    let mut cluster = EtcdCluster::three().expect("etcd starts (see the message to install it)");
+    let store = EtcdStore::connect(config(&cluster, "t")).expect("connects");
+    own_all_shards(&store);
+    commit(&store, vec![put_offsets("g", vec![offset("t", 0, 1)])]);
+    let leader = leader_index(&store, cluster.endpoints());
+    cluster.kill_member(leader);
+    // The survivors elect a new leader meanwhile; no write fails, and the one caught by
+    // the election waits about one attempt (a quarter of the 5 s request timeout), not all.
+    let started = std::time::Instant::now();
+    for i in 2..20 {
+        commit(&store, vec![put_offsets("g", vec![offset("t", 0, i)])]);
+    }
+    let took = started.elapsed();
+    assert!(took < std::time::Duration::from_millis(4_500), "{took:?}");
+    assert_eq!(
+        store.load_group("g").expect("loads").offsets,
+        vec![offset("t", 0, 19)]
+    );
+}
+
+#[test]
+fn an_unreachable_etcd_fails_at_connect() {
+    let cluster = EtcdCluster::single().expect("etcd starts (see the message to install it)");
+    let mut cfg = config(&cluster, "t");
+    drop(cluster);
+    cfg.request_timeout = std::time::Duration::from_millis(500);
+    let error = EtcdStore::connect(cfg).expect_err("nothing listens");
+    assert!(error.to_string().contains("etcd"), "{error}");
+}
+
+#[test]
+fn close_waits_for_what_is_queued_and_refuses_more() {
+    let backend = EtcdBackend::new();
+    let store = &backend.store;
+    let pending: Vec<_> = (0..50)
+        .map(|i| store.apply(vec![put_offsets("g", vec![offset("t", i, 1)])]))
+        .collect();
+    store.close().expect("closes");
+    block_on(async {
+        for durable in pending {
+            assert_eq!(durable.await, Ok(()), "queued before close: written");
+        }
+    });
+    let late = store.apply(vec![put_offsets("g", vec![offset("t", 99, 1)])]);
+    assert_eq!(block_on(late), Err(StoreError::Closed));
+    assert_eq!(store.load_group("g").expect("loads").offsets.len(), 50);
+}
+
+/// Runs a future on the store's runtime.
+fn run<T: Send + 'static>(
+    store: &EtcdStore,
+    future: std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>,
+) -> T {
+    store.block_on(future).expect("the runtime runs")
+}
+
+#[test]
+fn once_a_lease_expires_the_new_owner_fences_the_old_one() {
+    let cluster = EtcdCluster::single().expect("etcd starts (see the message to install it)");
+    let old = EtcdStore::connect(config(&cluster, "t")).expect("connects");
+    let new = EtcdStore::connect(config(&cluster, "t")).expect("connects");
+    let shard = old.shard_of("orders");
+    let owner_key = old.keys().owner(shard);
+    let client = old.client().clone();
+
+    // The old owner claims the shard on a 1 s lease, which it will never renew (a pause).
+    let (old_lease, old_revision) = {
+        let (client, key) = (client.clone(), owner_key.clone());
+        run(
+            &old,
+            Box::pin(async move {
+                let lease = client.lease_grant(1).await.expect("a lease");
+                let claimed = client.claim(&key, b"old", lease.id).await.expect("claims");
+                (lease, claimed)
+            }),
+        )
+    };
+    let old_revision = old_revision.expect("the key was free");
+    old.own_shard(shard, old_revision);
+    commit(&old, vec![Mutation::PutGroup(group("orders", 1))]);
+
+    // The new owner's claim fails while the lease lives, and succeeds once etcd expired it.
+    let new_lease = {
+        let client = client.clone();
+        run(
+            &old,
+            Box::pin(async move { client.lease_grant(10).await.expect("a lease") }),
+        )
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let new_revision = loop {
+        let (client, key) = (client.clone(), owner_key.clone());
+        let claimed = run(
+            &old,
+            Box::pin(async move { client.claim(&key, b"new", new_lease.id).await.expect("txn") }),
+        );
+        if let Some(revision) = claimed {
+            break revision;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the 1 s lease never expired"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    new.own_shard(shard, new_revision);
+    {
+        let client = client.clone();
+        let renewed = run(
+            &old,
+            Box::pin(async move {
+                (
+                    client
+                        .lease_keep_alive_once(old_lease.id)
+                        .await
+                        .expect("asks"),
+                    client
+                        .lease_keep_alive_once(new_lease.id)
+                        .await
+                        .expect("asks"),
+                )
+            }),
+        );
+        assert_eq!(renewed.0, None, "the old lease is gone");
+        assert!(renewed.1.is_some_and(|ttl| ttl > 0), "the new one renews");
+    }
+
+    // The old owner resumes and writes: refused; the new owner's state stands.
+    let stale = old.apply(vec![Mutation::PutGroup(group("orders", 2))]);
+    assert_eq!(block_on(stale), Err(StoreError::Fenced { shard }));
+    commit(&new, vec![Mutation::PutGroup(group("orders", 3))]);
+    assert_eq!(
+        new.load_group("orders").expect("loads").record,
+        Some(group("orders", 3))
+    );
+
+    // Revoking the new lease frees the shard at once.
+    let freed = run(
+        &old,
+        Box::pin(async move {
+            client.lease_revoke(new_lease.id).await.expect("revokes");
+            client.get(&owner_key).await.expect("reads")
+        }),
+    );
+    assert_eq!(freed, None);
+}

@@ -1,0 +1,230 @@
+//! The store's writer task: takes queued batches in submission order, packs them into fenced
+//! transactions (plan.rs), sends one transaction at a time, and resolves each batch's
+//! `Durable` once every transaction carrying it has been accepted.
+//!
+//! A transaction whose ownership compare fails applied nothing: the failure branch reads the
+//! owner keys back, the shards whose key changed are marked lost, the batches writing to them
+//! resolve with `Fenced`, and the rest are planned again. A transport error (etcd unreachable,
+//! a timeout) fails the batches in hand with `Unavailable` and marks the store unhealthy until
+//! a transaction succeeds: a timed-out transaction may still have been applied, so what is in
+//! hand is not retried behind the caller's back.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use muster_coordinator::storage::{DurableSender, StoreError};
+use tokio::sync::mpsc;
+
+use super::plan::{prepare, Added, FencedOp, KeyOp, TxnPlan};
+use super::{Queued, ShardStatus, Shared};
+use crate::client::EtcdClient;
+use crate::generated::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
+use crate::generated::etcdserverpb::request_op::Request;
+use crate::generated::etcdserverpb::response_op::Response;
+use crate::generated::etcdserverpb::{
+    Compare, DeleteRangeRequest, PutRequest, RangeRequest, RequestOp, TxnRequest,
+};
+use crate::keys::prefix_end;
+
+/// Batches taken from the queue per round: bounds what one error can fail at once.
+const MAX_BATCHES_PER_ROUND: usize = 4096;
+
+/// A batch being written: its operations, how many are already in etcd, and whom to tell.
+struct InFlight {
+    ops: Vec<FencedOp>,
+    next: usize,
+    sender: DurableSender,
+}
+
+impl InFlight {
+    fn shards(&self) -> BTreeSet<u32> {
+        self.ops.iter().filter_map(|op| op.shard).collect()
+    }
+}
+
+pub(super) async fn run(
+    shared: Arc<Shared>,
+    client: EtcdClient,
+    mut queue: mpsc::UnboundedReceiver<Queued>,
+) {
+    let mut taken = Vec::new();
+    while queue.recv_many(&mut taken, MAX_BATCHES_PER_ROUND).await > 0 {
+        let mut batches = VecDeque::with_capacity(taken.len());
+        for (batch, sender) in taken.drain(..) {
+            match prepare(&shared.keys, shared.shards, batch) {
+                Ok(ops) => batches.push_back(InFlight {
+                    ops,
+                    next: 0,
+                    sender,
+                }),
+                Err(e) => sender.complete(Err(e)),
+            }
+        }
+        write_all(&shared, &client, batches).await;
+    }
+}
+
+/// The first shard of `shards` this node may not write to, as the error to report.
+fn ownership_error(shared: &Shared, shards: &BTreeSet<u32>) -> Option<StoreError> {
+    shards.iter().find_map(|&shard| match shared.status(shard) {
+        ShardStatus::Owned { .. } => None,
+        ShardStatus::NotOwned => Some(StoreError::NotOwner { shard }),
+        ShardStatus::Lost => Some(StoreError::Fenced { shard }),
+    })
+}
+
+async fn write_all(shared: &Shared, client: &EtcdClient, mut batches: VecDeque<InFlight>) {
+    while !batches.is_empty() {
+        // Batches for shards this node cannot write fail now, without a round trip.
+        let mut writable = VecDeque::with_capacity(batches.len());
+        for batch in batches.drain(..) {
+            match ownership_error(shared, &batch.shards()) {
+                Some(error) => batch.sender.complete(Err(error)),
+                None => writable.push_back(batch),
+            }
+        }
+        batches = writable;
+        let Some((plan, whole, partial)) = plan_next(shared, &batches) else {
+            return;
+        };
+        let Some((request, compared)) = txn_request(shared, plan) else {
+            // An ownership vanished while planning: the check above reports it next turn.
+            continue;
+        };
+        match client.txn(request).await {
+            Ok(response) if response.succeeded => {
+                shared.healthy.store(true, Ordering::Relaxed);
+                for _ in 0..whole {
+                    if let Some(batch) = batches.pop_front() {
+                        batch.sender.complete(Ok(()));
+                    }
+                }
+                if let (Some(sent), Some(batch)) = (partial, batches.front_mut()) {
+                    batch.next += sent;
+                }
+            }
+            Ok(response) => {
+                // The failure branch read each compared owner key, in `compared` order.
+                let mut changed: Vec<(u32, i64)> = compared
+                    .iter()
+                    .zip(&response.responses)
+                    .filter(|((_, expected), op)| {
+                        let now = match &op.response {
+                            Some(Response::ResponseRange(range)) => {
+                                range.kvs.first().map_or(0, |kv| kv.mod_revision)
+                            }
+                            _ => 0,
+                        };
+                        now != *expected
+                    })
+                    .map(|(compared, _)| *compared)
+                    .collect();
+                if changed.is_empty() {
+                    // Cannot tell which compare failed (changed and back?): trust none.
+                    changed = compared;
+                }
+                let lost = shared.mark_lost(&changed);
+                tracing::warn!(shards = ?lost, "fenced: another node owns these shards now");
+            }
+            Err(e) => {
+                shared.healthy.store(false, Ordering::Relaxed);
+                let reason = format!("writing to etcd: {e}");
+                tracing::warn!(%reason, batches = batches.len(), "etcd write failed");
+                for batch in batches.drain(..) {
+                    batch
+                        .sender
+                        .complete(Err(StoreError::Unavailable(reason.clone())));
+                }
+            }
+        }
+    }
+}
+
+/// The next transaction: whole batches from the front while they fit, or, when the first one
+/// alone does not fit, as much of it as does. Returns the plan, how many whole batches it
+/// holds, and how many operations of a partly sent first batch (`None` when whole ones).
+fn plan_next(
+    shared: &Shared,
+    batches: &VecDeque<InFlight>,
+) -> Option<(TxnPlan, usize, Option<usize>)> {
+    let limits = shared.limits;
+    let mut plan = TxnPlan::default();
+    let mut whole = 0;
+    for batch in batches {
+        let mut attempt = plan.clone();
+        let remaining = &batch.ops[batch.next..];
+        let fitted = remaining
+            .iter()
+            .take_while(|op| attempt.add(op, limits) == Added::Yes)
+            .count();
+        if fitted == remaining.len() {
+            plan = attempt;
+            whole += 1;
+            continue;
+        }
+        if whole == 0 {
+            // The first batch does not fit whole: send the part that does, alone.
+            return (fitted > 0).then_some((attempt, 0, Some(fitted)));
+        }
+        break;
+    }
+    (whole > 0).then_some((plan, whole, None))
+}
+
+/// The transaction for a plan: compare every shard's owner key, apply the plan's operations
+/// if all match, else read the owner keys back; and the (shard, owner mod revision) pairs
+/// compared, in order. `None` if a shard is no longer owned.
+fn txn_request(shared: &Shared, plan: TxnPlan) -> Option<(TxnRequest, Vec<(u32, i64)>)> {
+    let mut compared = Vec::with_capacity(plan.shards.len());
+    let mut compare = Vec::with_capacity(plan.shards.len());
+    let mut failure = Vec::with_capacity(plan.shards.len());
+    for &shard in &plan.shards {
+        let ShardStatus::Owned { owner_mod_revision } = shared.status(shard) else {
+            return None;
+        };
+        compared.push((shard, owner_mod_revision));
+        let owner = shared.keys.owner(shard);
+        compare.push(Compare {
+            result: CompareResult::Equal as i32,
+            target: CompareTarget::Mod as i32,
+            key: owner.clone(),
+            target_union: Some(TargetUnion::ModRevision(owner_mod_revision)),
+            ..Compare::default()
+        });
+        failure.push(RequestOp {
+            request: Some(Request::RequestRange(RangeRequest {
+                key: owner,
+                ..RangeRequest::default()
+            })),
+        });
+    }
+    let success = plan
+        .into_ops()
+        .into_iter()
+        .map(|op| RequestOp {
+            request: Some(match op {
+                KeyOp::Put { key, value } => Request::RequestPut(PutRequest {
+                    key,
+                    value,
+                    ..PutRequest::default()
+                }),
+                KeyOp::Delete { key } => Request::RequestDeleteRange(DeleteRangeRequest {
+                    key,
+                    ..DeleteRangeRequest::default()
+                }),
+                KeyOp::DeletePrefix { prefix } => Request::RequestDeleteRange(DeleteRangeRequest {
+                    range_end: prefix_end(&prefix),
+                    key: prefix,
+                    ..DeleteRangeRequest::default()
+                }),
+            }),
+        })
+        .collect();
+    let request = TxnRequest {
+        compare,
+        success,
+        failure,
+    };
+    Some((request, compared))
+}
