@@ -148,8 +148,10 @@ started=$(date +%s)
 previous=$(docker image inspect -f '{{ .Id }}' "$image" 2>/dev/null || true)
 docker build --quiet --build-arg "BASE_IMAGE=$base" -t "$image" -f "$repo/Dockerfile" "$context" >/dev/null
 say "built $image in $(($(date +%s) - started)) s ($(docker image inspect -f '{{ .Size }}' "$image" | awk '{ printf "%.0f MB", $1 / 1e6 }'))"
-# The image this one replaced, unless a container still uses it: rebuilds leave no litter.
+# The image this one replaced, when no other tag names it and no container uses it: rebuilds
+# leave no litter.
 current=$(docker image inspect -f '{{ .Id }}' "$image")
-if [ -n "$previous" ] && [ "$previous" != "$current" ]; then
+if [ -n "$previous" ] && [ "$previous" != "$current" ] \
+    && [ "$(docker image inspect -f '{{ len .RepoTags }}' "$previous" 2>/dev/null)" = 0 ]; then
     docker image rm "$previous" >/dev/null 2>&1 || true
 fi

@@ -163,10 +163,14 @@ pub fn wait_for<T>(
     timeout: Duration,
     mut probe: impl FnMut() -> Result<T, String>,
 ) -> T {
-    let deadline = Instant::now() + timeout;
+    let started = Instant::now();
+    let deadline = started + timeout;
     loop {
         match probe() {
-            Ok(v) => return v,
+            Ok(v) => {
+                eprintln!("{what}: after {:.1?}", started.elapsed());
+                return v;
+            }
             Err(last) if Instant::now() >= deadline => {
                 panic!("timed out after {timeout:?} waiting for {what}; last: {last}")
             }
@@ -241,7 +245,10 @@ impl Compose {
 
     /// `compose ARGS`, which must succeed; its stdout.
     pub fn compose(&self, args: &[&str]) -> String {
-        stdout(&run(&mut self.command(args)))
+        let started = Instant::now();
+        let out = stdout(&run(&mut self.command(args)));
+        eprintln!("compose {}: {:.1?}", args.join(" "), started.elapsed());
+        out
     }
 
     /// `up -d`: returns once musterd is healthy and the workers started (they depend on it).
