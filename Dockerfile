@@ -1,28 +1,25 @@
 # musterd, the Muster coordinator, plus the `muster` CLI and the example worker.
 #
-#   docker build -t muster:local .
-#   docker run -p 7450:7450 -p 7451:7451 -v muster-data:/data muster:local
+# Built by deploy/docker/build-image.sh (docs/containers.md), which needs no image registry:
+# it makes the base image from Debian's packages with debootstrap, builds the binaries on the
+# host with cargo (--release --locked), stages them in target/image/bin/ and runs
 #
-# Build stage: the official Rust image; --locked builds exactly the Cargo.lock versions.
-FROM rust:1.95-bookworm AS build
-WORKDIR /src
-COPY . .
-RUN cargo build --release --locked \
-        -p muster-server --bin musterd \
-        -p muster-cli --bin muster \
-        -p muster-client --example worker \
-    && mkdir -p /out \
-    && cp target/release/musterd target/release/muster target/release/examples/worker /out/
+#   docker build --build-arg BASE_IMAGE=muster-base:bookworm -t muster:local \
+#       -f Dockerfile target/image
+#
+# The build context is target/image/ alone: bin/musterd, bin/muster, bin/worker.
+#
+#   docker run -p 7450:7450 -p 7451:7451 -v muster-data:/data muster:local
+ARG BASE_IMAGE=muster-base:bookworm
+FROM ${BASE_IMAGE}
 
-# Run stage: a small Debian base, a non-root user, state on the /data volume.
-FROM debian:bookworm-slim
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends curl ca-certificates \
-    && rm -rf /var/lib/apt/lists/* \
-    && useradd --system --uid 10001 --user-group --home-dir /data --no-create-home muster \
+# A non-root user owning the state directory. Before the binaries, so that a new build of
+# them reuses this layer.
+RUN useradd --system --uid 10001 --user-group --home-dir /data --no-create-home \
+        --shell /usr/sbin/nologin muster \
     && mkdir -p /data \
     && chown muster:muster /data
-COPY --from=build /out/ /usr/local/bin/
+COPY bin/musterd bin/muster bin/worker /usr/local/bin/
 USER muster
 VOLUME ["/data"]
 EXPOSE 7450 7451
