@@ -24,11 +24,15 @@
 //! The socket behind a [`Connection`] is a *link*. When a link breaks, the next request opens
 //! a new one (connect + `Hello`); consecutive failures back off exponentially
 //! ([`ConnectionConfig::backoff`]) within that request's deadline. Requests are never resent
-//! automatically: whether a retry is safe is the caller's decision.
+//! automatically: whether a retry is safe is the caller's decision. A link can also be dead
+//! without the OS noticing (a cut network keeps a TCP connection "open" for many minutes): a
+//! request that times out after waiting at least [`SILENT_SOCKET`] with not one frame arriving
+//! on its link meanwhile closes that link, as Kafka's client closes a connection on a request
+//! timeout, so a member on it reconnects and rejoins instead of waiting forever.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -224,22 +228,54 @@ impl Connection {
         let request = request.into();
         let name = request.name();
         let deadline = Instant::now() + timeout;
-        let exchange = async {
-            let link = self.link(deadline).await?;
-            link.call(self.next_correlation_id(), request, self.max_frame())
-                .await
+        let timed_out = || ClientError::Timeout {
+            request: name,
+            after: timeout,
         };
-        match tokio::time::timeout_at(deadline, exchange).await {
+        let link = match tokio::time::timeout_at(deadline, self.link(deadline)).await {
+            Ok(link) => link?,
+            Err(_) => return Err(timed_out()),
+        };
+        let heard_before = link.shared.received.load(Ordering::Relaxed);
+        let call = link.call(self.next_correlation_id(), request, self.max_frame());
+        match tokio::time::timeout_at(deadline, call).await {
             Ok(Ok(Response::Error(e))) => Err(ClientError::protocol(
                 e.error_code,
                 format!("{name}: {}", e.message),
             )),
             Ok(result) => result,
-            Err(_) => Err(ClientError::Timeout {
-                request: name,
-                after: timeout,
-            }),
+            Err(_) => {
+                let silent = link.shared.received.load(Ordering::Relaxed) == heard_before;
+                if silent && timeout >= SILENT_SOCKET {
+                    // Not a word from the server on this socket for a long wait: it is likely
+                    // dead without the OS knowing (a cut network leaves a TCP connection
+                    // "open" for many minutes, and a member on it would never rejoin). Close
+                    // it, as Kafka's client does on a request timeout, so the next request
+                    // reconnects. A socket that answered anything meanwhile stays, and so does
+                    // one after a short timeout (a busy server, not a dead socket).
+                    warn!(
+                        addr = %self.inner.config.addr,
+                        request = name,
+                        ?timeout,
+                        "nothing heard from the server while waiting; reconnecting"
+                    );
+                    self.retire(&link);
+                }
+                Err(timed_out())
+            }
         }
+    }
+
+    /// Closes `link` and, if it is still the current one, forgets it (the next request opens
+    /// a new one).
+    fn retire(&self, link: &Arc<Link>) {
+        {
+            let mut current = lock(&self.inner.current);
+            if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, link)) {
+                current.take();
+            }
+        }
+        link.shutdown(ClientError::Disconnected);
     }
 
     fn max_frame(&self) -> usize {
@@ -396,6 +432,9 @@ struct Link {
 struct LinkShared {
     waiters: Mutex<HashMap<u32, Waiter>>,
     alive: AtomicBool,
+    /// Frames read so far: a request that times out with this unchanged since it was sent
+    /// heard nothing at all from the server meanwhile.
+    received: AtomicU64,
 }
 
 impl LinkShared {
@@ -432,6 +471,10 @@ impl Drop for WaiterGuard<'_> {
     }
 }
 
+/// A request that waited at least this long without the server sending anything at all on
+/// its socket closes that socket ([`Connection::send_timeout`]).
+pub const SILENT_SOCKET: Duration = Duration::from_secs(10);
+
 /// How many encoded requests may queue for the writer before senders wait.
 const OUTGOING_QUEUE: usize = 256;
 
@@ -451,6 +494,7 @@ impl Link {
         let shared = Arc::new(LinkShared {
             waiters: Mutex::new(HashMap::new()),
             alive: AtomicBool::new(true),
+            received: AtomicU64::new(0),
         });
         let (outgoing, queue) = mpsc::channel(OUTGOING_QUEUE);
         let reader = tokio::spawn(read_loop(frames_in, Arc::clone(&shared)));
@@ -554,6 +598,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
             Some(Err(err)) => break session_error(err),
             Some(Ok(payload)) => payload,
         };
+        shared.received.fetch_add(1, Ordering::Relaxed);
         match decode_response(&payload) {
             Ok(frame) => {
                 if let (0, Response::Error(e)) = (frame.correlation_id, &frame.response) {

@@ -83,7 +83,7 @@ pub use assignor::{
 };
 pub use backoff::Backoff;
 pub use cluster::{Cluster, Node, NodeShards};
-pub use connection::{Connection, ConnectionConfig};
+pub use connection::{Connection, ConnectionConfig, SILENT_SOCKET};
 pub use error::{ClientError, ErrorCodeExt};
 pub use member::{Event, Events, GroupMember, MemberConfig, MemberState, Partitions, Phase};
 pub use partition::{OffsetAndMetadata, TopicPartition};

@@ -367,3 +367,45 @@ async fn a_held_join_does_not_delay_later_requests() {
     assert_eq!(rejoined.error_code, 0);
     assert_eq!(second.generation_id, rejoined.generation_id);
 }
+
+/// A socket on which the server says nothing for a long wait is closed, and the next request
+/// reconnects: what a cut network (a TCP connection the OS still thinks open) needs.
+#[tokio::test(start_paused = true)]
+async fn a_socket_silent_for_a_whole_long_timeout_is_replaced() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        // The first socket: Hello, then silence (kept open, as a cut network leaves it).
+        let mut dead = accept(&listener).await;
+        hello(&mut dead, ErrorCode::None).await;
+        let _ignored = read(&mut dead).await;
+        // The second socket answers.
+        let mut fresh = accept(&listener).await;
+        hello(&mut fresh, ErrorCode::None).await;
+        let request = read(&mut fresh).await;
+        write(
+            &mut fresh,
+            request.correlation_id,
+            topics_answer(&["again".into()]),
+        )
+        .await;
+        let _ = fresh.next().await;
+        drop(dead);
+    });
+    let conn = Connection::connect(config(addr)).await.unwrap();
+    match conn
+        .send_timeout(describe("lost"), muster_client::SILENT_SOCKET)
+        .await
+    {
+        Err(ClientError::Timeout { .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    assert!(!conn.is_connected(), "the silent socket is closed");
+    let again = conn
+        .send_timeout(describe("again"), Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(described_topic(again), "again");
+    drop(conn);
+    server.await.unwrap();
+}
