@@ -302,7 +302,7 @@ fn acl(
     let text = raw.pattern.get_ref();
     let pattern_error = if text.is_empty() {
         Some("a pattern must not be empty (\"*\" matches every name)".to_owned())
-    } else if text[..text.len() - 1].contains('*') {
+    } else if text.strip_suffix('*').unwrap_or(text).contains('*') {
         Some("\"*\" is only allowed at the end of a pattern (a prefix) or alone".to_owned())
     } else if resource == ResourceType::Cluster && text != "*" {
         Some("the cluster is one resource: its pattern is \"*\"".to_owned())

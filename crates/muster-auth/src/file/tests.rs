@@ -157,3 +157,21 @@ fn a_missing_file_says_which() {
         "{e}"
     );
 }
+
+#[test]
+fn patterns_ending_in_a_multibyte_character_are_fine() {
+    // Group ids may be any UTF-8 without control characters; a pattern is checked by
+    // characters, never sliced by bytes (a panic here would abort musterd on SIGHUP).
+    for pattern in ["café", "café*", "ü", "*"] {
+        let file = AuthFile::parse(&format!(
+            "[[acls]]\nprincipal = \"*\"\nresource = \"group\"\npattern = \"{pattern}\"\noperations = [\"read\"]\n"
+        ))
+        .expect(pattern);
+        assert_eq!(file.acls.len(), 1);
+    }
+    let (line, reason) = refused(
+        "[[acls]]\nprincipal = \"*\"\nresource = \"group\"\npattern = \"a*é\"\noperations = [\"read\"]\n",
+    );
+    assert_eq!(line, 4);
+    assert!(reason.contains("only allowed at the end"), "{reason}");
+}
