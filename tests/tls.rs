@@ -341,6 +341,36 @@ async fn a_certificate_name_not_in_the_auth_file_fails_authentication() -> Resul
 }
 
 #[tokio::test]
+async fn a_certificate_without_a_name_is_refused_even_with_a_valid_token() -> Result<()> {
+    // mTLS binds the principal to the certificate: a CA-signed certificate that names no one
+    // must not fall back to a (possibly stolen) token.
+    let pki = Pki::new("no-cn");
+    let path = pki.write(
+        "auth.toml",
+        &format!(
+            "[[principals]]\nname = \"orders-service\"\ntoken_sha256 = \"{}\"\n",
+            muster_auth::TokenHash::of("orders-token").to_hex()
+        ),
+    );
+    let auth = Arc::new(Auth::from_file(&path, Quotas::default())?);
+    let server = tls_server(&pki, true, |options| options.auth = auth);
+    let unnamed = pki.client_without_name();
+    let mut stream = tls_connect(
+        server.local_addr(),
+        client_config(&pki.ca_path(), Some(&unnamed)),
+    )
+    .await?;
+    let with_token = Request::Hello(HelloRequest {
+        protocol_version: MAX_PROTOCOL_VERSION,
+        client_id: "unnamed".into(),
+        auth_token: Some("orders-token".into()),
+    });
+    let answer = as_hello(call(&mut stream, 1, with_token).await?);
+    assert_eq!(answer.error_code, code(ErrorCode::AuthenticationFailed));
+    Ok(())
+}
+
+#[tokio::test]
 async fn the_admin_listener_serves_https_without_a_client_certificate() -> Result<()> {
     let pki = Pki::new("admin");
     // Client certificates are required on the client listener, not on the admin one.

@@ -76,6 +76,17 @@ impl Pki {
         )
     }
 
+    /// A client certificate whose subject has no common name (SAN-only certificates are
+    /// common): it names no principal.
+    pub fn client_without_name(&self) -> Issued {
+        self.issue(
+            "client-unnamed",
+            "",
+            vec![],
+            ExtendedKeyUsagePurpose::ClientAuth,
+        )
+    }
+
     fn issue(
         &self,
         file: &str,
@@ -84,7 +95,12 @@ impl Pki {
         usage: ExtendedKeyUsagePurpose,
     ) -> Issued {
         let mut params = CertificateParams::new(names).expect("params");
-        params.distinguished_name.push(DnType::CommonName, cn);
+        // rcgen puts a default CN ("rcgen self signed cert") in every new params: replace it
+        // (or, for an unnamed certificate, drop it).
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        if !cn.is_empty() {
+            params.distinguished_name.push(DnType::CommonName, cn);
+        }
         params.extended_key_usages = vec![usage];
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         let key = KeyPair::generate().expect("key");

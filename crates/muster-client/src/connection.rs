@@ -54,8 +54,8 @@ use crate::backoff::Backoff;
 use crate::error::ClientError;
 use crate::tls::{TlsConfig, TlsError};
 
-/// How to reach the server and how patient to be.
-#[derive(Debug, Clone)]
+/// How to reach the server and how patient to be. Its `Debug` never shows the token.
+#[derive(Clone)]
 pub struct ConnectionConfig {
     /// `host:port` of the server.
     pub addr: String,
@@ -74,6 +74,25 @@ pub struct ConnectionConfig {
     pub backoff: Backoff,
     /// TLS to the server; `None` = plaintext.
     pub tls: Option<TlsConfig>,
+}
+
+impl std::fmt::Debug for ConnectionConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectionConfig")
+            .field("addr", &self.addr)
+            .field("client_id", &self.client_id)
+            // A bearer secret: a logged config must not leak it.
+            .field(
+                "auth_token",
+                &self.auth_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field("request_timeout", &self.request_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("max_frame_bytes", &self.max_frame_bytes)
+            .field("backoff", &self.backoff)
+            .field("tls", &self.tls)
+            .finish()
+    }
 }
 
 impl ConnectionConfig {

@@ -409,3 +409,13 @@ async fn a_socket_silent_for_a_whole_long_timeout_is_replaced() {
     drop(conn);
     server.await.unwrap();
 }
+
+#[test]
+fn a_config_never_shows_its_token() {
+    let shown = format!(
+        "{:?}",
+        ConnectionConfig::new("127.0.0.1:7450").auth_token("s3cret-token")
+    );
+    assert!(!shown.contains("s3cret"), "{shown}");
+    assert!(shown.contains("<redacted>"), "{shown}");
+}

@@ -1,8 +1,10 @@
 //! Slowing down guessing: each peer address with recent failed Hellos gets turns, one per
 //! attempt, spaced by a delay that doubles with each failure (100 ms, 200 ms, … up to 5 s).
 //! Parallel connections from that address queue for turns, so opening more connections does not
-//! guess faster. An address with no failure for a minute is forgotten; the table is bounded.
-//! Time comes in as `now`.
+//! guess faster. A Hello whose turn is more than [`MAX_WAIT`] away is not queued at all: it is
+//! refused unchecked, so the queue (and the connection slots its waiters hold) stays short, and
+//! clients sharing the address (a NAT) wait at most that long. An address with no failure for a
+//! minute is forgotten; the table is bounded. Time comes in as `now`.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -12,6 +14,8 @@ use std::time::{Duration, Instant};
 const BASE: Duration = Duration::from_millis(100);
 /// The largest spacing.
 const MAX: Duration = Duration::from_secs(5);
+/// The longest a Hello waits for its turn; one whose turn is further away is refused unchecked.
+pub const MAX_WAIT: Duration = Duration::from_secs(10);
 /// Failures older than this are forgotten.
 const FORGET_AFTER: Duration = Duration::from_secs(60);
 /// Addresses tracked at once; past it, entries not failing lately are dropped first.
@@ -39,19 +43,23 @@ pub struct Failures {
 }
 
 impl Failures {
-    /// How long an attempt from `peer` arriving at `now` must wait before it is checked; takes
-    /// its turn.
-    pub fn admit(&mut self, peer: IpAddr, now: Instant) -> Duration {
+    /// How long an attempt from `peer` arriving at `now` must wait before it is checked (its
+    /// turn is taken), or `None`: its turn is over [`MAX_WAIT`] away, and it is refused
+    /// unchecked (no turn taken).
+    pub fn admit(&mut self, peer: IpAddr, now: Instant) -> Option<Duration> {
         let Some(entry) = self.peers.get_mut(&peer) else {
-            return Duration::ZERO;
+            return Some(Duration::ZERO);
         };
         if now.saturating_duration_since(entry.last_failure) > FORGET_AFTER {
             self.peers.remove(&peer);
-            return Duration::ZERO;
+            return Some(Duration::ZERO);
         }
         let turn = entry.next_turn.max(now);
+        if turn - now > MAX_WAIT {
+            return None;
+        }
         entry.next_turn = turn + spacing(entry.failures);
-        turn - now
+        Some(turn - now)
     }
 
     /// Records a failed attempt from `peer` at `now`.
@@ -98,7 +106,7 @@ mod tests {
     fn a_clean_address_waits_for_nothing() {
         let mut f = Failures::default();
         let now = Instant::now();
-        assert_eq!(f.admit(ip(1), now), Duration::ZERO);
+        assert_eq!(f.admit(ip(1), now), Some(Duration::ZERO));
         assert_eq!(f.tracked(), 0);
     }
 
@@ -118,14 +126,16 @@ mod tests {
         f.failed(ip(1), t0);
         f.failed(ip(1), t0);
         // Two failures: attempts are 200 ms apart, the first one 200 ms after the failure.
-        let waits: Vec<Duration> = (0..3).map(|_| f.admit(ip(1), t0)).collect();
+        let waits: Vec<Option<Duration>> = (0..3).map(|_| f.admit(ip(1), t0)).collect();
         assert_eq!(
             waits,
-            [200, 400, 600].map(Duration::from_millis).to_vec(),
+            [200, 400, 600]
+                .map(|ms| Some(Duration::from_millis(ms)))
+                .to_vec(),
             "turns"
         );
         // Another address is not affected.
-        assert_eq!(f.admit(ip(2), t0), Duration::ZERO);
+        assert_eq!(f.admit(ip(2), t0), Some(Duration::ZERO));
     }
 
     #[test]
@@ -133,9 +143,37 @@ mod tests {
         let mut f = Failures::default();
         let t0 = Instant::now();
         f.failed(ip(1), t0);
-        assert!(f.admit(ip(1), t0) > Duration::ZERO);
-        assert_eq!(f.admit(ip(1), t0 + Duration::from_secs(61)), Duration::ZERO);
+        assert!(f.admit(ip(1), t0) > Some(Duration::ZERO));
+        assert_eq!(
+            f.admit(ip(1), t0 + Duration::from_secs(61)),
+            Some(Duration::ZERO)
+        );
         assert_eq!(f.tracked(), 0);
+    }
+
+    #[test]
+    fn no_hello_waits_longer_than_the_bound_and_refused_ones_take_no_turn() {
+        let mut f = Failures::default();
+        let t0 = Instant::now();
+        for _ in 0..10 {
+            f.failed(ip(1), t0); // spacing 5 s from here on
+        }
+        let waits: Vec<Option<Duration>> = (0..4).map(|_| f.admit(ip(1), t0)).collect();
+        // Turns at 5 s and 10 s; the next would be 15 s away: refused, and it booked nothing.
+        assert_eq!(
+            waits,
+            vec![
+                Some(Duration::from_secs(5)),
+                Some(Duration::from_secs(10)),
+                None,
+                None
+            ]
+        );
+        // Once time has moved on, turns are given again.
+        assert_eq!(
+            f.admit(ip(1), t0 + Duration::from_secs(6)),
+            Some(Duration::from_secs(9))
+        );
     }
 
     #[test]

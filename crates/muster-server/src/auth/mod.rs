@@ -180,18 +180,19 @@ impl Auth {
             None => current.clone(),
             Some(principal) => {
                 let rules = self.rules();
-                rules
-                    .by_name(principal.name())
-                    .unwrap_or_else(|| Identity::revoked(principal.name(), &self.quotas))
+                rules.by_name(principal.name()).unwrap_or_else(|| {
+                    Identity::revoked(principal.name(), &self.quotas, current.rate.clone())
+                })
             }
         }
     }
 
-    /// How long a Hello from `peer` must wait before it is checked: repeated failures from one
-    /// address are slowed down (`failures.rs`). Reserves the attempt's turn.
-    pub fn hello_delay(&self, peer: IpAddr, now: Instant) -> Duration {
+    /// How long a Hello from `peer` must wait before it is checked, or `None` if it is to be
+    /// refused unchecked: repeated failures from one address are slowed down, and a Hello whose
+    /// turn is too far away is not queued (`failures.rs`). Takes the Hello's turn.
+    pub fn hello_delay(&self, peer: IpAddr, now: Instant) -> Option<Duration> {
         if !self.enabled() {
-            return Duration::ZERO;
+            return Some(Duration::ZERO);
         }
         self.failures
             .lock()
@@ -229,11 +230,11 @@ impl SessionAuth {
         }
     }
 
-    pub fn new(identity: Identity, auth: &Auth) -> Self {
-        SessionAuth {
-            identity,
-            epoch: auth.epoch(),
-        }
+    /// `epoch` must be read ([`Auth::epoch`]) *before* the rules that made `identity`: a reload
+    /// in between then shows as a newer epoch at the next request, which looks the identity up
+    /// again. Read after, it could hide the reload for good.
+    pub fn new(identity: Identity, epoch: u64) -> Self {
+        SessionAuth { identity, epoch }
     }
 
     /// Takes a reload into account; returns whether the identity changed.

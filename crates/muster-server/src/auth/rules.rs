@@ -29,15 +29,20 @@ impl Identity {
         Identity::default()
     }
 
-    /// A principal the auth file no longer declares: no grants, its quota kept.
-    pub(super) fn revoked(name: &Arc<str>, quotas: &Quotas) -> Self {
+    /// A principal the auth file no longer declares: no grants, its quota and its request-rate
+    /// limiter kept (cut off, it must not be free to flood the server with denied requests).
+    pub(super) fn revoked(
+        name: &Arc<str>,
+        quotas: &Quotas,
+        rate: Option<Arc<RequestRate>>,
+    ) -> Self {
         Identity {
             access: Access::principal(Arc::new(Principal::new(
                 Arc::clone(name),
                 Vec::new(),
                 quotas.get(name),
             ))),
-            rate: None,
+            rate,
         }
     }
 }

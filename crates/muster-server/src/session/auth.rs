@@ -34,10 +34,18 @@ impl Session {
             // Kept on every member and in log lines: refused, the connection stays open.
             return self.answer(ticket, self.hello_answer(ErrorCode::RequestLimitExceeded));
         }
-        let delay = self
+        let Some(delay) = self
             .settings
             .auth
-            .hello_delay(self.peer.ip(), Instant::now());
+            .hello_delay(self.peer.ip(), Instant::now())
+        else {
+            // This address failed so often lately that its turn is far away: refused unchecked
+            // (a guess is not even looked at), and the connection closed.
+            counter!("muster_auth_failures_total", "reason" => "throttled").increment(1);
+            warn!(parent: &self.span, "authentication refused: too many recent failures from this address");
+            let response = self.hello_answer(ErrorCode::AuthenticationFailed);
+            return self.close_with(ToWriter::One(ticket.answer(response)), ctx);
+        };
         if delay.is_zero() {
             return self.check_hello(hello, ticket, ctx);
         }
@@ -56,6 +64,8 @@ impl Session {
             return;
         }
         let auth = &self.settings.auth;
+        // Before the rules authenticate() reads: see SessionAuth::new.
+        let epoch = auth.epoch();
         let identity = match auth.authenticate(
             hello.auth_token.as_deref(),
             self.certificate_name.as_deref(),
@@ -79,7 +89,7 @@ impl Session {
         }
         self.client.client_id = std::sync::Arc::from(hello.client_id.as_str());
         self.client.access = identity.access.clone();
-        self.auth = SessionAuth::new(identity, auth);
+        self.auth = SessionAuth::new(identity, epoch);
         debug!(parent: &self.span, "hello");
         self.answer(ticket, self.hello_answer(ErrorCode::None));
     }

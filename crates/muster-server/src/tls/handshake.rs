@@ -46,12 +46,15 @@ pub async fn accept(
     let acceptor = TlsAcceptor::from(Arc::clone(config));
     let failure = match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
         Ok(Ok(tls)) => {
+            // A verified certificate without a readable subject CN names no principal: it gets
+            // the empty name, which no principal can have, so that with an auth file it is
+            // refused rather than left to a token (the certificate is what mTLS binds to).
             let certificate_name = tls
                 .get_ref()
                 .1
                 .peer_certificates()
                 .and_then(|chain| chain.first())
-                .and_then(|cert| common_name(cert.as_ref()));
+                .map(|cert| common_name(cert.as_ref()).unwrap_or_default());
             return Ok(Accepted {
                 stream: ClientStream::Tls(Box::new(tls)),
                 certificate_name,
