@@ -256,3 +256,80 @@ impl SessionAuth {
         &self.identity.access
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use muster_auth::TokenHash;
+    use muster_coordinator::access::{Operation, ResourceType};
+
+    use super::*;
+
+    fn file(dir: &tempfile::TempDir, principals: &[&str]) -> PathBuf {
+        let path = dir.path().join("auth.toml");
+        let mut text = String::new();
+        for name in principals {
+            text.push_str(&format!(
+                "[[principals]]\nname = \"{name}\"\ntoken_sha256 = \"{}\"\nmax_requests_per_s = 10\n\
+                 [[acls]]\nprincipal = \"{name}\"\nresource = \"group\"\npattern = \"*\"\n\
+                 operations = [\"read\"]\n",
+                TokenHash::of(&format!("{name}-token")).to_hex()
+            ));
+        }
+        std::fs::write(&path, text).expect("write auth file");
+        path
+    }
+
+    #[test]
+    fn a_reload_reaches_a_session_at_its_next_look_and_a_revoked_principal_keeps_its_rate() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = file(&dir, &["a", "b"]);
+        let auth = Auth::from_file(&path, Quotas::default()).expect("auth file");
+        let epoch = auth.epoch();
+        let identity = auth.authenticate(Some("a-token"), None).expect("a");
+        let rate = identity.rate.clone().expect("a has a rate");
+        let mut session = SessionAuth::new(identity, epoch);
+        assert!(!session.refresh(&auth), "nothing changed");
+        assert!(session
+            .access()
+            .allows(ResourceType::Group, "g", Operation::Read));
+
+        file(&dir, &["b"]);
+        auth.reload().expect("reload");
+        assert!(session.refresh(&auth), "the reload is seen");
+        assert!(!session
+            .access()
+            .allows(ResourceType::Group, "g", Operation::Read));
+        let kept = session
+            .identity
+            .rate
+            .clone()
+            .expect("a revoked principal keeps a rate");
+        assert!(Arc::ptr_eq(&rate, &kept));
+        assert_eq!(
+            auth.authenticate(Some("a-token"), None).map(|_| ()),
+            Err(AuthError::Unknown)
+        );
+    }
+
+    #[test]
+    fn an_epoch_read_before_a_reload_makes_the_session_look_again() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = file(&dir, &["a"]);
+        let auth = Auth::from_file(&path, Quotas::default()).expect("auth file");
+        // A Hello reads the epoch, then (old) rules; a reload lands in between.
+        let epoch = auth.epoch();
+        let identity = auth.authenticate(Some("a-token"), None).expect("a");
+        file(&dir, &[]);
+        auth.reload().expect("reload");
+        let mut session = SessionAuth::new(identity, epoch);
+        assert!(
+            session.refresh(&auth),
+            "the older epoch makes it look again"
+        );
+        assert!(!session
+            .access()
+            .allows(ResourceType::Group, "g", Operation::Read));
+    }
+}
