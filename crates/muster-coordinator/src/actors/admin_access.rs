@@ -43,6 +43,13 @@ pub(super) fn delete_group_denied(access: &Access, group_id: &str) -> bool {
 
 /// CreateTopics split by the `create` check: the topics that may be planned, and for each
 /// requested topic (in order) whether it was denied. Counts the denials.
+/// Whether `access` may create at least one of `topics` (open access: yes, if any is named).
+pub(super) fn may_create_any(access: &Access, topics: &[TopicInfo]) -> bool {
+    topics
+        .iter()
+        .any(|t| access.allows(ResourceType::Topic, &t.topic, Operation::Create))
+}
+
 pub(super) fn creatable_topics(
     access: &Access,
     topics: Vec<TopicInfo>,
@@ -129,6 +136,27 @@ mod tests {
             topic: name.to_owned(),
             partitions,
         }
+    }
+
+    #[test]
+    fn a_create_with_nothing_creatable_is_recognised_before_queueing() {
+        let maker = access(vec![Grant::new(
+            ResourceType::Topic,
+            Pattern::parse("made-*"),
+            &[Operation::Create],
+        )]);
+        assert!(may_create_any(&maker, &[topic("x", 1), topic("made-1", 1)]));
+        assert!(!may_create_any(&maker, &[topic("x", 1), topic("y", 1)]));
+        assert!(!may_create_any(&maker, &[]));
+        assert!(may_create_any(&Access::open(), &[topic("x", 1)]));
+        // Denied everything: every topic answered 29, in order, with no plan.
+        let requested = vec!["x".to_owned(), "y".to_owned()];
+        let (_, denied) = creatable_topics(&maker, vec![topic("x", 1), topic("y", 1)]);
+        let results = create_results(&requested, &denied, Vec::new());
+        assert_eq!(
+            results.iter().map(|r| r.error_code).collect::<Vec<_>>(),
+            vec![ErrorCode::TopicAuthorizationFailed.code(); 2]
+        );
     }
 
     #[test]

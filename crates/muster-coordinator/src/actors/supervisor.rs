@@ -475,6 +475,18 @@ impl Supervisor {
         topics: Vec<muster_protocol::TopicInfo>,
         ctx: &mut Context<Self>,
     ) {
+        if !admin_access::may_create_any(&call.access, &topics) {
+            // Nothing here it may create (or nothing named): answered at once, never queued
+            // behind a change in flight, so a principal without `create` cannot fill the
+            // queue, and its denial comes before any other answer (protocol §6).
+            let requested: Vec<String> = topics.iter().map(|t| t.topic.clone()).collect();
+            let (_, denied) = admin_access::creatable_topics(&call.access, topics);
+            call.reply
+                .send(Response::CreateTopics(CreateTopicsResponse {
+                    results: admin_access::create_results(&requested, &denied, Vec::new()),
+                }));
+            return;
+        }
         if self.topics_busy {
             if self.topics_waiting.len() >= MAX_TOPIC_CHANGES_WAITING {
                 call.reply.send(Response::error(
