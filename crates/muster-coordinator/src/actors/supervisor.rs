@@ -598,7 +598,7 @@ impl Handler<Route> for Supervisor {
     fn handle(&mut self, route: Route, ctx: &mut Self::Context) -> Self::Result {
         let Route { group_id, call } = route;
         if let Some(code) = self.refusal(&group_id) {
-            let answer = crate::engine::error_for(&call.request, code);
+            let answer = crate::engine::refusal_for(&call.request, code, &call.client.access);
             call.reply.send(answer);
             return None;
         }
@@ -618,8 +618,11 @@ impl Handler<Route> for Supervisor {
             }
             AbsentGroup::Create if self.groups.len() >= self.config.limits.max_groups => {
                 // The server holds as many groups as it may (protocol §6.18).
-                let answer =
-                    crate::engine::error_for(&call.request, ErrorCode::ResourceLimitReached);
+                let answer = crate::engine::refusal_for(
+                    &call.request,
+                    ErrorCode::ResourceLimitReached,
+                    &call.client.access,
+                );
                 call.reply.send(answer);
                 None
             }
@@ -635,8 +638,11 @@ impl Handler<Route> for Supervisor {
                     Some(Ok(slot)) => Some(slot),
                     Some(Err(over)) => {
                         debug!(group_id = %logsafe(&group_id), error = %over, "group not created");
-                        let answer =
-                            crate::engine::error_for(&call.request, ErrorCode::QuotaExceeded);
+                        let answer = crate::engine::refusal_for(
+                            &call.request,
+                            ErrorCode::QuotaExceeded,
+                            &call.client.access,
+                        );
                         call.reply.send(answer);
                         return None;
                     }

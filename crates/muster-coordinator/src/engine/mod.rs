@@ -52,7 +52,7 @@ pub use absent::{
     MAX_GROUP_ID_BYTES,
 };
 pub use limits::{check_request, PendingBudget};
-pub use topic_access::unreadable_topics;
+pub use topic_access::{refusal_for, unreadable_topics};
 
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;

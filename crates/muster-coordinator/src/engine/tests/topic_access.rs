@@ -127,6 +127,34 @@ fn a_commit_refused_as_a_whole_still_names_denied_topics_first() {
 }
 
 #[test]
+fn a_commit_refused_before_any_group_still_names_denied_topics_first() {
+    // The supervisor refuses a group-creating commit over a quota or a server limit with
+    // refusal_for: the denied topic still says it is denied.
+    let request = Request::OffsetCommit(muster_protocol::OffsetCommitRequest {
+        group_id: "g".into(),
+        generation_id: -1,
+        member_id: String::new(),
+        group_instance_id: None,
+        topics: vec![
+            commit_topic("orders-a", &[(0, 1, None)]),
+            commit_topic("billing-a", &[(0, 1, None), (1, 1, None)]),
+        ],
+    });
+    let access = reader(&["orders-*"]);
+    let Response::OffsetCommit(r) = refusal_for(&request, ErrorCode::QuotaExceeded, &access) else {
+        panic!("an OffsetCommit answer");
+    };
+    let quota = code(ErrorCode::QuotaExceeded);
+    assert_eq!(
+        codes(&r),
+        vec![
+            ("orders-a".to_owned(), vec![quota]),
+            ("billing-a".to_owned(), vec![DENIED, DENIED]),
+        ]
+    );
+}
+
+#[test]
 fn open_access_and_wildcard_read_commit_everything() {
     for access in [Access::open(), reader(&["*"])] {
         let mut h = Harness::new();
