@@ -228,6 +228,13 @@ async fn max_members_counts_members_and_pending_ids_across_groups() -> Result<()
     assert_eq!(refused.error_code, OVER, "{refused:?}");
     assert_eq!(refused.member_id, "");
 
+    // At its max_members, a JoinGroup that would create a group is refused before the
+    // group exists (no group charged to stand Empty).
+    let groups_before = quota.used(QuotaKind::Groups);
+    let refused = ask_member_id(&mut gamma, "gamma-new").await?;
+    assert_eq!(refused.error_code, OVER, "{refused:?}");
+    assert_eq!(quota.used(QuotaKind::Groups), groups_before);
+
     // Another principal joins the same groups freely.
     let mut beta = connect_as(addr, "beta").await?;
     assert_eq!(ask_member_id(&mut beta, "gamma-2").await?.error_code, MID);

@@ -71,6 +71,11 @@ impl Quota {
         (max != UNLIMITED).then_some(max)
     }
 
+    /// Whether a new unit of `kind` would be refused now.
+    pub fn at_limit(&self, kind: QuotaKind) -> bool {
+        self.used(kind) >= self.limit(kind).load(Ordering::Relaxed)
+    }
+
     pub fn used(&self, kind: QuotaKind) -> u32 {
         self.count(kind).load(Ordering::Relaxed)
     }

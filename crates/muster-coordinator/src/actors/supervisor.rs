@@ -627,6 +627,24 @@ impl Handler<Route> for Supervisor {
                 None
             }
             AbsentGroup::Create => {
+                // A JoinGroup that creates its group needs a member unit too: refused now if
+                // the principal has none left, before a group is charged to it that would
+                // only stand Empty until removed.
+                let no_member_left = matches!(call.request, Request::JoinGroup(_))
+                    && call
+                        .client
+                        .access
+                        .quota()
+                        .is_some_and(|q| q.at_limit(QuotaKind::Members));
+                if no_member_left {
+                    let answer = crate::engine::refusal_for(
+                        &call.request,
+                        ErrorCode::QuotaExceeded,
+                        &call.client.access,
+                    );
+                    call.reply.send(answer);
+                    return None;
+                }
                 // The creator's `max_groups` (protocol §6), after the server's own limit.
                 let quota = match call
                     .client
