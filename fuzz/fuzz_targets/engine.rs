@@ -9,7 +9,8 @@
 //!   at the end, `abort_held` answers whatever is still held);
 //! - no partition is in two members' SyncGroup assignments of one generation (the fuzzing
 //!   leader always hands out a partition to one member; the engine must never mix the
-//!   assignments of two generations or two syncs);
+//!   assignments of two generations or two syncs); a static member is its instance id, whose
+//!   assignment passes to the new member id on a takeover within the generation;
 //! - the state agrees with the members (Empty has none; Stable and CompletingRebalance have a
 //!   leader that is a member), and after a tick at `now` no deadline is left at or before `now`.
 #![no_main]
@@ -201,6 +202,20 @@ impl Model {
     }
 
     fn record_assignment(&mut self, generation: i32, member: &str, partitions: &[TopicPartitions]) {
+        // A static member is its instance id: one that rejoins under a new member id (a
+        // takeover, e.g. after a restart) keeps the generation and its assignment, and the
+        // old member id is fenced (KIP-345). Two member ids of one instance holding the same
+        // partition in one generation is that, not a double assignment.
+        let member = self
+            .known
+            .iter()
+            .find(|(m, _)| m == member)
+            .and_then(|(_, instance)| instance.clone())
+            .map_or_else(
+                || member.to_owned(),
+                |instance| format!("instance {instance}"),
+            );
+        let member = member.as_str();
         let owners = self.owners.entry(generation).or_default();
         for tp in partitions {
             for &p in &tp.partitions {
