@@ -26,8 +26,7 @@ use muster_protocol::{DescribedGroup, ErrorCode, HelloRequest, Request, MAX_PROT
 use muster_server::auth::Auth;
 use muster_server::tls::TlsSettings;
 use muster_server::ServerThread;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::ServerName;
 
 const ORDERS: &str = "orders-token";
 const BILLING: &str = "billing-token";
@@ -106,27 +105,14 @@ async fn connect_as(addr: SocketAddr, principal: Option<&str>) -> Result<Conn> {
     let Some(server) = tls_server(addr) else {
         return Conn::connect_raw(addr).await;
     };
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(server.pki.ca_path())? {
-        roots.add(cert?)?;
-    }
-    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()?
-    .with_root_certificates(roots);
-    let config = match (server.transport, principal) {
-        (Transport::Mtls, Some(principal)) => {
-            let issued = server.pki.client(principal);
-            let chain =
-                CertificateDer::pem_file_iter(&issued.cert)?.collect::<Result<Vec<_>, _>>()?;
-            builder.with_client_auth_cert(chain, PrivateKeyDer::from_pem_file(&issued.key)?)?
-        }
-        _ => builder.with_no_client_auth(),
+    let client = match (server.transport, principal) {
+        (Transport::Mtls, Some(principal)) => Some(server.pki.client(principal)),
+        _ => None,
     };
+    let config = pki::client_config(&server.pki.ca_path(), client.as_ref());
     let tcp = tokio::net::TcpStream::connect(addr).await?;
     tcp.set_nodelay(true)?;
-    let stream = tokio_rustls::TlsConnector::from(Arc::new(config))
+    let stream = tokio_rustls::TlsConnector::from(config)
         .connect(ServerName::try_from("localhost")?, tcp)
         .await
         .context("TLS handshake")?;

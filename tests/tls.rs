@@ -8,7 +8,6 @@ mod common;
 mod pki;
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,9 +18,8 @@ use muster_protocol::*;
 use muster_server::auth::Auth;
 use muster_server::tls::TlsSettings;
 use muster_server::ServerThread;
-use pki::{Issued, Pki};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use pki::{client_config, Pki};
+use rustls::pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
@@ -41,34 +39,6 @@ fn tls_server(
         options.tls = Some(tls);
         tweak(options);
     })
-}
-
-/// A client configuration trusting `ca`, presenting `client` if given.
-fn client_config(ca: &Path, client: Option<&Issued>) -> Arc<rustls::ClientConfig> {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(ca).expect("read CA") {
-        roots.add(cert.expect("CA PEM")).expect("CA certificate");
-    }
-    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .expect("protocol versions")
-    .with_root_certificates(roots);
-    let config = match client {
-        None => builder.with_no_client_auth(),
-        Some(issued) => {
-            let chain = CertificateDer::pem_file_iter(&issued.cert)
-                .expect("read client cert")
-                .collect::<Result<Vec<_>, _>>()
-                .expect("client cert PEM");
-            let key = PrivateKeyDer::from_pem_file(&issued.key).expect("client key");
-            builder
-                .with_client_auth_cert(chain, key)
-                .expect("client cert and key")
-        }
-    };
-    Arc::new(config)
 }
 
 /// Connects and completes the client side of the handshake.

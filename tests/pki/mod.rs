@@ -4,6 +4,10 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use rcgen::{
@@ -135,4 +139,32 @@ impl Drop for Pki {
 /// Reads a PEM file as text.
 pub fn pem(path: &Path) -> String {
     std::fs::read_to_string(path).expect("read PEM")
+}
+
+/// A client configuration trusting `ca`, presenting `client` if given.
+pub fn client_config(ca: &Path, client: Option<&Issued>) -> Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).expect("read CA") {
+        roots.add(cert.expect("CA PEM")).expect("CA certificate");
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("protocol versions")
+    .with_root_certificates(roots);
+    let config = match client {
+        None => builder.with_no_client_auth(),
+        Some(issued) => {
+            let chain = CertificateDer::pem_file_iter(&issued.cert)
+                .expect("read client cert")
+                .collect::<Result<Vec<_>, _>>()
+                .expect("client cert PEM");
+            let key = PrivateKeyDer::from_pem_file(&issued.key).expect("client key");
+            builder
+                .with_client_auth_cert(chain, key)
+                .expect("client cert and key")
+        }
+    };
+    Arc::new(config)
 }
