@@ -3,6 +3,9 @@
 //!
 //! `cargo run --release -p muster-etcd --features testkit --example commit_throughput [SECS]`
 //!
+//! With `MUSTER_ETCD_ENDPOINTS` set (comma-separated URLs), it measures that etcd instead of
+//! starting one (crates/muster-bench/cluster-bench.sh measures musterd nodes on the same etcd).
+//!
 //! - baseline: transactions of 128 plain puts (etcd's max-txn-ops), offset-sized values, sent
 //!   back to back by 1 and by 4 concurrent senders: puts/s;
 //! - store: 256 committers, each committing one offset of its own group and waiting until it
@@ -78,15 +81,25 @@ fn main() -> anyhow::Result<()> {
         .context("SECS is a number")?
         .unwrap_or(5);
     let duration = Duration::from_secs(secs);
-    let cluster = EtcdCluster::single()?;
+    let (_cluster, endpoints) = match std::env::var("MUSTER_ETCD_ENDPOINTS") {
+        Ok(given) => (
+            None,
+            given.split(',').map(str::to_owned).collect::<Vec<_>>(),
+        ),
+        Err(_) => {
+            let cluster = EtcdCluster::single()?;
+            let endpoints = cluster.endpoints();
+            (Some(cluster), endpoints)
+        }
+    };
     let store = Arc::new(EtcdStore::connect(EtcdStoreConfig::new(
-        cluster.endpoints(),
+        endpoints.clone(),
         "bench",
         SHARDS,
     ))?);
     let runtime = tokio::runtime::Runtime::new()?;
-    let client = runtime
-        .block_on(async { EtcdClient::connect(&cluster.endpoints(), Duration::from_secs(5)) })?;
+    let client =
+        runtime.block_on(async { EtcdClient::connect(&endpoints, Duration::from_secs(5)) })?;
     for shard in 0..SHARDS {
         let key = store.keys().owner(shard);
         let revision = runtime.block_on(client.put(&key, b"bench-node"))?;

@@ -101,6 +101,36 @@ impl KeyLayout {
         format!("{}owner/{shard}", self.prefix).into_bytes()
     }
 
+    /// Every shard's owner key.
+    pub fn owners_prefix(&self) -> Vec<u8> {
+        format!("{}owner/", self.prefix).into_bytes()
+    }
+
+    /// The shard of a key from [`KeyLayout::owner`].
+    pub fn parse_owner(&self, key: &[u8]) -> Option<u32> {
+        let rest = key.strip_prefix(self.owners_prefix().as_slice())?;
+        std::str::from_utf8(rest).ok()?.parse().ok()
+    }
+
+    /// A live node's registration (on its lease; the value is its advertised `host:port`).
+    pub fn node(&self, node_id: &str) -> Vec<u8> {
+        format!("{}node/{}", self.prefix, escape(node_id)).into_bytes()
+    }
+
+    pub fn nodes_prefix(&self) -> Vec<u8> {
+        format!("{}node/", self.prefix).into_bytes()
+    }
+
+    /// The node id of a key from [`KeyLayout::node`].
+    pub fn parse_node(&self, key: &[u8]) -> Option<String> {
+        unescape(key.strip_prefix(self.nodes_prefix().as_slice())?)
+    }
+
+    /// The cluster's shard count, fixed when the cluster is first created.
+    pub fn shard_count(&self) -> Vec<u8> {
+        format!("{}shards", self.prefix).into_bytes()
+    }
+
     pub fn groups_prefix(&self) -> Vec<u8> {
         format!("{}group/", self.prefix).into_bytes()
     }
@@ -201,6 +231,11 @@ mod tests {
             b"/prod/offset/7/g/orders/3"
         );
         assert_eq!(keys.topic("orders"), b"/prod/topic/orders");
+        assert_eq!(keys.node("n 1"), b"/prod/node/n%201");
+        assert_eq!(keys.parse_node(&keys.node("n/1")).as_deref(), Some("n/1"));
+        assert_eq!(keys.shard_count(), b"/prod/shards");
+        assert_eq!(keys.parse_owner(&keys.owner(63)), Some(63));
+        assert_eq!(keys.parse_owner(b"/prod/owner/x"), None);
         assert_eq!(
             keys.parse_group(&keys.group(3, "a/b")).as_deref(),
             Some("a/b")

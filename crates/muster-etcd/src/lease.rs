@@ -102,3 +102,33 @@ impl EtcdClient {
             .then(|| response.header.map_or(0, |h| h.revision)))
     }
 }
+
+impl EtcdClient {
+    /// Deletes `key` only if it is still as written at `mod_revision` (a shard's owner key as
+    /// this node claimed it): a release never deletes a key another node has since claimed.
+    /// Returns whether it was deleted.
+    pub async fn delete_if_unchanged(
+        &self,
+        key: &[u8],
+        mod_revision: i64,
+    ) -> Result<bool, EtcdError> {
+        use crate::generated::etcdserverpb::DeleteRangeRequest;
+        let request = TxnRequest {
+            compare: vec![Compare {
+                result: CompareResult::Equal as i32,
+                target: CompareTarget::Mod as i32,
+                key: key.to_vec(),
+                target_union: Some(TargetUnion::ModRevision(mod_revision)),
+                ..Compare::default()
+            }],
+            success: vec![RequestOp {
+                request: Some(Request::RequestDeleteRange(DeleteRangeRequest {
+                    key: key.to_vec(),
+                    ..DeleteRangeRequest::default()
+                })),
+            }],
+            failure: Vec::new(),
+        };
+        Ok(self.txn(request).await?.succeeded)
+    }
+}

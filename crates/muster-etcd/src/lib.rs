@@ -3,6 +3,7 @@
 //! coordinator's `Store` trait with per-shard fencing, and the stable group → shard hash
 //! ([`shard_of`]). Shard ownership, leases and failover build on these (docs/cluster.md).
 
+pub mod balance;
 mod client;
 mod error;
 pub mod generated;
@@ -12,6 +13,7 @@ mod shard;
 mod store;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
+mod watch;
 
 pub use client::EtcdClient;
 pub use error::EtcdError;
@@ -19,3 +21,4 @@ pub use keys::KeyLayout;
 pub use lease::Lease;
 pub use shard::shard_of;
 pub use store::{EtcdStore, EtcdStoreConfig, ShardStatus, TxnLimits};
+pub use watch::{Watch, WatchEvent};

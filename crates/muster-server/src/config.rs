@@ -168,8 +168,21 @@ settings! {
     /// actually bound, and the host name for 0.0.0.0 or [::]).
     advertise: String = "", check(advertise);
 
-    /// Name of the cluster this node belongs to ([A-Za-z0-9._-]), as DescribeCluster names it.
+    /// Name of the cluster this node belongs to ([A-Za-z0-9._-]), as DescribeCluster names it;
+    /// in cluster mode also the etcd key prefix (/<name>/), so clusters can share an etcd.
     cluster_name: String = "muster", check(cluster_name);
+
+    /// Cluster mode: etcd client URLs (http://host:port or host:port, comma-separated). Empty:
+    /// a single node storing everything in --data-dir.
+    cluster_etcd: String = "", check(etcd_endpoints);
+
+    /// Cluster mode: shards groups are spread over; fixed when the cluster is first created
+    /// (a node started with another value refuses to start).
+    shards: u32 = "64", range(1 ..= 4096);
+
+    /// Cluster mode: the node's etcd lease, in seconds: how soon after a node dies its shards
+    /// move to the survivors.
+    lease_ttl_s: u64 = "5", range(2 ..= 300);
 
     /// Log line format.
     log_format: LogFormat = "text";
@@ -338,6 +351,20 @@ impl Settings {
         }
     }
 
+    /// The etcd endpoints of cluster mode; empty for a single node.
+    pub fn etcd_endpoints(&self) -> Vec<String> {
+        self.cluster_etcd
+            .split(',')
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+
+    pub fn lease_ttl(&self) -> Duration {
+        Duration::from_secs(self.lease_ttl_s)
+    }
+
     /// The node's id, advertised address and cluster name, as [`crate::ServerOptions`] takes
     /// them (empty settings are the defaults `NodeIdentity::new` derives).
     pub fn node_options(&self) -> Result<NodeOptions, ConfigError> {
@@ -443,6 +470,22 @@ fn advertise(name: &str, addr: &str) -> Result<(), ConfigError> {
             value: addr.to_owned(),
             allowed: e.to_string(),
         })
+}
+
+fn etcd_endpoints(name: &str, value: &str) -> Result<(), ConfigError> {
+    let bad = value
+        .split(',')
+        .map(str::trim)
+        .any(|e| e.is_empty() || e.chars().any(char::is_whitespace));
+    if !value.is_empty() && bad {
+        return Err(ConfigError::Invalid {
+            setting: table::flag(name),
+            value: value.to_owned(),
+            allowed: "expected etcd URLs separated by commas (http://host:port or host:port)"
+                .into(),
+        });
+    }
+    Ok(())
 }
 
 fn cluster_name(name: &str, cluster: &str) -> Result<(), ConfigError> {

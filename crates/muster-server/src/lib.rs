@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod auth;
+pub mod cluster;
 pub mod config;
 pub mod fatal;
 pub mod listener;
@@ -20,9 +21,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use muster_coordinator::actors::{Shutdown, SingleNode, Supervisor, SupervisorOptions};
+use muster_coordinator::actors::{Placement, Shutdown, SingleNode, Supervisor, SupervisorOptions};
 use muster_coordinator::clock::Clock;
-use muster_coordinator::storage::{Store, StoreError};
+use muster_coordinator::storage::{Store, StoreError, StoredState};
 use muster_coordinator::GroupConfig;
 use tokio::sync::mpsc;
 use tracing::{error, info, warn};
@@ -57,6 +58,9 @@ pub struct ServerOptions {
     pub tls: Option<crate::tls::TlsSettings>,
     /// Node id, advertised address and cluster name (FindCoordinator, DescribeCluster).
     pub node: NodeOptions,
+    /// Cluster mode (`--cluster-etcd`): the etcd store and the lease; `None` = a single node
+    /// (`store` then holds everything).
+    pub cluster: Option<crate::cluster::ClusterSetup>,
     /// Set true once state is loaded and clients are accepted (shared with the caller so a
     /// readiness probe can be served before the server starts).
     pub readiness: Readiness,
@@ -81,6 +85,7 @@ impl ServerOptions {
             readiness: Readiness::default(),
             tls: None,
             node: NodeOptions::default(),
+            cluster: None,
         }
     }
 }
@@ -128,6 +133,8 @@ pub enum ServerError {
     Load(#[from] StoreError),
     #[error("the server thread failed to start")]
     Thread,
+    #[error("cluster mode cannot start: {0}")]
+    Cluster(#[from] crate::cluster::ClusterError),
 }
 
 /// A started server.
@@ -144,6 +151,7 @@ pub struct Running {
     shutdown_timeout: Duration,
     readiness: Readiness,
     store: Arc<dyn Store>,
+    cluster: Option<crate::cluster::ClusterHandle>,
 }
 
 /// Starts the admin listener (if any), loads state, binds, and starts the supervisor,
@@ -172,10 +180,24 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
     let loading = Instant::now();
     // Loading can take a while (a million offsets): off the runtime thread, so the admin
     // listener answers /healthz and /readyz (false) meanwhile.
-    let store = Arc::clone(&options.store);
-    let initial = tokio::task::spawn_blocking(move || store.load())
-        .await
-        .map_err(|_| ServerError::Thread)??;
+    // A single node loads everything; a clustered one only the topic catalog: groups come
+    // with the shards it takes.
+    let initial = match &options.cluster {
+        None => {
+            let store = Arc::clone(&options.store);
+            tokio::task::spawn_blocking(move || store.load())
+                .await
+                .map_err(|_| ServerError::Thread)??
+        }
+        Some(setup) => {
+            crate::cluster::check_shard_count(&setup.store, &options.node.cluster_name).await?;
+            let (topics, _) = setup.store.read_topics().await?;
+            StoredState {
+                topics,
+                ..StoredState::default()
+            }
+        }
+    };
     let load_ms = loading.elapsed().as_millis() as u64;
     let socket = bind(&options.listen)
         .await
@@ -195,11 +217,18 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
     let handles: Vec<ArbiterHandle> = workers.iter().map(Arbiter::handle).collect();
     let groups = initial.groups.len();
     let max_client_id_bytes = options.group.limits.max_client_id_bytes;
+    let cluster = options.cluster.as_ref().map(|setup| {
+        crate::cluster::Cluster::new(&options.node.cluster_name, setup.store.shards())
+    });
+    let placement: Arc<dyn Placement> = match &cluster {
+        Some(cluster) => Arc::clone(&cluster.table) as Arc<dyn Placement>,
+        None => Arc::new(SingleNode),
+    };
     let supervisor = Supervisor::new(SupervisorOptions {
         config: options.group,
         store: Arc::clone(&options.store),
         arbiters: handles.clone(),
-        placement: Box::new(SingleNode),
+        placement,
         initial,
         clock: Clock::new(),
         quotas: options.auth.quotas().clone(),
@@ -228,7 +257,23 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
     )
     .with_limits(&options.limits);
     sessions.max_client_id_bytes = max_client_id_bytes;
+    sessions.cluster = cluster.as_ref().map(|c| Arc::clone(&c.view));
     let sessions = Arc::new(sessions);
+    // Registered (and so reachable through FindCoordinator) only once sessions can be
+    // served; shards are taken from then on.
+    let cluster_handle = match (options.cluster, &cluster) {
+        (Some(setup), Some(cluster)) => Some(
+            crate::cluster::join(
+                setup,
+                node_id.clone(),
+                advertised.clone(),
+                supervisor.clone(),
+                cluster,
+            )
+            .await?,
+        ),
+        _ => None,
+    };
     let (running, connections_done) = mpsc::channel(1);
     let tls = options.tls.clone();
     let listener = Listener::new(socket, handles, Arc::clone(&sessions), running, tls).start();
@@ -268,6 +313,7 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
         shutdown_timeout: options.shutdown_timeout,
         readiness,
         store: options.store,
+        cluster: cluster_handle,
     })
 }
 
@@ -315,6 +361,11 @@ impl Running {
         info!("shutting down");
         self.readiness.set(false);
         let _ = self.listener.send(StopAccepting).await;
+        if let Some(cluster) = self.cluster.take() {
+            // Shards handed over while the groups can still write: their next owner loads
+            // them at once instead of waiting for this node's lease to expire.
+            cluster.shutdown(deadline).await;
+        }
         if tokio::time::timeout_at(deadline, self.supervisor.send(Shutdown))
             .await
             .is_err()

@@ -8,8 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use muster_coordinator::quota::Quotas;
-use muster_coordinator::storage::RedbStore;
+use muster_coordinator::storage::{RedbStore, Store};
+use muster_etcd::{EtcdStore, EtcdStoreConfig};
 use muster_server::auth::Auth;
+use muster_server::cluster::ClusterSetup;
 use muster_server::config::{ConfigError, Settings};
 use muster_server::fatal::install_abort_on_panic;
 use muster_server::telemetry::init_logging;
@@ -49,7 +51,26 @@ fn main() -> ExitCode {
 fn run(settings: Settings) -> anyhow::Result<()> {
     // Bad storage is loud: a locked, unreadable or corrupt data dir stops startup here with a
     // message naming the path; it is never reset to empty.
-    let store = RedbStore::open(&settings.data_dir)?;
+    let endpoints = settings.etcd_endpoints();
+    let (store, cluster): (Arc<dyn Store>, _) = if endpoints.is_empty() {
+        (Arc::new(RedbStore::open(&settings.data_dir)?), None)
+    } else {
+        let config = EtcdStoreConfig::new(
+            endpoints.clone(),
+            settings.cluster_name.clone(),
+            settings.shards,
+        );
+        let store =
+            Arc::new(EtcdStore::connect(config).map_err(|e| {
+                anyhow::anyhow!("cannot reach etcd at {}: {e}", endpoints.join(","))
+            })?);
+        info!(etcd = %endpoints.join(","), cluster = %settings.cluster_name, shards = settings.shards, "cluster mode");
+        let setup = ClusterSetup {
+            store: Arc::clone(&store),
+            lease_ttl: settings.lease_ttl(),
+        };
+        (store as Arc<dyn Store>, Some(setup))
+    };
     // A bad auth file stops startup with its line and reason; it never means "open".
     let auth = match settings.auth_file() {
         Some(path) => {
@@ -76,7 +97,8 @@ fn run(settings: Settings) -> anyhow::Result<()> {
         }
         _ => None,
     };
-    let mut options = ServerOptions::new(settings.listen.clone(), Arc::new(store));
+    let mut options = ServerOptions::new(settings.listen.clone(), store);
+    options.cluster = cluster;
     options.auth = Arc::clone(&auth);
     options.tls = tls;
     options.node = settings.node_options()?;

@@ -84,9 +84,13 @@ pub async fn run(common: &Common, opts: &Options) -> Result<Report> {
         .map(|i| format!("{}-commit-{i}", common.run_id))
         .collect();
     let mut conns = Vec::with_capacity(n);
+    // In a cluster each group's connection goes to its coordinator.
+    let mut coordinators = std::collections::BTreeMap::<std::net::SocketAddr, Vec<String>>::new();
     for group_id in &group_ids {
+        let at = super::coordinator(common, group_id).await?;
+        coordinators.entry(at).or_default().push(group_id.clone());
         conns.push((
-            load::open(common.addr, CLIENT_ID).await?,
+            load::open(at, CLIENT_ID).await?,
             Commits {
                 group_id: group_id.clone(),
                 partitions,
@@ -99,12 +103,10 @@ pub async fn run(common: &Common, opts: &Options) -> Result<Report> {
         eprintln!("{} commits failed, e.g. {failure}", stats.failed);
     }
     // Leave the server as we found it.
-    let admin = Conn::connect(common.addr, CLIENT_ID).await?;
-    admin
-        .call(DeleteGroupsRequest {
-            group_ids: group_ids.clone(),
-        })
-        .await?;
+    for (at, group_ids) in coordinators {
+        let admin = Conn::connect(at, CLIENT_ID).await?;
+        admin.call(DeleteGroupsRequest { group_ids }).await?;
+    }
 
     let per_second = stats.per_second();
     let figures = Figures {

@@ -47,3 +47,54 @@ pub const CLIENT_ID: &str = "b";
 pub fn ms(d: std::time::Duration) -> f64 {
     d.as_secs_f64() * 1_000.0
 }
+
+/// Where a group's requests go: its coordinator as FindCoordinator names it, when the server
+/// is one node of a cluster of several (cluster mode, docs/cluster.md); `common.addr` for a
+/// single server (which names itself, possibly by an address this machine cannot use).
+pub async fn coordinator(common: &Common, group_id: &str) -> anyhow::Result<SocketAddr> {
+    use muster_protocol::{DescribeClusterRequest, FindCoordinatorRequest, Response};
+    let conn = crate::client::Conn::connect(common.addr, CLIENT_ID).await?;
+    let clustered = matches!(
+        conn.call(DescribeClusterRequest {}).await?,
+        Response::DescribeCluster(d) if d.nodes.len() > 1
+    );
+    if !clustered {
+        return Ok(common.addr);
+    }
+    for _ in 0..100 {
+        let answer = conn
+            .call(FindCoordinatorRequest {
+                key: group_id.to_owned(),
+            })
+            .await?;
+        if let Response::FindCoordinator(f) = answer {
+            if f.error_code == 0 {
+                let found = tokio::net::lookup_host((f.host.as_str(), f.port))
+                    .await?
+                    .next();
+                if let Some(addr) = found {
+                    return Ok(addr);
+                }
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    anyhow::bail!("no coordinator found for {group_id}")
+}
+
+/// A group id starting with `base` that the server at `common.addr` coordinates itself (in a
+/// cluster, FindCoordinator names it): scenarios whose connections are all to one server keep
+/// their groups there.
+pub async fn local_group_id(common: &Common, base: &str) -> anyhow::Result<String> {
+    for i in 0..10_000 {
+        let candidate = if i == 0 {
+            base.to_owned()
+        } else {
+            format!("{base}.{i}")
+        };
+        if coordinator(common, &candidate).await? == common.addr {
+            return Ok(candidate);
+        }
+    }
+    anyhow::bail!("the server coordinates no group named {base}.*")
+}

@@ -116,7 +116,10 @@ pub async fn run(common: &Common, opts: &Options) -> Result<Report> {
             cohort.create_topic(partitions).await?;
         }
         for g in 0..groups {
-            cohort.add_group(&format!("{}-r{repeat}-g{g}", common.run_id), members)?;
+            // In a cluster: a group the server connected to coordinates.
+            let group_id =
+                super::local_group_id(common, &format!("{}-r{repeat}-g{g}", common.run_id)).await?;
+            cohort.add_group(&group_id, members)?;
         }
         let phase = cohort
             .settle(opts.settle_limit)

@@ -18,7 +18,7 @@ use tracing::{debug, error, info, warn};
 use uuid::Uuid;
 
 use super::messages::{
-    AbortHeld, ArmTimer, Delete, Describe, Forget, GroupBatch, GroupCall, GroupInbox,
+    AbortHeld, ArmTimer, Delete, Describe, Forget, GroupBatch, GroupCall, GroupInbox, Relinquish,
     StatusChanged, Tick, TopicsChanged,
 };
 use super::reply::ReplyTo;
@@ -31,7 +31,7 @@ use crate::engine::{
 };
 use crate::logsafe::{logsafe, logsafe_list};
 use crate::quota::Quotas;
-use crate::storage::{Mutation, Store};
+use crate::storage::{Mutation, Store, StoreError};
 
 /// What every group actor shares.
 pub(crate) struct GroupEnv {
@@ -76,6 +76,20 @@ pub struct GroupActor {
     /// but no record until a member joins, and a restart would then charge no one for it. The
     /// first commit of such a group writes its (member-less) record too.
     owner_unrecorded: bool,
+    /// Cluster mode: this node no longer coordinates the group (its shard was given away or
+    /// taken over). Everything is answered NOT_COORDINATOR; nothing is written any more.
+    relinquished: bool,
+    /// Who waits for the writes in flight to finish before the actor stops ([`Relinquish`]).
+    drained: Vec<tokio::sync::oneshot::Sender<()>>,
+}
+
+/// The answer for requests whose write failed: a write refused because another node owns the
+/// group's shard now means "ask FindCoordinator again", not "retry here".
+fn failed_write_code(error: &StoreError) -> ErrorCode {
+    match error {
+        StoreError::Fenced { .. } | StoreError::NotOwner { .. } => ErrorCode::NotCoordinator,
+        _ => ErrorCode::CoordinatorNotAvailable,
+    }
 }
 
 /// How often a group whose write failed tries to reload its durable record (it fails fast
@@ -98,6 +112,8 @@ impl GroupActor {
             reloading: false,
             missed_topics: Vec::new(),
             owner_unrecorded,
+            relinquished: false,
+            drained: Vec::new(),
         }
     }
 
@@ -108,8 +124,13 @@ impl GroupActor {
             reply,
             client,
         } = call;
-        if self.reloading {
-            reply.send(error_for(&request, ErrorCode::CoordinatorNotAvailable));
+        if self.reloading || self.relinquished {
+            let code = if self.relinquished {
+                ErrorCode::NotCoordinator
+            } else {
+                ErrorCode::CoordinatorNotAvailable
+            };
+            reply.send(error_for(&request, code));
             return;
         }
         // Borrows the catalog beside `self.group`: no reference-count traffic on the shared
@@ -165,6 +186,8 @@ impl GroupActor {
     fn heartbeat(&mut self, now: Millis, request: &HeartbeatRequest) -> Response {
         let code = if self.reloading {
             ErrorCode::CoordinatorNotAvailable
+        } else if self.relinquished {
+            ErrorCode::NotCoordinator
         } else {
             self.group.heartbeat(now, request)
         };
@@ -214,18 +237,17 @@ impl GroupActor {
                     // The owner did not reach the disk either: the next commit tries again.
                     act.owner_unrecorded |= records_owner;
                     error!(group_id = %logsafe(act.group.group_id()), error = %e, "offset commit not durable");
-                    let failed = error_like(
-                        &Response::OffsetCommit(response),
-                        ErrorCode::CoordinatorNotAvailable,
-                    );
+                    let failed =
+                        error_like(&Response::OffsetCommit(response), failed_write_code(&e));
                     reply.send(failed);
                 }
             }
             act.commits_in_flight -= 1;
-            if act.commits_in_flight == 0 {
+            if act.commits_in_flight == 0 && !act.relinquished {
                 act.group.hold_retention(false);
                 act.finish(Output::default(), ctx);
             }
+            act.stop_if_drained(ctx);
         });
         ctx.spawn(fut);
     }
@@ -305,6 +327,19 @@ impl GroupActor {
                         to.send(response);
                     }
                 }
+                Err(e) if failed_write_code(&e) == ErrorCode::NotCoordinator => {
+                    // Another node owns the group now: what it holds is the truth, never
+                    // reloaded here. The supervisor is told by the ownership loop and
+                    // relinquishes the group; until then it answers NOT_COORDINATOR.
+                    info!(group_id = %logsafe(act.group.group_id()), error = %e,
+                        "group metadata refused: another node coordinates the group now");
+                    let next = act.persist_next.take().unwrap_or_default();
+                    for (to, response) in replies.into_iter().chain(next) {
+                        to.send(error_like(&response, ErrorCode::NotCoordinator));
+                    }
+                    act.give_up(ctx);
+                    return;
+                }
                 Err(e) => {
                     error!(group_id = %logsafe(act.group.group_id()), error = %e,
                         "group metadata not durable; answering COORDINATOR_NOT_AVAILABLE and \
@@ -320,6 +355,8 @@ impl GroupActor {
             }
             if let Some(next) = act.persist_next.take() {
                 act.persist(next, ctx);
+            } else if act.relinquished {
+                act.stop_if_drained(ctx);
             } else if act.group.state() == GroupState::Dead {
                 // Removed by retention and now deleted from storage: the supervisor forgets us
                 // and requests still addressed here are answered by the drop guard.
@@ -328,6 +365,34 @@ impl GroupActor {
             }
         });
         ctx.spawn(fut);
+    }
+
+    /// This node stops coordinating the group: held requests are answered NOT_COORDINATOR,
+    /// and so is everything from now on.
+    fn give_up(&mut self, ctx: &mut Context<Self>) {
+        self.relinquished = true;
+        let mut out = Output::default();
+        self.group.abort_held(ErrorCode::NotCoordinator, &mut out);
+        for (to, response) in out.replies {
+            to.send(response);
+        }
+        self.stop_if_drained(ctx);
+    }
+
+    /// Once relinquished and with no write in flight, tells whoever waits and stops.
+    fn stop_if_drained(&mut self, ctx: &mut Context<Self>) {
+        if !self.relinquished || self.persist_in_flight || self.commits_in_flight > 0 {
+            return;
+        }
+        if self.drained.is_empty() {
+            // Given up on its own (a fenced write): the supervisor still routes here until the
+            // ownership loop relinquishes the shard, so keep answering NOT_COORDINATOR.
+            return;
+        }
+        for waiter in self.drained.drain(..) {
+            let _ = waiter.send(());
+        }
+        ctx.stop();
     }
 
     /// A write of the group's record failed: what the engine holds is ahead of disk. Answers
@@ -474,8 +539,8 @@ impl Handler<Tick> for GroupActor {
     fn handle(&mut self, _: Tick, ctx: &mut Self::Context) {
         // The supervisor consumed our entry; the tick hands back the full next deadline.
         self.armed = None;
-        if self.reloading {
-            // The reload arms anew.
+        if self.reloading || self.relinquished {
+            // The reload arms anew; a relinquished group has nothing left to time.
             return;
         }
         let cx = Ctx {
@@ -500,6 +565,9 @@ impl Handler<Delete> for GroupActor {
     type Result = ResponseActFuture<Self, ErrorCode>;
 
     fn handle(&mut self, _: Delete, _: &mut Self::Context) -> Self::Result {
+        if self.relinquished {
+            return Box::pin(actix::fut::ready(ErrorCode::NotCoordinator));
+        }
         if self.reloading {
             return Box::pin(actix::fut::ready(ErrorCode::CoordinatorNotAvailable));
         }
@@ -516,6 +584,10 @@ impl Handler<Delete> for GroupActor {
                 ctx.stop();
                 ErrorCode::None
             }
+            Err(e) if failed_write_code(&e) == ErrorCode::NotCoordinator => {
+                act.give_up(ctx);
+                ErrorCode::NotCoordinator
+            }
             Err(e) => {
                 error!(group_id = %logsafe(act.group.group_id()), error = %e, "group deletion not durable");
                 // The engine already marked the group Dead: back to what is durable.
@@ -530,6 +602,9 @@ impl Handler<TopicsChanged> for GroupActor {
     type Result = ();
 
     fn handle(&mut self, msg: TopicsChanged, ctx: &mut Self::Context) {
+        if self.relinquished {
+            return;
+        }
         if self.reloading {
             // Applied to the reloaded group instead.
             self.missed_topics.extend(msg.0.iter().cloned());
@@ -542,6 +617,19 @@ impl Handler<TopicsChanged> for GroupActor {
         let mut out = Output::default();
         self.group.topics_changed(cx, &msg.0, &mut out);
         self.finish(out, ctx);
+    }
+}
+
+impl Handler<Relinquish> for GroupActor {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, _: Relinquish, ctx: &mut Self::Context) -> Self::Result {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.drained.push(tx);
+        self.give_up(ctx);
+        Box::pin(async move {
+            let _ = rx.await;
+        })
     }
 }
 

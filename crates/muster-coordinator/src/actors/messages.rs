@@ -161,6 +161,37 @@ pub(crate) struct TopicsChanged(pub Arc<[String]>);
 #[rtype(result = "()")]
 pub(crate) struct AbortHeld;
 
+/// Supervisor → group: this node no longer coordinates the group (its shard is given away or
+/// was taken over). The group answers NOT_COORDINATOR from now on, and the answer to this
+/// message comes once every write it had in flight has completed; then the actor stops.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub(crate) struct Relinquish;
+
+// ---- cluster mode: the ownership loop → supervisor
+
+/// Take over a shard: start its groups as the store holds them. The answer comes once they
+/// are in the registry (requests reach them from then on).
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct AdoptShard {
+    pub shard: u32,
+    pub state: crate::storage::StoredState,
+}
+
+/// Give a shard's groups up. The answer comes once every write they had in flight is done
+/// (their shard can then be released in the store and handed over).
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct ReleaseShard {
+    pub shard: u32,
+}
+
+/// The cluster's topic catalog changed (another node created or grew topics): install these.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct CatalogChanged(pub Vec<muster_protocol::TopicInfo>);
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;

@@ -19,7 +19,10 @@ mod supervisor;
 mod timers;
 
 pub use group::GroupActor;
-pub use messages::{AdminCall, GroupBatch, GroupCall, GroupInbox, GroupLink, Route, Shutdown};
+pub use messages::{
+    AdminCall, AdoptShard, CatalogChanged, GroupBatch, GroupCall, GroupInbox, GroupLink,
+    ReleaseShard, Route, Shutdown,
+};
 pub use reply::{Answer, Replies, ReplySink, ReplyTo, Ticket};
 pub use supervisor::{Placement, SingleNode, Supervisor, SupervisorOptions};
 pub use timers::DeadlineQueue;

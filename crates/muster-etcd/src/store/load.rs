@@ -77,20 +77,37 @@ fn offsets(
         .collect())
 }
 
+/// One topic key and its value (the partition count, decimal).
+pub(super) fn topic(keys: &KeyLayout, key: &[u8], value: &[u8]) -> Result<TopicInfo, StoreError> {
+    let topic = keys
+        .parse_topic(key)
+        .ok_or_else(|| corrupt(key, "not a topic key"))?;
+    let partitions = std::str::from_utf8(value)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| corrupt(key, "partition count is not a number"))?;
+    Ok(TopicInfo { topic, partitions })
+}
+
 fn topics(keys: &KeyLayout, kvs: Vec<KeyValue>) -> Result<Vec<TopicInfo>, StoreError> {
     let mut out = Vec::with_capacity(kvs.len());
     for kv in kvs {
-        let topic = keys
-            .parse_topic(&kv.key)
-            .ok_or_else(|| corrupt(&kv.key, "not a topic key"))?;
-        let partitions = std::str::from_utf8(&kv.value)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| corrupt(&kv.key, "partition count is not a number"))?;
-        out.push(TopicInfo { topic, partitions });
+        out.push(topic(keys, &kv.key, &kv.value)?);
     }
     out.sort_by(|a, b| a.topic.cmp(&b.topic));
     Ok(out)
+}
+
+/// The topic catalog alone, and the revision it was read at (to watch from the next one).
+pub(super) async fn catalog(
+    client: &EtcdClient,
+    keys: &KeyLayout,
+) -> Result<(Vec<TopicInfo>, i64), StoreError> {
+    let (topic_kvs, revision) = client
+        .range_prefix(&keys.topics_prefix(), 0)
+        .await
+        .map_err(read_failed)?;
+    Ok((topics(keys, topic_kvs)?, revision))
 }
 
 /// Everything of the cluster.

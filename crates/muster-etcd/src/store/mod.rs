@@ -31,6 +31,7 @@ use std::time::Duration;
 use muster_coordinator::storage::{
     Durable, DurableSender, Mutation, Store, StoreError, StoredGroup, StoredState,
 };
+use muster_protocol::TopicInfo;
 use tokio::sync::{mpsc, watch};
 
 use crate::client::EtcdClient;
@@ -234,6 +235,21 @@ impl EtcdStore {
         let client = self.client.clone();
         let shared = Arc::clone(&self.shared);
         self.block_on(async move { load::shard(&client, &shared.keys, shard).await })?
+    }
+
+    /// As [`EtcdStore::load_shard`], awaited (from any tokio runtime: the ownership loop's).
+    pub async fn read_shard(&self, shard: u32) -> Result<StoredState, StoreError> {
+        load::shard(&self.client, &self.shared.keys, shard).await
+    }
+
+    /// The topic catalog and the etcd revision it was read at (watch from the one after).
+    pub async fn read_topics(&self) -> Result<(Vec<TopicInfo>, i64), StoreError> {
+        load::catalog(&self.client, &self.shared.keys).await
+    }
+
+    /// A topic as a watch saw its key and value.
+    pub fn parse_topic(&self, key: &[u8], value: &[u8]) -> Result<TopicInfo, StoreError> {
+        load::topic(&self.shared.keys, key, value)
     }
 
     /// Runs `future` on the store's runtime and waits for it, from any thread (also from

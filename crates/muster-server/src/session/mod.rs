@@ -65,6 +65,9 @@ pub struct SessionSettings {
     /// This node's id, advertised address and cluster name: what FindCoordinator and
     /// DescribeCluster answer.
     pub node: NodeIdentity,
+    /// Cluster mode: the cluster as last read, which FindCoordinator and DescribeCluster
+    /// answer from instead of `node` alone.
+    pub cluster: Option<Arc<crate::cluster::view::ClusterView>>,
     /// Authentication and the rules in force (open without an auth file).
     pub auth: Arc<Auth>,
     pub supervisor: Addr<Supervisor>,
@@ -95,6 +98,7 @@ impl SessionSettings {
             writer: WriterLimits::from(&crate::ConnectionLimits::default()),
             server_id,
             node,
+            cluster: None,
             auth,
             supervisor,
             max_client_id_bytes: muster_coordinator::Limits::default().max_client_id_bytes,
@@ -393,11 +397,17 @@ impl Session {
             // find its coordinator whatever its ACLs), so there is no access check; a single
             // node answers from its own identity, without the supervisor.
             Request::FindCoordinator(find) => {
-                let response = self.settings.node.find_coordinator(&find);
+                let response = match &self.settings.cluster {
+                    Some(cluster) => cluster.find_coordinator(&find),
+                    None => self.settings.node.find_coordinator(&find),
+                };
                 self.answer(ticket, Response::FindCoordinator(response));
             }
             Request::DescribeCluster(_) => {
-                let response = self.settings.node.describe_cluster();
+                let response = match &self.settings.cluster {
+                    Some(cluster) => cluster.describe_cluster(),
+                    None => self.settings.node.describe_cluster(),
+                };
                 self.answer(ticket, Response::DescribeCluster(response));
             }
         }

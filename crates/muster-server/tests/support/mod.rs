@@ -10,6 +10,17 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use muster_protocol::*;
 
+/// The `musterd` binary: cargo's for tests; `$MUSTERD` or the release build for examples that
+/// share these helpers (examples get no `CARGO_BIN_EXE_*`).
+pub fn musterd_bin() -> std::path::PathBuf {
+    match option_env!("CARGO_BIN_EXE_musterd") {
+        Some(bin) => bin.into(),
+        None => {
+            std::env::var_os("MUSTERD").map_or_else(|| "target/release/musterd".into(), Into::into)
+        }
+    }
+}
+
 /// Starts `musterd` on an ephemeral port and returns it with the address it reports.
 pub fn start(data_dir: &std::path::Path) -> Result<(Child, SocketAddr)> {
     start_with(data_dir, &[])
@@ -28,7 +39,7 @@ pub fn start_with(data_dir: &std::path::Path, extra: &[&str]) -> Result<(Child, 
     } else {
         &["--listen", "127.0.0.1:0"]
     };
-    let mut child = Command::new(env!("CARGO_BIN_EXE_musterd"))
+    let mut child = Command::new(musterd_bin())
         .args(listen)
         .args(admin_off)
         .arg("--data-dir")
@@ -44,7 +55,11 @@ pub fn start_with(data_dir: &std::path::Path, extra: &[&str]) -> Result<(Child, 
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut sent = false;
+        let echo = std::env::var_os("MUSTER_TEST_SERVER_LOG").is_some();
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if echo {
+                eprintln!("[musterd] {line}");
+            }
             // The client listener's line (the admin listener logs a `local_addr` of its own).
             if !sent && line.contains("musterd listening") {
                 if let Some(addr) = line
@@ -77,8 +92,14 @@ pub struct Conn {
 
 impl Conn {
     pub fn connect(addr: SocketAddr) -> Result<Conn> {
-        let stream = TcpStream::connect(addr)?;
-        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        Self::connect_within(addr, Duration::from_secs(10))
+    }
+
+    /// [`Conn::connect`] whose every answer must come within `timeout` (a paused server
+    /// accepts connections in its kernel backlog and then never answers).
+    pub fn connect_within(addr: SocketAddr, timeout: Duration) -> Result<Conn> {
+        let stream = TcpStream::connect_timeout(&addr, timeout)?;
+        stream.set_read_timeout(Some(timeout))?;
         let mut conn = Conn { stream, next: 1 };
         match conn.call(Request::Hello(HelloRequest {
             protocol_version: 1,

@@ -40,11 +40,17 @@ use crate::logsafe::{logsafe, logsafe_list};
 use crate::quota::{QuotaKind, QuotaSlot, Quotas};
 use crate::storage::{GroupRecord, Mutation, OffsetWrite, Store, StoredState};
 
+mod shards;
+
 /// Which groups this node coordinates. A single node owns every group; a clustered node
-/// (a later mode, sharing groups through a distributed engine) answers NOT_COORDINATOR for
-/// the groups another node owns.
-pub trait Placement: Send + 'static {
-    fn owns(&self, group_id: &str) -> bool;
+/// answers NOT_COORDINATOR for the groups of shards another node owns, and
+/// COORDINATOR_LOAD_IN_PROGRESS for those of a shard it is loading.
+pub trait Placement: Send + Sync + 'static {
+    /// Why this node cannot serve `group_id` now (NOT_COORDINATOR or
+    /// COORDINATOR_LOAD_IN_PROGRESS), if it cannot.
+    fn refusal(&self, group_id: &str) -> Option<ErrorCode>;
+    /// The shard `group_id` belongs to (a single node has one: 0).
+    fn shard_of(&self, group_id: &str) -> u32;
 }
 
 /// The single-node placement: every group is ours.
@@ -52,8 +58,12 @@ pub trait Placement: Send + 'static {
 pub struct SingleNode;
 
 impl Placement for SingleNode {
-    fn owns(&self, _group_id: &str) -> bool {
-        true
+    fn refusal(&self, _group_id: &str) -> Option<ErrorCode> {
+        None
+    }
+
+    fn shard_of(&self, _group_id: &str) -> u32 {
+        0
     }
 }
 
@@ -63,7 +73,7 @@ pub struct SupervisorOptions {
     pub store: Arc<dyn Store>,
     /// Where group actors run; empty = the supervisor's own arbiter.
     pub arbiters: Vec<ArbiterHandle>,
-    pub placement: Box<dyn Placement>,
+    pub placement: Arc<dyn Placement>,
     /// State loaded from the store at startup.
     pub initial: StoredState,
     pub clock: Clock,
@@ -80,7 +90,7 @@ pub struct Supervisor {
     quotas: Quotas,
     arbiters: Vec<ArbiterHandle>,
     next_arbiter: usize,
-    placement: Box<dyn Placement>,
+    placement: Arc<dyn Placement>,
     env: Option<Arc<GroupEnv>>,
     groups: Registry,
     timers: DeadlineQueue,
@@ -457,10 +467,8 @@ impl Supervisor {
     fn refusal(&self, group_id: &str) -> Option<ErrorCode> {
         if let Err(code) = validate_group_id(group_id) {
             Some(code)
-        } else if !self.placement.owns(group_id) {
-            Some(ErrorCode::NotCoordinator)
         } else {
-            None
+            self.placement.refusal(group_id)
         }
     }
 

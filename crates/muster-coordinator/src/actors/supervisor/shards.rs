@@ -1,0 +1,89 @@
+//! Cluster mode's part of the supervisor: taking a shard's groups over, giving them up, and
+//! installing topic catalog changes made on other nodes. The ownership loop (musterd's
+//! `cluster` module) decides which shards this node holds and sends these messages; the
+//! placement it shares answers requests for the shards in between (loading, given away).
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+use futures_util::future::join_all;
+use tracing::info;
+
+use super::Supervisor;
+use crate::actors::messages::{AdoptShard, CatalogChanged, ReleaseShard, Relinquish};
+use crate::logsafe::logsafe_list;
+use crate::types::TopicLookup;
+
+impl Supervisor {
+    /// Takes every group of `shard` out of the registry and tells each to stop coordinating;
+    /// the future resolves once they have all finished their writes.
+    fn relinquish_shard(&mut self, shard: u32) -> impl std::future::Future<Output = usize> {
+        let ids: Vec<Arc<str>> = self
+            .groups
+            .values()
+            .filter(|e| self.placement.shard_of(&e.group_id) == shard)
+            .map(|e| Arc::clone(&e.group_id))
+            .collect();
+        let mut stops = Vec::with_capacity(ids.len());
+        for id in &ids {
+            if let Some((key, entry)) = self.groups.find(id) {
+                stops.push(entry.addr.send(Relinquish));
+                self.forget(key);
+            }
+        }
+        let count = stops.len();
+        async move {
+            // A group that already stopped has nothing in flight: its error is fine.
+            join_all(stops).await;
+            count
+        }
+    }
+}
+
+impl Handler<AdoptShard> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: AdoptShard, ctx: &mut Self::Context) {
+        // Groups of the shard still here (a shard lost and granted again before the loss was
+        // carried out) are stale: the loaded state replaces them.
+        let stale = self.relinquish_shard(msg.shard);
+        ctx.spawn(actix::fut::wrap_future(async move {
+            stale.await;
+        }));
+        let groups = msg.state.groups.len();
+        self.load(msg.state, ctx);
+        info!(shard = msg.shard, groups, "shard taken over");
+    }
+}
+
+impl Handler<ReleaseShard> for Supervisor {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, msg: ReleaseShard, _: &mut Self::Context) -> Self::Result {
+        let shard = msg.shard;
+        let stopping = self.relinquish_shard(shard);
+        Box::pin(async move {
+            let groups = stopping.await;
+            info!(shard, groups, "shard given up");
+        })
+    }
+}
+
+impl Handler<CatalogChanged> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: CatalogChanged, ctx: &mut Self::Context) {
+        let changed: Vec<_> = msg
+            .0
+            .into_iter()
+            .filter(|t| self.catalog.partitions(&t.topic) != Some(t.partitions))
+            .collect();
+        if changed.is_empty() {
+            return;
+        }
+        self.catalog.install(&changed);
+        let names: Arc<[String]> = changed.iter().map(|t| t.topic.clone()).collect();
+        info!(topics = %logsafe_list(&names), "topic catalog changed on another node");
+        self.tell_topics_changed(names, 0, ctx);
+    }
+}

@@ -1,0 +1,228 @@
+//! The ownership loop: which shards this node holds. It reads the live nodes and the shard
+//! owners from etcd (on every change a watch reports, and every second in any case), asks the
+//! balancer (`muster_etcd::balance`) what to claim and what to give away, and carries that out
+//! with the supervisor:
+//!
+//! - **take** a shard: claim its owner key on our lease (etcd decides races), fence the store's
+//!   writes on the claim's revision, mark it loading (COORDINATOR_LOAD_IN_PROGRESS), read its
+//!   groups and offsets, hand them to the supervisor, mark it owned;
+//! - **give** a shard away: mark it not owned (NOT_COORDINATOR for new requests), let its
+//!   groups finish the writes they have in flight, forget it in the store, and delete the owner
+//!   key (only if it is still ours) so that the node taking it over can claim it at once;
+//! - **lose** a shard (a write was fenced, or the owner key changed behind our back): drop its
+//!   groups without writing anything; whatever the new owner wrote stands.
+//!
+//! Losing the lease loses every shard; the loop then registers again with a new lease.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::Addr;
+use muster_coordinator::actors::{AdoptShard, ReleaseShard, Supervisor};
+use muster_etcd::{balance, EtcdClient, EtcdError, EtcdStore, KeyLayout};
+use tracing::{debug, info, warn};
+
+use super::placement::{ShardState, ShardTable};
+use super::view::{ClusterView, Snapshot};
+use crate::node::HostPort;
+
+/// How long a shard's groups may take to finish their writes when it is given away (a write
+/// takes at most etcd's request timeout).
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The owner keys as read: shard → (owner node id, mod revision, lease).
+type Owners = BTreeMap<u32, (String, i64, i64)>;
+
+pub(super) struct Ownership {
+    pub(super) store: Arc<EtcdStore>,
+    pub(super) client: EtcdClient,
+    pub(super) keys: KeyLayout,
+    pub(super) shards: u32,
+    pub(super) me: String,
+    pub(super) supervisor: Arc<Addr<Supervisor>>,
+    pub(super) table: Arc<ShardTable>,
+    pub(super) view: Arc<ClusterView>,
+    /// Our lease (0: none now).
+    pub(super) lease: i64,
+    /// The shards we hold, with their owner key's mod revision (what writes are fenced on).
+    pub(super) mine: BTreeMap<u32, i64>,
+}
+
+impl Ownership {
+    /// One round: read, compare, move.
+    pub(super) async fn reconcile(&mut self) -> Result<(), EtcdError> {
+        let (node_kvs, revision) = self
+            .client
+            .range_prefix(&self.keys.nodes_prefix(), 0)
+            .await?;
+        let (owner_kvs, _) = self
+            .client
+            .range_prefix(&self.keys.owners_prefix(), revision)
+            .await?;
+        let mut snapshot = Snapshot::default();
+        for kv in node_kvs {
+            let Some(id) = self.keys.parse_node(&kv.key) else {
+                continue;
+            };
+            match std::str::from_utf8(&kv.value)
+                .ok()
+                .and_then(|v| v.parse::<HostPort>().ok())
+            {
+                Some(addr) => {
+                    snapshot.nodes.insert(id, addr);
+                }
+                None => warn!(node = %id, "a node registered an unusable address; ignored"),
+            }
+        }
+        let mut owners: Owners = BTreeMap::new();
+        for kv in owner_kvs {
+            let (Some(shard), Ok(owner)) = (
+                self.keys.parse_owner(&kv.key),
+                String::from_utf8(kv.value.clone()),
+            ) else {
+                continue;
+            };
+            if shard < self.shards {
+                snapshot.owners.insert(shard, owner.clone());
+                owners.insert(shard, (owner, kv.mod_revision, kv.lease));
+            }
+        }
+        self.view.update(snapshot.clone());
+
+        // Ours, as we believe, but no longer so in etcd: taken over.
+        let held: Vec<(u32, i64)> = self.mine.iter().map(|(&s, &r)| (s, r)).collect();
+        for (shard, revision) in held {
+            let still_ours = owners
+                .get(&shard)
+                .is_some_and(|(owner, rev, _)| *owner == self.me && *rev == revision);
+            if !still_ours {
+                warn!(
+                    shard,
+                    "shard taken over by another node; dropping its groups"
+                );
+                self.lose(shard).await;
+            }
+        }
+        // Ours in etcd, on our lease, but not held: a claim whose answer was lost. Take it.
+        let orphans: Vec<(u32, i64)> = owners
+            .iter()
+            .filter(|(s, (owner, _, lease))| {
+                *owner == self.me && *lease == self.lease && !self.mine.contains_key(s)
+            })
+            .map(|(&s, (_, rev, _))| (s, *rev))
+            .collect();
+        for (shard, revision) in orphans {
+            self.take(shard, revision).await;
+        }
+
+        let nodes: Vec<String> = snapshot.nodes.keys().cloned().collect();
+        let moves = balance::plan(self.shards, &nodes, &snapshot.owners, &self.me, &[]);
+        for shard in moves.release {
+            self.give(shard).await;
+        }
+        for shard in moves.claim {
+            let claimed = self
+                .client
+                .claim(&self.keys.owner(shard), self.me.as_bytes(), self.lease)
+                .await?;
+            match claimed {
+                Some(revision) => self.take(shard, revision).await,
+                None => debug!(shard, "another node claimed the shard first"),
+            }
+        }
+        Ok(())
+    }
+
+    /// Loads a shard we have just claimed and starts serving it.
+    async fn take(&mut self, shard: u32, revision: i64) {
+        self.table.set(shard, ShardState::Loading);
+        self.store.own_shard(shard, revision);
+        self.mine.insert(shard, revision);
+        match self.store.read_shard(shard).await {
+            Ok(state) => {
+                let groups = state.groups.len();
+                if self
+                    .supervisor
+                    .send(AdoptShard { shard, state })
+                    .await
+                    .is_err()
+                {
+                    // The supervisor is gone: the server is stopping.
+                    return;
+                }
+                self.table.set(shard, ShardState::Owned);
+                info!(shard, groups, "shard owned");
+            }
+            Err(e) => {
+                warn!(shard, error = %e, "cannot read the shard's groups; giving it back");
+                self.give(shard).await;
+            }
+        }
+    }
+
+    /// Hands a shard over cleanly (module docs).
+    pub(super) async fn give(&mut self, shard: u32) {
+        self.table.set(shard, ShardState::NotOwned);
+        let drained =
+            tokio::time::timeout(DRAIN_TIMEOUT, self.supervisor.send(ReleaseShard { shard })).await;
+        if drained.is_err() {
+            warn!(
+                shard,
+                "the shard's groups did not finish their writes in time"
+            );
+        }
+        self.store.release_shard(shard);
+        if let Some(revision) = self.mine.remove(&shard) {
+            match self
+                .client
+                .delete_if_unchanged(&self.keys.owner(shard), revision)
+                .await
+            {
+                Ok(_) => info!(shard, "shard handed over"),
+                // The key goes with our lease anyway; the taker waits until then.
+                Err(e) => warn!(shard, error = %e, "cannot delete the shard's owner key"),
+            }
+        }
+    }
+
+    /// Drops a shard another node owns now, writing nothing.
+    pub(super) async fn lose(&mut self, shard: u32) {
+        self.table.set(shard, ShardState::NotOwned);
+        self.mine.remove(&shard);
+        let _ =
+            tokio::time::timeout(DRAIN_TIMEOUT, self.supervisor.send(ReleaseShard { shard })).await;
+        // After the drain: writes still in flight were fenced on the old revision.
+        self.store.release_shard(shard);
+    }
+
+    /// The lease is gone: every shard with it.
+    pub(super) async fn lose_everything(&mut self) {
+        self.table.clear();
+        let held: Vec<u32> = self.mine.keys().copied().collect();
+        for shard in held {
+            self.lose(shard).await;
+        }
+    }
+
+    /// Shards the store found fenced that we still hold.
+    pub(super) async fn lose_fenced(&mut self, fenced: &BTreeSet<u32>) {
+        let held: Vec<u32> = fenced
+            .iter()
+            .copied()
+            .filter(|s| self.mine.contains_key(s))
+            .collect();
+        for shard in held {
+            warn!(shard, "a write was fenced: another node owns the shard now");
+            self.lose(shard).await;
+        }
+    }
+
+    /// Graceful shutdown: every shard handed over.
+    pub(super) async fn give_everything(&mut self) {
+        let held: Vec<u32> = self.mine.keys().copied().collect();
+        for shard in held {
+            self.give(shard).await;
+        }
+    }
+}
