@@ -351,7 +351,7 @@ impl Client {
         }
         let alone = match alone {
             Some(alone) => alone,
-            None => self.is_single_node(node, asked).await?,
+            None => self.is_single_node(node, asked).await,
         };
         if alone {
             debug!(node = %node, via = %asked_addr, "a single node: keeping the connection that asked");
@@ -361,18 +361,15 @@ impl Client {
     }
 
     /// Whether the node behind `asked` describes its cluster as `node` alone.
-    async fn is_single_node(&self, node: &Node, asked: &Connection) -> Result<bool, ClientError> {
+    async fn is_single_node(&self, node: &Node, asked: &Connection) -> bool {
         let described = asked
             .send_once(DescribeClusterRequest {}, self.lookup_timeout())
             .await
             .and_then(cluster::parse_describe_cluster);
-        match described {
-            Ok(cluster) => Ok(matches!(cluster.nodes.as_slice(),
-                [only] if only.node.node_id == node.node_id)),
-            Err(err) if err.is_transport() => Err(err),
-            // A refused DescribeCluster says nothing: try the advertised address.
-            Err(_) => Ok(false),
-        }
+        // No answer says nothing either way: try the advertised address.
+        described.is_ok_and(|cluster| {
+            matches!(cluster.nodes.as_slice(), [only] if only.node.node_id == node.node_id)
+        })
     }
 }
 
