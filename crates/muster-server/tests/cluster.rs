@@ -292,3 +292,36 @@ fn a_node_started_with_another_shard_count_refuses_to_start() -> Result<()> {
     );
     Ok(())
 }
+
+#[test]
+fn a_node_stopped_with_sigterm_hands_its_groups_over_before_its_lease_could_expire() -> Result<()> {
+    // A lease far longer than the test may take: the groups can only move by handover.
+    const LONG_TTL: u64 = 60;
+    let etcd = EtcdCluster::single()?;
+    let endpoints = etcd.endpoints().join(",");
+    let nodes: Vec<Node> = (1..=2)
+        .map(|i| Node::start(&endpoints, &format!("n{i}"), LONG_TTL))
+        .collect::<Result<_>>()?;
+    let addrs: Vec<_> = nodes.iter().map(|n| n.addr).collect();
+    wait_settled(addrs[0], 2, Duration::from_secs(10))?;
+    create_topic(addrs[0], &addrs)?;
+    let mut members: Vec<Member> = (0..SHARDS)
+        .map(|s| Member::start(addrs[1], &group_in_shard(s), 7))
+        .collect::<Result<_>>()?;
+    let stopped_at = Instant::now();
+    nodes[0].signal("-TERM");
+    for m in members.iter_mut() {
+        let node = m.follow(&addrs[1..], Duration::from_secs(15))?;
+        assert_eq!(node, "n2");
+        assert_eq!(fetch_offset(addrs[1], &m.group)?, Some(7));
+    }
+    assert!(stopped_at.elapsed() < Duration::from_secs(LONG_TTL));
+    let described = describe_cluster(addrs[1])?;
+    assert_eq!(
+        described.nodes.len(),
+        1,
+        "n1 left the cluster: {described:?}"
+    );
+    assert_eq!(described.nodes[0].shards.len(), SHARDS as usize);
+    Ok(())
+}
