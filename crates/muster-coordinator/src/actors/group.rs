@@ -42,6 +42,8 @@ pub(crate) struct GroupEnv {
     pub clock: Clock,
     /// Every principal's quota: a group rebuilt from its record charges its members again.
     pub quotas: Quotas,
+    /// Which shards this node serves (cluster mode; a single node serves its one shard).
+    pub placement: Arc<dyn super::supervisor::Placement>,
     /// The supervisor, as the three messages a group sends it (made once, shared by every
     /// group: a group never clones them).
     pub supervisor: SupervisorLink,
@@ -58,6 +60,8 @@ pub(crate) struct SupervisorLink {
 /// The actor hosting one group.
 pub struct GroupActor {
     key: u64,
+    /// The group's shard ([`GroupEnv::placement`]).
+    shard: u32,
     group: Group<ReplyTo>,
     env: Arc<GroupEnv>,
     /// The wake-up the supervisor holds for us (at or before our next deadline).
@@ -100,8 +104,10 @@ impl GroupActor {
     pub(crate) fn new(key: u64, group: Group<ReplyTo>, env: Arc<GroupEnv>) -> Self {
         let status = (group.state(), group.member_count() as u32);
         let owner_unrecorded = group.created_by().is_some();
+        let shard = env.placement.shard_of(group.group_id());
         Self {
             key,
+            shard,
             group,
             env,
             armed: None,
@@ -124,8 +130,9 @@ impl GroupActor {
             reply,
             client,
         } = call;
-        if self.reloading || self.relinquished {
-            let code = if self.relinquished {
+        let serving = self.env.placement.serving(self.shard);
+        if self.reloading || self.relinquished || !serving {
+            let code = if self.relinquished || !serving {
                 ErrorCode::NotCoordinator
             } else {
                 ErrorCode::CoordinatorNotAvailable
@@ -147,7 +154,7 @@ impl GroupActor {
         match request {
             Request::Heartbeat(r) => {
                 // The hot path: answered at once, no allocation, no timer work.
-                reply.send(self.heartbeat(now, &r));
+                reply.send(self.heartbeat(now, &r, serving));
                 return;
             }
             Request::JoinGroup(r) => {
@@ -183,10 +190,10 @@ impl GroupActor {
 
     /// A heartbeat's answer (a heartbeat changes nothing the actor must carry out: only the
     /// member's last-heard time, which pushes deadlines later).
-    fn heartbeat(&mut self, now: Millis, request: &HeartbeatRequest) -> Response {
+    fn heartbeat(&mut self, now: Millis, request: &HeartbeatRequest, serving: bool) -> Response {
         let code = if self.reloading {
             ErrorCode::CoordinatorNotAvailable
-        } else if self.relinquished {
+        } else if self.relinquished || !serving {
             ErrorCode::NotCoordinator
         } else {
             self.group.heartbeat(now, request)
@@ -327,7 +334,9 @@ impl GroupActor {
                         to.send(response);
                     }
                 }
-                Err(e) if failed_write_code(&e) == ErrorCode::NotCoordinator => {
+                Err(e)
+                    if act.relinquished || failed_write_code(&e) == ErrorCode::NotCoordinator =>
+                {
                     // Another node owns the group now: what it holds is the truth, never
                     // reloaded here. The supervisor is told by the ownership loop and
                     // relinquishes the group; until then it answers NOT_COORDINATOR.
@@ -411,6 +420,12 @@ impl GroupActor {
     /// Rebuilds the group from what the store holds (as at startup: sessions start afresh),
     /// or tries again shortly while the store is recovering.
     fn reload(&mut self, ctx: &mut Context<Self>) {
+        if self.relinquished {
+            // Another node has the group now: nothing to reload, only to stop.
+            self.reloading = false;
+            self.stop_if_drained(ctx);
+            return;
+        }
         let stored = match self.env.store.load_group(self.group.group_id()) {
             Ok(stored) => stored,
             Err(e) => {
@@ -486,11 +501,15 @@ impl Handler<GroupBatch> for GroupActor {
     /// [`GroupActor::handle_call`] one by one, in order.
     fn handle(&mut self, mut batch: GroupBatch, ctx: &mut Self::Context) {
         let now = self.env.clock.now();
+        // Asked once per batch: a batch is handled in one go, at one instant.
+        let serving = self.env.placement.serving(self.shard);
         let calls = batch.take_calls();
         let mut answers = Vec::new();
         for (request, ticket) in calls {
             match request {
-                Request::Heartbeat(r) => answers.push(ticket.answer(self.heartbeat(now, &r))),
+                Request::Heartbeat(r) => {
+                    answers.push(ticket.answer(self.heartbeat(now, &r, serving)))
+                }
                 request => {
                     let call = GroupCall {
                         request,
@@ -584,7 +603,7 @@ impl Handler<Delete> for GroupActor {
                 ctx.stop();
                 ErrorCode::None
             }
-            Err(e) if failed_write_code(&e) == ErrorCode::NotCoordinator => {
+            Err(e) if act.relinquished || failed_write_code(&e) == ErrorCode::NotCoordinator => {
                 act.give_up(ctx);
                 ErrorCode::NotCoordinator
             }

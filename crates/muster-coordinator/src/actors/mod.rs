@@ -20,7 +20,7 @@ mod timers;
 
 pub use group::GroupActor;
 pub use messages::{
-    AdminCall, AdoptShard, CatalogChanged, GroupBatch, GroupCall, GroupInbox, GroupLink,
+    AdminCall, AdoptShard, CatalogChanged, Drain, GroupBatch, GroupCall, GroupInbox, GroupLink,
     ReleaseShard, Route, Shutdown,
 };
 pub use reply::{Answer, Replies, ReplySink, ReplyTo, Ticket};

@@ -51,6 +51,10 @@ pub trait Placement: Send + Sync + 'static {
     fn refusal(&self, group_id: &str) -> Option<ErrorCode>;
     /// The shard `group_id` belongs to (a single node has one: 0).
     fn shard_of(&self, group_id: &str) -> u32;
+    /// Whether this node serves `shard` at this instant. Group actors ask it for every
+    /// request they handle, cached links included: a node past its lease deadline stops
+    /// answering for its groups at once, before anything else has noticed.
+    fn serving(&self, shard: u32) -> bool;
 }
 
 /// The single-node placement: every group is ours.
@@ -64,6 +68,10 @@ impl Placement for SingleNode {
 
     fn shard_of(&self, _group_id: &str) -> u32 {
         0
+    }
+
+    fn serving(&self, _shard: u32) -> bool {
+        true
     }
 }
 
@@ -164,6 +172,7 @@ impl Supervisor {
                 catalog: Arc::clone(&self.catalog),
                 clock: self.clock,
                 quotas: self.quotas.clone(),
+                placement: Arc::clone(&self.placement),
                 supervisor: SupervisorLink {
                     arm_timer: ctx.address().recipient(),
                     status_changed: ctx.address().recipient(),
