@@ -488,8 +488,10 @@ pub struct GroupDiagnosisResponse {
     /// The server's clock when it answered (ms since the Unix epoch): the other times are on
     /// the same clock.
     pub now_ms: u64,
-    /// PreparingRebalance or CompletingRebalance: what the rebalance waits for.
-    pub rebalance: Option<RebalanceWait>,
+    /// PreparingRebalance or CompletingRebalance: what the rebalance waits for. Boxed (the
+    /// bytes are those of `Option<RebalanceWait>`) so that `Response` stays as small as it
+    /// was: every answer, heartbeats included, is a `Response`.
+    pub rebalance: Option<Box<RebalanceWait>>,
     /// Stable: partitions of subscribed topics that no member owns.
     pub unowned: Vec<TopicPartitions>,
     /// Since when `unowned` has been non-empty.

@@ -71,7 +71,7 @@ impl<R> Group<R> {
         }
     }
 
-    fn rebalance_wait(&self, now: Millis) -> Option<RebalanceWait> {
+    fn rebalance_wait(&self, now: Millis) -> Option<Box<RebalanceWait>> {
         let progress = self.insight.as_ref().and_then(|i| i.progress.as_ref());
         let trigger = progress
             .map(|p| p.cause.clone())
@@ -86,9 +86,10 @@ impl<R> Group<R> {
                     .members
                     .values()
                     .filter(|m| m.awaiting_join.is_none())
+                    .map(|m| &**m)
                     .collect();
                 let (waiting_for, omitted) = self.waiting(waiting);
-                Some(RebalanceWait {
+                Some(Box::new(RebalanceWait {
                     phase: "join".to_owned(),
                     trigger,
                     started_at_ms: barrier.started_at,
@@ -98,7 +99,7 @@ impl<R> Group<R> {
                     waiting_for,
                     omitted,
                     pending_joins: u32::try_from(self.pending.len()).unwrap_or(u32::MAX),
-                })
+                }))
             }
             GroupState::CompletingRebalance => {
                 let window = self.sync_window.as_ref();
@@ -106,6 +107,7 @@ impl<R> Group<R> {
                     .members
                     .values()
                     .filter(|m| window.is_some_and(|w| w.pending.contains(&m.member_id)))
+                    .map(|m| &**m)
                     .collect();
                 let (waiting_for, omitted) = self.waiting(waiting);
                 let since = progress
@@ -113,7 +115,7 @@ impl<R> Group<R> {
                     .unwrap_or(self.state_since);
                 let deadline = window.map(|w| w.deadline);
                 let stuck = deadline.is_some_and(|d| now >= since + d.saturating_sub(since) / 2);
-                Some(RebalanceWait {
+                Some(Box::new(RebalanceWait {
                     phase: "sync".to_owned(),
                     trigger,
                     started_at_ms: progress.map_or(since, |p| p.started_at),
@@ -123,7 +125,7 @@ impl<R> Group<R> {
                     waiting_for,
                     omitted,
                     pending_joins: 0,
-                })
+                }))
             }
             GroupState::Empty | GroupState::Stable | GroupState::Dead => None,
         }
@@ -131,7 +133,7 @@ impl<R> Group<R> {
 
     /// The members waited for, the leader first then by id, capped at [`MAX_LISTED`]; and
     /// how many the cap left out.
-    fn waiting(&self, mut members: Vec<&Box<Member<R>>>) -> (Vec<WaitingMember>, u32) {
+    fn waiting(&self, mut members: Vec<&Member<R>>) -> (Vec<WaitingMember>, u32) {
         let leader = self.leader.as_deref();
         members.sort_unstable_by(|a, b| {
             let a_leads = Some(&*a.member_id) == leader;

@@ -528,14 +528,16 @@ impl<R> Group<R> {
         if self.members.is_empty() {
             return;
         }
-        let mut insight = Insight::default();
-        insight.baseline = self
-            .members
-            .values()
-            .filter(|m| !m.assignment.is_empty())
-            .map(|m| (Arc::clone(&m.member_id), m.assignment.clone()))
-            .collect();
-        insight.last_members = self.members.keys().cloned().collect();
+        let insight = Insight {
+            baseline: self
+                .members
+                .values()
+                .filter(|m| !m.assignment.is_empty())
+                .map(|m| (Arc::clone(&m.member_id), m.assignment.clone()))
+                .collect(),
+            last_members: self.members.keys().cloned().collect(),
+            ..Insight::default()
+        };
         self.insight = Some(Box::new(insight));
     }
 }

@@ -576,7 +576,7 @@ pub fn group_diagnosis_response() -> ResponseFrame {
             state: "PreparingRebalance".into(),
             generation_id: -1,
             now_ms: u64::MAX,
-            rebalance: Some(RebalanceWait {
+            rebalance: Some(Box::new(RebalanceWait {
                 phase: "join".into(),
                 trigger: RebalanceCause {
                     kind: "member_left".into(),
@@ -599,7 +599,7 @@ pub fn group_diagnosis_response() -> ResponseFrame {
                 }],
                 omitted: 7,
                 pending_joins: u32::MAX,
-            }),
+            })),
             unowned: vec![tp("orders", &[0])],
             unowned_since_ms: Some(5),
             storm: true,

@@ -551,7 +551,7 @@ fn group_diagnosis() -> impl Strategy<Value = GroupDiagnosisResponse> {
         text(),
         any::<i32>(),
         any::<u64>(),
-        option::of(wait),
+        option::of(wait.prop_map(Box::new)),
         vec(topic_partitions(), 0..3),
         option::of(any::<u64>()),
         any::<bool>(),
