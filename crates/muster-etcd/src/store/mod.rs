@@ -146,7 +146,8 @@ impl Shared {
                 Mutation::PutGroup(record) => &record.group_id,
                 Mutation::DeleteGroup { group_id }
                 | Mutation::PutOffsets { group_id, .. }
-                | Mutation::DeleteOffsets { group_id, .. } => group_id,
+                | Mutation::DeleteOffsets { group_id, .. }
+                | Mutation::PutRebalances { group_id, .. } => group_id,
                 Mutation::PutTopic(_) => continue,
             };
             let shard = shard_of(group_id, self.shards);
