@@ -18,8 +18,8 @@ use tracing::{debug, error, info, warn};
 use uuid::Uuid;
 
 use super::messages::{
-    AbortHeld, ArmTimer, Delete, Describe, Forget, GroupBatch, GroupCall, GroupInbox,
-    StatusChanged, Tick, TopicsChanged,
+    AbortHeld, ArmTimer, Delete, Describe, Forget, GroupBatch, GroupCall, GroupInbox, GroupSummary,
+    StatusChanged, Summarize, Tick, TopicsChanged,
 };
 use super::reply::ReplyTo;
 use crate::access::ResourceType;
@@ -493,6 +493,23 @@ impl Handler<Describe> for GroupActor {
 
     fn handle(&mut self, _: Describe, _: &mut Self::Context) -> Self::Result {
         MessageResult(self.group.describe(self.env.clock.now()))
+    }
+}
+
+impl Handler<Summarize> for GroupActor {
+    type Result = MessageResult<Summarize>;
+
+    fn handle(&mut self, _: Summarize, _: &mut Self::Context) -> Self::Result {
+        let group = &self.group;
+        MessageResult(GroupSummary {
+            group_id: group.group_id().to_owned(),
+            state: group.state(),
+            members: group.member_count() as u32,
+            generation: group.generation(),
+            assignor: group.assignor().map(str::to_owned),
+            leader: group.leader().map(str::to_owned),
+            state_for_ms: self.env.clock.now().saturating_sub(group.state_since()),
+        })
     }
 }
 

@@ -5,7 +5,9 @@
 //! batch's [`ReplySink`]; the connection owns what is behind the sink.
 //!
 //! Module dependencies run one way: `supervisor` → `group` → `messages` → `reply`, plus
-//! `supervisor` → `timers`, `supervisor` → `admin_access`, `supervisor` → `registry` → `group`, and direct uses of `reply`. No module imports one that depends on
+//! `supervisor` → `timers`, `supervisor` → `admin_access`, `supervisor` → `registry` →
+//! `group`, `overview` → `supervisor` (the dashboard's list: its handler lives beside its
+//! paging), and direct uses of `reply`. No module imports one that depends on
 //! it: the supervisor holds group actors' `Addr`s (it creates them), a group holds the
 //! supervisor as `Recipient`s, a session holds a group as a [`GroupLink`].
 
@@ -13,13 +15,16 @@ mod admin_access;
 mod admin_limits;
 mod group;
 mod messages;
+mod overview;
 mod registry;
 mod reply;
 mod supervisor;
 mod timers;
 
 pub use group::GroupActor;
+pub use messages::GroupSummary;
 pub use messages::{AdminCall, GroupBatch, GroupCall, GroupInbox, GroupLink, Route, Shutdown};
+pub use overview::{ListOverview, OverviewPage, OverviewQuery, MAX_OVERVIEW_PAGE};
 pub use reply::{Answer, Replies, ReplySink, ReplyTo, Ticket};
 pub use supervisor::{Placement, SingleNode, Supervisor, SupervisorOptions};
 pub use timers::DeadlineQueue;

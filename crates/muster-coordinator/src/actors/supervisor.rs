@@ -128,6 +128,11 @@ impl Supervisor {
         }
     }
 
+    /// The registry, for the dashboard's overview (`overview.rs`).
+    pub(super) fn registry(&self) -> &Registry {
+        &self.groups
+    }
+
     /// Moves one group between the gauges' buckets (`None`: not counted).
     fn count(&mut self, from: Option<(GroupState, u32)>, to: Option<(GroupState, u32)>) {
         if let Some((state, members)) = from {

@@ -529,6 +529,11 @@ impl<R> Group<R> {
         self.members.len()
     }
 
+    /// When the group entered its current state.
+    pub fn state_since(&self) -> Millis {
+        self.state_since
+    }
+
     #[cfg(test)]
     pub(super) fn has_member(&self, member_id: &str) -> bool {
         self.members.contains_key(member_id)
