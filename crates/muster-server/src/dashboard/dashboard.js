@@ -269,9 +269,12 @@
       return h('div', { class: 'fact' }, h('div', { class: 'k' }, k), h('div', { class: 'v' }, v));
     }
 
+    // A member as people recognise it: client id @ host, then the member id, smaller.
     function memberLabel(g, id) {
       const m = (g.members || []).find((x) => x.member_id === id);
-      return m ? id + ' (' + m.client_id + ' @ ' + m.host + ')' : id;
+      return h('span', { class: 'who' },
+        m ? m.client_id + ' @ ' + m.host : null,
+        h('span', { class: 'muted mono' }, id));
     }
 
     function renderWhy(g) {
@@ -328,7 +331,7 @@
             h('td', { 'data-label': 'Host' }, h('span', { class: 'id mono' }, m.host)),
             h('td', { 'data-label': 'Partitions' }, h('span', { class: 'id' }, assignmentText(m.assignment))),
             h('td', { 'data-label': 'Last heard' }, fmtAgo(m.last_seen_ms_ago))))));
-      members.replaceChildren(h('h2', null, 'Members (' + fmtInt(g.members_total) + ')'), more, table);
+      members.replaceChildren(...[h('h2', null, 'Members (' + fmtInt(g.members_total) + ')'), more, table].filter(Boolean));
     }
 
     function renderAssignment(g) {
@@ -347,8 +350,8 @@
         const rows = [...byMember.entries()]
           .sort((a, b) => Math.min(...a[1]) - Math.min(...b[1]))
           .map(([member, parts]) => h('div', { class: 'row' },
-            h('span', { class: 'mono' }, ranges(parts)),
-            h('span', { class: 'mono' }, memberLabel(g, member))));
+            h('span', { class: 'parts mono' }, ranges(parts)),
+            memberLabel(g, member)));
         return h('div', { class: 'panel' },
           h('div', { class: 'topic mono' }, t.topic, h('span', { class: 'muted' }, ' · ' + t.partitions.length + ' partitions')),
           rows);
@@ -400,7 +403,7 @@
         fact('Generation', fmtInt(g.generation)),
         fact('Members', fmtInt(g.members_total)),
         fact('Assignor', g.assignor || '–'),
-        fact('Leader', h('span', { class: 'mono' }, g.leader_id || '–')));
+        fact('Leader', g.leader_id ? memberLabel(g, g.leader_id) : '–'));
       renderWhy(g);
       renderMembers(g);
       renderAssignment(g);
