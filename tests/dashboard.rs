@@ -482,7 +482,13 @@ async fn the_list_is_paged_filtered_and_bounded() -> Result<()> {
     );
     let (status, _, js) = http_get(admin, "/assets/dashboard.js", &[])?;
     ensure!(status == 200, "the script is served");
-    for sink in [".innerHTML", ".outerHTML", "insertAdjacentHTML", "document.write", "eval("] {
+    for sink in [
+        ".innerHTML",
+        ".outerHTML",
+        "insertAdjacentHTML",
+        "document.write",
+        "eval(",
+    ] {
         ensure!(
             !js.contains(sink),
             "the script never parses strings as markup or code: {sink}"

@@ -2,15 +2,17 @@
 //! the supervisor, and the shapes it answers with.
 //!
 //! - `/api/groups`: one page of the groups ([`ListOverview`]: paged by cursor in id order,
-//!   filtered by an id substring and a state), with counts per state;
+//!   filtered by an id substring and a state), with counts per state, and for each group on
+//!   the page its last rebalance and flags (`insight.rs`);
 //! - `/api/groups/<id>`: one group as DescribeGroups describes it (sent as the same
-//!   [`AdminCall`] a client's request becomes, so the same authorization applies), its members
-//!   and the assignment by topic.
+//!   [`AdminCall`] a client's request becomes, so the same authorization applies), its members,
+//!   the assignment by topic, its rebalance journal and the diagnosis (`insight.rs`).
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use actix::Addr;
+use futures_util::future::join_all;
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::{Response, StatusCode};
@@ -27,6 +29,7 @@ use serde::Serialize;
 use tokio::sync::oneshot;
 
 use super::http::{json, json_error, query_value};
+use super::insight::{self, GroupInsight, RowInsight};
 
 /// Groups per page when the query does not say.
 const DEFAULT_PAGE: usize = 100;
@@ -69,10 +72,12 @@ struct GroupRow {
     assignor: Option<String>,
     leader_id: Option<String>,
     state_for_ms: u64,
+    #[serde(flatten)]
+    insight: RowInsight,
 }
 
-impl From<GroupSummary> for GroupRow {
-    fn from(s: GroupSummary) -> Self {
+impl GroupRow {
+    fn new(s: GroupSummary, insight: RowInsight) -> Self {
         GroupRow {
             group_id: s.group_id,
             state: s.state.as_str(),
@@ -81,6 +86,7 @@ impl From<GroupSummary> for GroupRow {
             assignor: s.assignor,
             leader_id: s.leader,
             state_for_ms: s.state_for_ms,
+            insight,
         }
     }
 }
@@ -132,9 +138,22 @@ pub(super) async fn list(
         Err(message) => return json_error(StatusCode::BAD_REQUEST, &message),
     };
     let limit = query.limit;
-    let Ok(page) = supervisor.send(ListOverview { access, query }).await else {
+    let Ok(page) = supervisor
+        .send(ListOverview {
+            access: access.clone(),
+            query,
+        })
+        .await
+    else {
         return json_error(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping");
     };
+    // The page's groups only (at most MAX_OVERVIEW_PAGE), asked concurrently.
+    let insights = join_all(
+        page.groups
+            .iter()
+            .map(|g| insight::for_row(supervisor, &access, &g.group_id)),
+    )
+    .await;
     json(
         StatusCode::OK,
         &ListView {
@@ -151,7 +170,12 @@ pub(super) async fn list(
             offset: page.offset,
             limit,
             more_after: page.more_after,
-            groups: page.groups.into_iter().map(GroupRow::from).collect(),
+            groups: page
+                .groups
+                .into_iter()
+                .zip(insights)
+                .map(|(summary, insight)| GroupRow::new(summary, insight))
+                .collect(),
         },
     )
 }
@@ -169,6 +193,8 @@ struct GroupView {
     members: Vec<MemberView>,
     /// Who owns each assigned partition, by topic (from every member, listed or not).
     assignment: Vec<TopicOwners>,
+    #[serde(flatten)]
+    insight: GroupInsight,
 }
 
 #[derive(Serialize)]
@@ -187,9 +213,9 @@ struct MemberView {
 }
 
 #[derive(Serialize)]
-struct Partitions {
-    topic: String,
-    partitions: Vec<i32>,
+pub(super) struct Partitions {
+    pub topic: String,
+    pub partitions: Vec<i32>,
 }
 
 #[derive(Serialize)]
@@ -226,7 +252,7 @@ fn member_view(m: DescribedMember, leader_id: &str) -> MemberView {
     }
 }
 
-fn group_view(g: DescribedGroup) -> GroupView {
+fn group_view(g: DescribedGroup, insight: GroupInsight) -> GroupView {
     let mut owners: Vec<(String, i32, String)> = g
         .members
         .iter()
@@ -271,6 +297,7 @@ fn group_view(g: DescribedGroup) -> GroupView {
         leader_id: g.leader_id,
         members_total,
         assignment,
+        insight,
     }
 }
 
@@ -283,7 +310,7 @@ pub(super) async fn group(
     let request = Request::DescribeGroups(DescribeGroupsRequest {
         group_ids: vec![group_id],
     });
-    let described = match ask(supervisor, request, access).await {
+    let described = match ask(supervisor, request, access.clone()).await {
         Ok(Wire::DescribeGroups(mut r)) if r.groups.len() == 1 => r.groups.remove(0),
         Ok(Wire::Error(e)) => return json_error(StatusCode::SERVICE_UNAVAILABLE, &e.message),
         Ok(other) => {
@@ -296,7 +323,8 @@ pub(super) async fn group(
     };
     match ErrorCode::from_code(described.error_code) {
         Some(ErrorCode::None) if described.state != GroupState::Dead.as_str() => {
-            json(StatusCode::OK, &group_view(described))
+            let insight = insight::for_group(supervisor, &access, &described.group_id).await;
+            json(StatusCode::OK, &group_view(described, insight))
         }
         Some(ErrorCode::None) => json_error(StatusCode::NOT_FOUND, "no such group"),
         Some(ErrorCode::GroupAuthorizationFailed) => json_error(
@@ -333,7 +361,7 @@ impl ReplySink for OneAnswer {
 }
 
 /// Asks the supervisor an admin request as a client's connection would, with `access`.
-async fn ask(
+pub(super) async fn ask(
     supervisor: &Addr<Supervisor>,
     request: Request,
     access: Access,

@@ -86,6 +86,14 @@
     return assignment.map((tp) => tp.topic + ': ' + ranges(tp.partitions)).join('; ');
   }
 
+  // {kind: 'session_expired', member_id, client_id, host, detail} → readable text.
+  function triggerText(t) {
+    if (!t) return 'unknown';
+    const kind = String(t.kind).replace(/_/g, ' ');
+    const who = t.member_id ? ' of ' + t.member_id + (t.client_id ? ' (' + t.client_id + ' @ ' + t.host + ')' : '') : '';
+    return kind + who + (t.detail ? ': ' + t.detail : '');
+  }
+
   function setStatus(text, isError) {
     statusEl.textContent = text;
     statusEl.classList.toggle('error', !!isError);
@@ -195,14 +203,15 @@
       const out = [];
       if (g.stuck) out.push(badge('stuck', 'flag-stuck'));
       if (g.storm) out.push(badge('storm', 'flag-storm'));
+      if (g.unowned) out.push(badge('unowned partitions', 'flag-stuck'));
       return out.length ? out : '–';
     }
 
     function lastRebalance(g) {
       const r = g.last_rebalance;
       if (!r) return '–';
-      const trigger = r.trigger && r.trigger.kind ? r.trigger.kind : '';
-      return [fmtAgo(r.ago_ms), trigger ? h('div', { class: 'muted' }, trigger) : null];
+      const trigger = r.trigger && r.trigger.kind ? String(r.trigger.kind).replace(/_/g, ' ') : '';
+      return [fmtAgo(r.ago_ms), trigger ? h('div', { class: 'muted' }, trigger + ' → gen ' + r.generation) : null];
     }
 
     function render(data) {
@@ -280,36 +289,49 @@
     function renderWhy(g) {
       const d = g.diagnosis;
       if (!d) {
-        why.replaceChildren();
+        why.replaceChildren(...(g.insight_error ? [h('h2', null, 'Why'), h('p', { class: 'muted' }, g.insight_error)] : []));
         return;
       }
       const lines = [];
       let level = '';
-      if (d.waiting_for && d.waiting_for.length) {
-        level = d.stuck ? 'alert' : 'warn';
-        const phase = d.phase === 'sync' ? 'SyncGroup' : 'JoinGroup';
-        lines.push(h('p', null, h('strong', null, d.stuck ? 'Stuck: ' : 'Rebalancing: '),
-          'waiting for ' + d.waiting_for.length + ' member(s) to send ' + phase,
-          typeof d.since_ms_ago === 'number' ? ', for ' + fmtDuration(d.since_ms_ago) : '',
-          typeof d.deadline_in_ms === 'number' ? '; gives up in ' + fmtDuration(d.deadline_in_ms) : '', '.'));
-        lines.push(h('ul', null, d.waiting_for.map((w) => h('li', null,
-          h('span', { class: 'mono' }, w.member_id),
-          w.client_id !== undefined ? ' — ' + w.client_id + ' @ ' + w.host : '',
-          typeof w.last_seen_ms_ago === 'number' ? ', last heard ' + fmtAgo(w.last_seen_ms_ago) : ''))));
+      const r = d.rebalance;
+      if (r) {
+        level = r.stuck ? 'alert' : 'warn';
+        const verb = r.phase === 'sync' ? 'send SyncGroup' : 'rejoin (JoinGroup)';
+        lines.push(h('p', null, h('strong', null, r.stuck ? 'Stuck: ' : 'Rebalancing: '),
+          'started by ' + triggerText(r.trigger) + ' ' + fmtAgo(r.started_ms_ago) + '. ',
+          'Waiting ' + fmtDuration(r.phase_for_ms) + ' for ' + fmtInt(r.waiting_for.length + r.omitted) +
+            ' member(s) to ' + verb +
+            (r.pending_joins ? ' and ' + fmtInt(r.pending_joins) + ' new member(s) to join' : '') + '; ',
+          typeof r.deadline_in_ms === 'number'
+            ? (r.deadline_in_ms >= 0 ? 'gives up in ' + fmtDuration(r.deadline_in_ms) : 'giving up now')
+            : 'no deadline yet', '.'));
+        if (r.waiting_for.length) {
+          lines.push(h('ul', { id: 'waiting' }, r.waiting_for.map((w) => h('li', null,
+            h('span', { class: 'mono' }, w.member_id),
+            ' — ' + w.client_id + ' @ ' + w.host,
+            w.instance_id ? ' (instance ' + w.instance_id + ')' : '',
+            w.leader ? ' ' : '', w.leader ? badge('leader', 'flag-leader') : null,
+            ', last heard ' + fmtAgo(w.last_heard_ms_ago)))));
+        }
+        if (r.omitted) lines.push(h('p', { class: 'muted' }, fmtInt(r.omitted) + ' more not listed.'));
       }
       if (d.unowned && d.unowned.length) {
         level = 'alert';
-        lines.push(h('p', null, h('strong', null, 'Unowned partitions: '),
-          d.unowned.map((tp) => tp.topic + ': ' + ranges(tp.partitions)).join('; '),
-          typeof d.unowned_since_ms_ago === 'number' ? ' (since ' + fmtAgo(d.unowned_since_ms_ago) + ')' : ''));
+        lines.push(h('p', null, h('strong', null, 'Partitions nobody owns: '),
+          assignmentText(d.unowned),
+          typeof d.unowned_since_ms_ago === 'number' ? ' (for ' + fmtDuration(d.unowned_since_ms_ago) + ')' : ''));
       }
       if (d.storm) {
         level = level || 'warn';
         lines.push(h('p', null, h('strong', null, 'Rebalance storm: '),
-          (d.storm_rebalances !== undefined ? d.storm_rebalances + ' rebalances' : 'many rebalances') +
-          (d.storm_window_ms !== undefined ? ' in ' + fmtDuration(d.storm_window_ms) : '') + '.'));
+          fmtInt(d.rebalances_in_window) + ' rebalances in the last ' + fmtDuration(d.storm_window_ms) +
+          ' (more than ' + fmtInt(d.storm_threshold) + ').'));
       }
-      if (lines.length === 0) lines.push(h('p', null, 'Nothing is waiting: every member has its assignment, every subscribed partition has an owner.'));
+      if (lines.length === 0) {
+        lines.push(h('p', null, 'Nothing is waiting: no rebalance in progress, every subscribed partition has an owner' +
+          (d.rebalances_in_window ? ', ' + fmtInt(d.rebalances_in_window) + ' rebalance(s) in the last ' + fmtDuration(d.storm_window_ms) : '') + '.'));
+      }
       why.replaceChildren(h('h2', null, 'Why'), h('div', { class: 'panel why ' + level, id: 'why' }, lines));
     }
 
@@ -359,12 +381,6 @@
       assignment.replaceChildren(h('h2', null, 'Assignment'), h('div', { class: 'assign', id: 'assignment' }, cards));
     }
 
-    function triggerText(t) {
-      if (!t) return 'unknown';
-      const who = t.member_id ? ' ' + t.member_id + (t.client_id ? ' (' + t.client_id + ' @ ' + t.host + ')' : '') : '';
-      return t.kind + who + (t.detail ? ': ' + t.detail : '');
-    }
-
     function renderJournal(g) {
       if (!g.journal) {
         journal.replaceChildren();
@@ -375,21 +391,26 @@
         journal.replaceChildren(h('h2', null, 'Rebalances'), h('div', { class: 'panel empty' }, 'No rebalance recorded yet.'));
         return;
       }
+      const waited = (r) => (r.waited_for || []).map((w) => w.member_id + ' ' +
+        (typeof w.rejoin_ms === 'number' ? 'after ' + fmtDuration(w.rejoin_ms) : 'never rejoined')).join(', ');
       const items = entries.map((r) => h('li', null, h('div', { class: 'card' },
         h('div', { class: 'head' },
           h('span', { class: 'gen' }, 'Generation ' + r.generation),
           h('span', null, triggerText(r.trigger)),
-          h('span', { class: 'when' }, fmtTime(r.started_at))),
+          h('span', { class: 'when', title: fmtTime(r.started_at) }, fmtAgo(r.ago_ms))),
         h('div', { class: 'detail' },
-          h('div', null, 'Barrier ' + fmtDuration(r.barrier_ms) + ' · sync ' + fmtDuration(r.sync_ms) +
-            (r.assignor ? ' · ' + r.assignor : '') + ' · ' + fmtInt(r.moved) + ' partition(s) moved'),
+          h('div', null, 'Barrier ' + fmtDuration(r.barrier_ms) + ' · sync ' +
+            (typeof r.sync_ms === 'number' ? fmtDuration(r.sync_ms) : 'never') +
+            (r.assignor ? ' · ' + r.assignor : '') + ' · ' + fmtInt(r.members) + ' member(s) · ' +
+            (typeof r.moved === 'number' ? fmtInt(r.moved) + ' partition(s) moved' : 'no assignment')),
           r.joined && r.joined.length ? h('div', null, 'Joined: ', h('span', { class: 'mono' }, r.joined.join(', '))) : null,
           r.left && r.left.length ? h('div', null, 'Left: ', h('span', { class: 'mono' }, r.left.join(', '))) : null,
-          r.evicted && r.evicted.length ? h('div', null, 'Evicted at the barrier: ', h('span', { class: 'mono' }, r.evicted.join(', '))) : null,
-          (r.changes || []).filter((c) => (c.gained && c.gained.length) || (c.revoked && c.revoked.length)).map((c) =>
-            h('div', null, h('span', { class: 'mono' }, c.member_id), ': ',
-              c.gained && c.gained.length ? '+' + assignmentText(c.gained) + ' ' : '',
-              c.revoked && c.revoked.length ? '−' + assignmentText(c.revoked) : ''))))));
+          r.evicted && r.evicted.length ? h('div', null, 'Removed at the barrier: ', h('span', { class: 'mono' }, r.evicted.join(', '))) : null,
+          r.waited_for && r.waited_for.length ? h('div', { class: 'muted' }, 'Waited for: ' + waited(r)) : null,
+          (r.changes || []).map((c) => h('div', null, h('span', { class: 'mono' }, c.member_id), ': ',
+            c.gained && c.gained.length ? '+' + assignmentText(c.gained) + ' ' : '',
+            c.revoked && c.revoked.length ? '−' + assignmentText(c.revoked) : '')),
+          r.omitted ? h('div', { class: 'muted' }, fmtInt(r.omitted) + ' more entries not listed') : null))));
       journal.replaceChildren(h('h2', null, 'Rebalances (newest first)'), h('ol', { class: 'timeline', id: 'journal' }, items));
     }
 
@@ -397,6 +418,7 @@
       notice.replaceChildren();
       const flagsEl = [];
       if (g.diagnosis && g.diagnosis.stuck) flagsEl.push(badge('stuck', 'flag-stuck'));
+      if (g.diagnosis && g.diagnosis.unowned && g.diagnosis.unowned.length) flagsEl.push(badge('unowned partitions', 'flag-stuck'));
       if (g.diagnosis && g.diagnosis.storm) flagsEl.push(badge('storm', 'flag-storm'));
       facts.replaceChildren(
         fact('State', [stateBadge(g.state), flagsEl]),

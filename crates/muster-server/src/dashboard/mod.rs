@@ -15,6 +15,7 @@
 
 mod api;
 mod http;
+mod insight;
 
 use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
