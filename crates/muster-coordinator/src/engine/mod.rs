@@ -549,12 +549,6 @@ impl<R> Group<R> {
         !self.offsets.is_empty()
     }
 
-    /// When the group entered its current state.
-    #[cfg(test)]
-    pub(super) fn state_since(&self) -> Millis {
-        self.state_since
-    }
-
     /// Enters `state` (protocol §5 "States"); entering Empty starts the retention clocks.
     fn set_state(&mut self, state: GroupState, now: Millis) {
         if self.state != state {
