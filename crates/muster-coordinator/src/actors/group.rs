@@ -18,8 +18,8 @@ use tracing::{debug, error, info, warn};
 use uuid::Uuid;
 
 use super::messages::{
-    AbortHeld, ArmTimer, Delete, Describe, Forget, GroupBatch, GroupCall, GroupInbox, GroupSummary,
-    StatusChanged, Summarize, Tick, TopicsChanged,
+    AbortHeld, ArmTimer, Delete, Describe, Diagnose, Forget, GroupBatch, GroupCall, GroupInbox,
+    GroupSummary, History, StatusChanged, Summarize, Tick, TopicsChanged,
 };
 use super::reply::ReplyTo;
 use crate::access::ResourceType;
@@ -76,6 +76,18 @@ pub struct GroupActor {
     /// but no record until a member joins, and a restart would then charge no one for it. The
     /// first commit of such a group writes its (member-less) record too.
     owner_unrecorded: bool,
+    /// What this group last told the rebalance-insight metrics (`sync_insight`).
+    insight: InsightShown,
+}
+
+/// The group's share of the insight gauges (groups stuck, groups with unowned partitions,
+/// open barriers), as last reported: changes are reported as they happen, and taken back
+/// when the actor stops.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct InsightShown {
+    stuck: bool,
+    unowned: bool,
+    barrier_since: Option<Millis>,
 }
 
 /// How often a group whose write failed tries to reload its durable record (it fails fast
@@ -98,7 +110,44 @@ impl GroupActor {
             reloading: false,
             missed_topics: Vec::new(),
             owner_unrecorded,
+            insight: InsightShown::default(),
         }
+    }
+
+    /// Reports changes of the group's insight gauges. Called only after calls that emitted
+    /// events or changed the record (rebalance events): never after a plain heartbeat.
+    fn sync_insight(&mut self) {
+        let shown = InsightShown {
+            stuck: self.group.is_stuck(),
+            unowned: self.group.unowned_partition_count() > 0,
+            barrier_since: self.group.barrier_started_at(),
+        };
+        self.show_insight(shown);
+    }
+
+    fn show_insight(&mut self, shown: InsightShown) {
+        let was = self.insight;
+        if shown == was {
+            return;
+        }
+        if shown.stuck != was.stuck {
+            crate::metrics::groups_stuck(if shown.stuck { 1.0 } else { -1.0 });
+        }
+        if shown.unowned != was.unowned {
+            crate::metrics::groups_unowned(if shown.unowned { 1.0 } else { -1.0 });
+            if shown.unowned {
+                warn!(
+                    group_id = %logsafe(self.group.group_id()),
+                    generation = self.group.generation(),
+                    partitions = self.group.unowned_partition_count(),
+                    "subscribed partitions that no member owns (see `muster groups why`)"
+                );
+            }
+        }
+        if shown.barrier_since != was.barrier_since {
+            crate::metrics::barrier_open(self.key, shown.barrier_since);
+        }
+        self.insight = shown;
     }
 
     fn handle_call(&mut self, call: GroupCall, ctx: &mut Context<Self>) {
@@ -234,8 +283,12 @@ impl GroupActor {
     /// A fresh `Output` per call, not a field reused: an idle group then keeps neither the
     /// vectors' capacity nor the field.
     fn finish(&mut self, out: Output<ReplyTo>, ctx: &mut Context<Self>) {
+        let rebalance_event = out.persist || !out.events.is_empty();
         for event in out.events {
             log_event(self.group.group_id(), &event);
+        }
+        if rebalance_event {
+            self.sync_insight();
         }
         if !out.expired_offsets.is_empty() {
             // Nobody waits on this write; a failure only means the offsets come back after a
@@ -289,14 +342,17 @@ impl GroupActor {
         }
         self.persist_in_flight = true;
         self.owner_unrecorded = false;
-        let mutation = if self.group.state() == GroupState::Dead {
-            Mutation::DeleteGroup {
+        let mut batch = Vec::with_capacity(2);
+        if self.group.state() == GroupState::Dead {
+            batch.push(Mutation::DeleteGroup {
                 group_id: self.group.group_id().to_owned(),
-            }
+            });
         } else {
-            Mutation::PutGroup(self.group.to_record())
-        };
-        let durable = self.env.store.apply(vec![mutation]);
+            batch.push(Mutation::PutGroup(self.group.to_record()));
+            // The journal entries that changed ride in the same batch (protocol §6.20).
+            batch.extend(self.group.take_journal_write());
+        }
+        let durable = self.env.store.apply(batch);
         let fut = durable.into_actor(self).map(move |result, act, ctx| {
             act.persist_in_flight = false;
             match result {
@@ -365,6 +421,7 @@ impl GroupActor {
                 group
             }
         };
+        group.restore_journal(stored.journal);
         // The creator is the registry's record of who holds the group's unit: it outlives
         // what the store held.
         group.set_created_by(self.group.created_by().cloned());
@@ -402,6 +459,48 @@ impl Actor for GroupActor {
         // A restored group may have deadlines (barrier, sessions) from the start.
         ctx.set_mailbox_capacity(1024);
         self.finish(Output::default(), ctx);
+        self.sync_insight();
+    }
+
+    fn stopped(&mut self, _: &mut Self::Context) {
+        // A stopped group is stuck, unowned or rebalancing no more.
+        self.show_insight(InsightShown::default());
+    }
+}
+
+impl Handler<History> for GroupActor {
+    type Result = MessageResult<History>;
+
+    fn handle(&mut self, msg: History, _: &mut Self::Context) -> Self::Result {
+        let error_code = if self.reloading {
+            ErrorCode::CoordinatorNotAvailable
+        } else {
+            ErrorCode::None
+        };
+        let rebalances = if self.reloading {
+            Vec::new()
+        } else {
+            self.group.history(msg.limit)
+        };
+        MessageResult(muster_protocol::GroupHistoryResponse {
+            error_code: error_code.code(),
+            rebalances,
+        })
+    }
+}
+
+impl Handler<Diagnose> for GroupActor {
+    type Result = MessageResult<Diagnose>;
+
+    fn handle(&mut self, _: Diagnose, _: &mut Self::Context) -> Self::Result {
+        let mut answer = self.group.diagnose(self.env.clock.now());
+        if self.reloading {
+            answer = muster_protocol::GroupDiagnosisResponse {
+                error_code: ErrorCode::CoordinatorNotAvailable.code(),
+                ..Default::default()
+            };
+        }
+        MessageResult(answer)
     }
 }
 
@@ -637,6 +736,9 @@ fn log_event(group_id: &str, event: &Event) {
         Event::GroupRemoved => info!(%group_id, "empty group removed (retention)"),
         Event::EvictedAtBarrier { member_ids } => {
             warn!(%group_id, members = %logsafe_list(member_ids), "members did not rejoin before the rebalance timeout")
+        }
+        Event::RebalanceFinished { kind, total_ms } => {
+            crate::metrics::rebalance_finished(kind, *total_ms);
         }
         Event::EvictedAtSync { member_ids } => {
             warn!(%group_id, members = %logsafe_list(member_ids), "members did not sync before the rebalance timeout")

@@ -146,6 +146,19 @@ pub(crate) struct Forget {
 #[rtype(result = "DescribedGroup")]
 pub(crate) struct Describe;
 
+/// Supervisor → group: your rebalance journal, newest first (GroupHistory).
+#[derive(Debug, Message)]
+#[rtype(result = "muster_protocol::GroupHistoryResponse")]
+pub(crate) struct History {
+    /// 0: every entry kept.
+    pub limit: u32,
+}
+
+/// Supervisor → group: what you wait for now (GroupDiagnosis).
+#[derive(Debug, Message)]
+#[rtype(result = "muster_protocol::GroupDiagnosisResponse")]
+pub(crate) struct Diagnose;
+
 /// Supervisor → group: your line in the dashboard's list (`overview.rs`).
 #[derive(Debug, Message)]
 #[rtype(result = "GroupSummary")]

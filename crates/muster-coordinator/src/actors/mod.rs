@@ -5,15 +5,17 @@
 //! batch's [`ReplySink`]; the connection owns what is behind the sink.
 //!
 //! Module dependencies run one way: `supervisor` → `group` → `messages` → `reply`, plus
-//! `supervisor` → `timers`, `supervisor` → `admin_access`, `supervisor` → `registry` →
-//! `group`, `overview` → `supervisor` (the dashboard's list: its handler lives beside its
-//! paging), and direct uses of `reply`. No module imports one that depends on
+//! `supervisor` → `timers`, `supervisor` → `admin_access`, `supervisor` → `insight` →
+//! `group`, `supervisor` → `registry` → `group`, `overview` → `supervisor` (the dashboard's
+//! list: its handler lives beside its paging), and direct uses of `reply`. No module imports
+//! one that depends on
 //! it: the supervisor holds group actors' `Addr`s (it creates them), a group holds the
 //! supervisor as `Recipient`s, a session holds a group as a [`GroupLink`].
 
 mod admin_access;
 mod admin_limits;
 mod group;
+mod insight;
 mod messages;
 mod overview;
 mod registry;

@@ -22,6 +22,7 @@ use tracing::{debug, error, info};
 use super::admin_access::{self, may_describe_group};
 use super::admin_limits::{self, distinct, state_bit};
 use super::group::{GroupActor, GroupEnv, SupervisorLink};
+use super::insight;
 use super::messages::{
     AbortHeld, AdminCall, ArmTimer, Delete, Describe, Forget, GroupLink, Route, Shutdown,
     StatusChanged, Tick, TopicsChanged,
@@ -204,16 +205,19 @@ impl Supervisor {
     fn load(&mut self, initial: StoredState, ctx: &mut Context<Self>) {
         let now = self.clock.now();
         let mut offsets: HashMap<String, Vec<OffsetWrite>> = initial.offsets.into_iter().collect();
+        let mut journals: HashMap<String, _> = initial.journals.into_iter().collect();
         let groups = initial.groups.len();
         for record in initial.groups {
             let group_offsets = offsets.remove(&record.group_id).unwrap_or_default();
-            let group = Group::restore(
+            let journal = journals.remove(&record.group_id).unwrap_or_default();
+            let mut group = Group::restore(
                 record,
                 group_offsets,
                 Arc::clone(&self.config),
                 &self.quotas,
                 now,
             );
+            group.restore_journal(journal);
             // What exists is counted, even past a limit lowered since (never refused).
             let quota = group
                 .created_by()
@@ -726,6 +730,19 @@ impl Handler<AdminCall> for Supervisor {
                         topics,
                     }));
                 Box::pin(actix::fut::ready(()))
+            }
+            Request::GroupHistory(_) | Request::GroupDiagnosis(_) => {
+                let target = insight::target(&call.request, &call.access, |id| {
+                    let addr = self.groups.find(id).map(|(_, e)| Arc::clone(&e.addr));
+                    self.refusal(id)
+                        .map_or(addr.ok_or(ErrorCode::GroupIdNotFound), Err)
+                });
+                let reply = call.reply;
+                Box::pin(
+                    insight::answer(call.request, target)
+                        .into_actor(self)
+                        .map(move |response, _, _| reply.send(response)),
+                )
             }
             other => {
                 call.reply.send(Response::error(
