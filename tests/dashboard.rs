@@ -275,6 +275,9 @@ async fn the_pages_show_groups_members_and_assignment_in_a_real_browser() -> Res
         after["generation"].as_i64() > before["generation"].as_i64(),
         "the third member made a new generation: {before} → {after}"
     );
+    // And a member leaving: another generation, with its partitions moved.
+    members.pop().context("the third member")?.close().await?;
+    let after = settled(admin, "payments-eu", 2, 8).await?;
     let _billing = member(addr, "billing", "billing-1", &["orders"]).await?;
     let _hostile = member(addr, HOSTILE_GROUP, HOSTILE_CLIENT, &["audit"]).await?;
     settled(admin, "billing", 1, 6).await?;
@@ -312,11 +315,7 @@ async fn the_pages_show_groups_members_and_assignment_in_a_real_browser() -> Res
         let id = m["member_id"].as_str().context("member id")?;
         ensure!(page.contains(id), "member {id} missing: {page}");
     }
-    for client in [
-        "payments-worker-1",
-        "payments-worker-2",
-        "payments-worker-3",
-    ] {
+    for client in ["payments-worker-1", "payments-worker-2"] {
         ensure!(page.contains(client), "client {client} missing: {page}");
     }
     ensure!(page.contains("127.0.0.1"), "hosts shown: {page}");
@@ -331,6 +330,59 @@ async fn the_pages_show_groups_members_and_assignment_in_a_real_browser() -> Res
     ensure!(
         !hostile.contains("id=\"pwned\">") && !hostile.contains("<img"),
         "no element came from client data: {hostile}"
+    );
+
+    // The journal as a timeline, newest first: the third member's leave made the last
+    // generation, its join the one before.
+    ensure!(page.contains("id=\"journal\""), "no journal: {page}");
+    let generation = after["generation"].as_i64().context("generation")?;
+    let newest = page
+        .find(&format!("Generation {generation}<"))
+        .context("the last generation in the journal")?;
+    let older = page
+        .find(&format!("Generation {}<", generation - 1))
+        .context("the one before it")?;
+    ensure!(newest < older, "newest first: {page}");
+    let left = page.find("member left").context("the leave's trigger")?;
+    let joined = page.find("member joined").context("the join's trigger")?;
+    ensure!(
+        newest < left && left < older && older < joined,
+        "in order: {page}"
+    );
+    ensure!(
+        page[newest..older].contains("payments-worker-3 @ 127.0.0.1"),
+        "the leave names the member's client and host: {page}"
+    );
+    ensure!(page.contains("id=\"why\""), "the diagnosis: {page}");
+
+    // A member that stops rejoining: the page names it as the one the barrier waits for,
+    // before the barrier gives up (30 s).
+    let mut laggard = form_group(addr, "laggard", 2, 30_000, 30_000).await?;
+    let _held = laggard[0].send_join().await?;
+    let waited_for = laggard[1].id.clone();
+    until_json(admin, "/api/groups/laggard", "the barrier waits", |g| {
+        g["diagnosis"]["rebalance"]["waiting_for"]
+            .as_array()
+            .is_some_and(|w| w.len() == 1 && w[0]["member_id"] == waited_for.as_str())
+    })
+    .await?;
+    let stuck = dump_dom(format!("{base}/groups/laggard")).await?;
+    let waiting = stuck
+        .split_once("id=\"waiting\"")
+        .map(|(_, rest)| rest)
+        .context("no list of members waited for")?;
+    ensure!(
+        waiting.contains(&waited_for),
+        "the laggard {waited_for} is named: {stuck}"
+    );
+    ensure!(
+        stuck.contains("Rebalancing:") || stuck.contains("Stuck:"),
+        "{stuck}"
+    );
+    let list = dump_dom(format!("{base}/?state=PreparingRebalance")).await?;
+    ensure!(
+        list.contains("href=\"/groups/laggard\"") && !list.contains("href=\"/groups/billing\""),
+        "the state filter from the address: {list}"
     );
 
     if let Some(dir) = std::env::var_os("MUSTER_DASHBOARD_SCREENSHOTS") {
@@ -353,6 +405,28 @@ async fn the_pages_show_groups_members_and_assignment_in_a_real_browser() -> Res
         screenshot(
             format!("{base}/groups/payments-eu"),
             dir.join("dash-group-phone.png"),
+            390,
+            844,
+        )
+        .await?;
+        // The whole page at phone width, and a group waiting for a laggard.
+        screenshot(
+            format!("{base}/groups/payments-eu"),
+            dir.join("dash-group-phone-full.png"),
+            390,
+            2600,
+        )
+        .await?;
+        screenshot(
+            format!("{base}/groups/laggard"),
+            dir.join("dash-laggard.png"),
+            1200,
+            800,
+        )
+        .await?;
+        screenshot(
+            format!("{base}/groups/laggard"),
+            dir.join("dash-laggard-phone.png"),
             390,
             844,
         )

@@ -52,9 +52,10 @@
     const s = ms / 1000;
     if (s < 60) return (s < 10 ? s.toFixed(1) : Math.round(s)) + ' s';
     const m = s / 60;
-    if (m < 60) return Math.floor(m) + ' min ' + Math.round(s % 60) + ' s';
+    const rest = (n, unit) => (n ? ' ' + n + ' ' + unit : '');
+    if (m < 60) return Math.floor(m) + ' min' + rest(Math.floor(s % 60), 's');
     const hr = m / 60;
-    if (hr < 48) return Math.floor(hr) + ' h ' + Math.round(m % 60) + ' min';
+    if (hr < 48) return Math.floor(hr) + ' h' + rest(Math.floor(m % 60), 'min');
     return Math.floor(hr / 24) + ' d';
   }
 
@@ -86,12 +87,16 @@
     return assignment.map((tp) => tp.topic + ': ' + ranges(tp.partitions)).join('; ');
   }
 
-  // {kind: 'session_expired', member_id, client_id, host, detail} → readable text.
+  // {kind: 'session_expired', member_id, client_id, host, detail} → "session expired:
+  // worker-2 @ 10.0.0.7 (member id) — detail", the member id in a smaller font.
   function triggerText(t) {
     if (!t) return 'unknown';
     const kind = String(t.kind).replace(/_/g, ' ');
-    const who = t.member_id ? ' of ' + t.member_id + (t.client_id ? ' (' + t.client_id + ' @ ' + t.host + ')' : '') : '';
-    return kind + who + (t.detail ? ': ' + t.detail : '');
+    return h('span', { class: 'trigger' },
+      h('strong', null, kind),
+      t.client_id ? ': ' + t.client_id + ' @ ' + t.host : '',
+      t.member_id ? [' ', h('span', { class: 'mono muted' }, t.member_id)] : null,
+      t.detail ? ' — ' + t.detail : '');
   }
 
   function setStatus(text, isError) {
@@ -299,7 +304,7 @@
         level = r.stuck ? 'alert' : 'warn';
         const verb = r.phase === 'sync' ? 'send SyncGroup' : 'rejoin (JoinGroup)';
         lines.push(h('p', null, h('strong', null, r.stuck ? 'Stuck: ' : 'Rebalancing: '),
-          'started by ' + triggerText(r.trigger) + ' ' + fmtAgo(r.started_ms_ago) + '. ',
+          'started ' + fmtAgo(r.started_ms_ago) + ' by ', triggerText(r.trigger), '. ',
           'Waiting ' + fmtDuration(r.phase_for_ms) + ' for ' + fmtInt(r.waiting_for.length + r.omitted) +
             ' member(s) to ' + verb +
             (r.pending_joins ? ' and ' + fmtInt(r.pending_joins) + ' new member(s) to join' : '') + '; ',
