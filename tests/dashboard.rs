@@ -183,10 +183,20 @@ async fn member(
     client_id: &str,
     topics: &[&str],
 ) -> Result<GroupMember> {
+    member_with_session(addr, group, client_id, topics, Duration::from_secs(10)).await
+}
+
+async fn member_with_session(
+    addr: SocketAddr,
+    group: &str,
+    client_id: &str,
+    topics: &[&str],
+    session: Duration,
+) -> Result<GroupMember> {
     let connection =
         Connection::connect(ConnectionConfig::new(addr.to_string()).client_id(client_id)).await?;
     let (member, mut events) = MemberConfig::new(group, topics.iter().copied())
-        .session_timeout(Duration::from_secs(10))
+        .session_timeout(session)
         .heartbeat_interval(Duration::from_millis(100))
         .start(connection)?;
     tokio::spawn(async move { while events.recv().await.is_some() {} });
@@ -379,6 +389,41 @@ async fn the_pages_show_groups_members_and_assignment_in_a_real_browser() -> Res
         stuck.contains("Rebalancing:") || stuck.contains("Stuck:"),
         "{stuck}"
     );
+    // A member that dies without leaving (its tasks stop, as under SIGKILL): after its session
+    // timeout the journal's newest entry is its expiry, naming it, with the partitions moved.
+    let second = Duration::from_secs(1);
+    let mut expiring = Vec::new();
+    for i in 1..=3 {
+        let client = format!("expiry-worker-{i}");
+        expiring.push(member_with_session(addr, "expiry", &client, &["orders"], second).await?);
+        settled(admin, "expiry", i, 6).await?;
+    }
+    drop(expiring.pop());
+    let expired = until_json(admin, "/api/groups/expiry", "the expiry", |g| {
+        g["state"] == "Stable"
+            && g["members_total"] == 2
+            && g["journal"][0]["trigger"]["kind"] == "session_expired"
+            && g["journal"][0]["moved"].as_u64() > Some(0)
+    })
+    .await?;
+    let page = dump_dom(format!("{base}/groups/expiry")).await?;
+    let newest = format!("Generation {}<", expired["generation"]);
+    let entry = page
+        .split_once(newest.as_str())
+        .map(|(_, rest)| rest.split("Generation ").next().unwrap_or(rest))
+        .with_context(|| format!("no journal entry for {newest}: {page}"))?;
+    ensure!(
+        entry.contains("session expired") && entry.contains("expiry-worker-3 @ 127.0.0.1"),
+        "the expiry names the member: {entry}"
+    );
+    ensure!(
+        entry.contains(&format!(
+            "{} partition(s) moved",
+            expired["journal"][0]["moved"]
+        )),
+        "the partitions moved: {entry}"
+    );
+
     let list = dump_dom(format!("{base}/?state=PreparingRebalance")).await?;
     ensure!(
         list.contains("href=\"/groups/laggard\"") && !list.contains("href=\"/groups/billing\""),
