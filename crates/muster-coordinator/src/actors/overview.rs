@@ -125,7 +125,7 @@ impl Handler<ListOverview> for Supervisor {
 
     fn handle(&mut self, msg: ListOverview, _: &mut Self::Context) -> Self::Result {
         let ListOverview { access, query } = msg;
-        let registry = self.registry();
+        let registry = &self.groups;
         let mut per_state = [0usize; GroupState::ALL.len()];
         let (mut total, mut matching) = (0usize, 0usize);
         // One pass: every visible group is counted, the matching ones go on to `pick_page`.

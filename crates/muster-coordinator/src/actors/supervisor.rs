@@ -83,7 +83,8 @@ pub struct Supervisor {
     next_arbiter: usize,
     placement: Box<dyn Placement>,
     env: Option<Arc<GroupEnv>>,
-    groups: Registry,
+    /// Read by the dashboard's overview too (`overview.rs`).
+    pub(super) groups: Registry,
     timers: DeadlineQueue,
     wake: Option<(Millis, SpawnHandle)>,
     initial: Option<StoredState>,
@@ -127,11 +128,6 @@ impl Supervisor {
             topics_busy: false,
             topics_waiting: VecDeque::new(),
         }
-    }
-
-    /// The registry, for the dashboard's overview (`overview.rs`).
-    pub(super) fn registry(&self) -> &Registry {
-        &self.groups
     }
 
     /// Moves one group between the gauges' buckets (`None`: not counted).
