@@ -1,10 +1,12 @@
 //! The operators' HTTP listener (`--admin-listen`): Prometheus text at `/metrics`, `/healthz`
 //! (the process is up) and `/readyz` (state is loaded, client connections are accepted, and
-//! storage takes writes: a full or failing disk makes the server not ready until it recovers).
+//! storage takes writes: a full or failing disk makes the server not ready until it recovers);
+//! every other path is the read-only dashboard's (`dashboard/`: its pages and JSON).
 //! Deliberately tiny: HTTP/1.1, GET only, one request per connection. With `--tls-cert` it
 //! speaks HTTPS with the server's certificate, but never asks for a client certificate (even
-//! with `--tls-client-ca`): health probes and scrapers authenticate the server only, and these
-//! endpoints expose no group data. The handshake runs in the connection's task within
+//! with `--tls-client-ca`): health probes and scrapers authenticate the server only, and
+//! these three endpoints expose no group data (the dashboard's JSON asks for a principal's
+//! token when an auth file is in force). The handshake runs in the connection's task within
 //! `admin_timeout_ms`, so a stalled handshake holds only its own connection slot.
 //!
 //! It is exposed to whoever reaches the port, so it is bounded like the client listener: it
@@ -32,6 +34,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tracing::{debug, info, warn};
 
+use crate::dashboard::Dashboard;
 use crate::listener::AcceptBackoff;
 use crate::telemetry::{metrics_handle, render_metrics};
 use crate::tls::{self, ClientStream, TlsSettings};
@@ -116,6 +119,7 @@ impl AdminServer {
         readiness: Readiness,
         limits: AdminLimits,
         tls: Option<TlsSettings>,
+        dashboard: Arc<Dashboard>,
     ) -> std::io::Result<AdminServer> {
         let listener = std::net::TcpListener::bind(addr)?;
         listener.set_nonblocking(true)?;
@@ -130,12 +134,14 @@ impl AdminServer {
             .spawn(move || {
                 runtime.block_on(async move {
                     match TcpListener::from_std(listener) {
-                        Ok(listener) => serve(listener, readiness, limits, tls, stopped).await,
+                        Ok(listener) => {
+                            serve(listener, readiness, limits, tls, dashboard, stopped).await
+                        }
                         Err(e) => warn!(error = %e, "admin listener could not start"),
                     }
                 });
             })?;
-        info!(%local_addr, "admin listener (metrics, health) up");
+        info!(%local_addr, "admin listener (metrics, health, dashboard) up");
         Ok(AdminServer { local_addr, stop })
     }
 
@@ -160,6 +166,7 @@ async fn serve(
     readiness: Readiness,
     limits: AdminLimits,
     tls: Option<TlsSettings>,
+    dashboard: Arc<Dashboard>,
     mut stopped: watch::Receiver<bool>,
 ) {
     let open = Arc::new(Semaphore::new(limits.max_connections));
@@ -195,6 +202,7 @@ async fn serve(
             continue;
         };
         let readiness = readiness.clone();
+        let dashboard = Arc::clone(&dashboard);
         let tls = tls.as_ref().map(|tls| Arc::clone(&tls.admin));
         tokio::spawn(async move {
             let started = tokio::time::Instant::now();
@@ -209,7 +217,8 @@ async fn serve(
             };
             let service = service_fn(move |req| {
                 let readiness = readiness.clone();
-                async move { Ok::<_, Infallible>(route(&req, &readiness)) }
+                let dashboard = Arc::clone(&dashboard);
+                async move { Ok::<_, Infallible>(route(&req, &readiness, &dashboard, peer.ip()).await) }
             });
             let mut http = http1::Builder::new();
             http.timer(TokioTimer::new())
@@ -228,7 +237,12 @@ async fn serve(
     }
 }
 
-fn route(req: &Request<Incoming>, readiness: &Readiness) -> Response<Full<Bytes>> {
+async fn route(
+    req: &Request<Incoming>,
+    readiness: &Readiness,
+    dashboard: &Dashboard,
+    peer: std::net::IpAddr,
+) -> Response<Full<Bytes>> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return text(StatusCode::METHOD_NOT_ALLOWED, "GET only\n");
     }
@@ -258,7 +272,7 @@ fn route(req: &Request<Incoming>, readiness: &Readiness) -> Response<Full<Bytes>
             "not ready: storage failing\n",
         ),
         "/readyz" => text(StatusCode::OK, "ready\n"),
-        _ => text(StatusCode::NOT_FOUND, "not found\n"),
+        _ => dashboard.serve(req, peer).await,
     }
 }
 

@@ -9,6 +9,7 @@ pub mod admin;
 pub mod auth;
 pub mod cluster;
 pub mod config;
+pub mod dashboard;
 pub mod fatal;
 pub mod listener;
 pub mod node;
@@ -160,6 +161,7 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
     let readiness = options.readiness.clone();
     readiness.set(false);
     readiness.watch_storage(Arc::clone(&options.store));
+    let dashboard = crate::dashboard::Dashboard::new(Arc::clone(&options.auth));
     // The admin listener runs on a thread of its own: a flood of admin connections must not
     // delay the supervisor (routing, timers), which runs on this one.
     let admin = match &options.admin_listen {
@@ -169,6 +171,7 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
                 readiness.clone(),
                 AdminLimits::from(&options.limits),
                 options.tls.clone(),
+                Arc::clone(&dashboard),
             )
             .map_err(|source| ServerError::Bind {
                 addr: addr.clone(),
@@ -234,6 +237,7 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
         quotas: options.auth.quotas().clone(),
     })
     .start();
+    dashboard.connect(supervisor.clone());
     let auth_enabled = options.auth.enabled();
     // With TLS the client listener speaks TLS on the port it bound: that is the port to
     // advertise.

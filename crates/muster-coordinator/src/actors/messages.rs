@@ -159,6 +159,25 @@ pub(crate) struct History {
 #[rtype(result = "muster_protocol::GroupDiagnosisResponse")]
 pub(crate) struct Diagnose;
 
+/// Supervisor → group: your line in the dashboard's list (`overview.rs`).
+#[derive(Debug, Message)]
+#[rtype(result = "GroupSummary")]
+pub(crate) struct Summarize;
+
+/// One group, as the list shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupSummary {
+    pub group_id: String,
+    pub state: GroupState,
+    pub members: u32,
+    /// -1: the group went away while it was being asked.
+    pub generation: i32,
+    pub assignor: Option<String>,
+    pub leader: Option<String>,
+    /// How long the group has been in its state.
+    pub state_for_ms: u64,
+}
+
 /// Supervisor → group: delete yourself if Empty (durably, offsets included).
 #[derive(Debug, Message)]
 #[rtype(result = "ErrorCode")]

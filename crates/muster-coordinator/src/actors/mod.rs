@@ -5,7 +5,10 @@
 //! batch's [`ReplySink`]; the connection owns what is behind the sink.
 //!
 //! Module dependencies run one way: `supervisor` → `group` → `messages` → `reply`, plus
-//! `supervisor` → `timers`, `supervisor` → `admin_access`, `supervisor` → `insight` → `group`, `supervisor` → `registry` → `group`, and direct uses of `reply`. No module imports one that depends on
+//! `supervisor` → `timers`, `supervisor` → `admin_access`, `supervisor` → `insight` →
+//! `group`, `supervisor` → `registry` → `group`, `overview` → `supervisor` (the dashboard's
+//! list: its handler lives beside its paging), and direct uses of `reply`. No module imports
+//! one that depends on
 //! it: the supervisor holds group actors' `Addr`s (it creates them), a group holds the
 //! supervisor as `Recipient`s, a session holds a group as a [`GroupLink`].
 
@@ -14,6 +17,7 @@ mod admin_limits;
 mod group;
 mod insight;
 mod messages;
+mod overview;
 mod placement;
 mod registry;
 mod reply;
@@ -21,10 +25,12 @@ mod supervisor;
 mod timers;
 
 pub use group::GroupActor;
+pub use messages::GroupSummary;
 pub use messages::{
     AdminCall, AdoptShard, CatalogChanged, Drain, GroupBatch, GroupCall, GroupInbox, GroupLink,
     ReleaseShard, Route, Shutdown,
 };
+pub use overview::{ListOverview, OverviewPage, OverviewQuery, MAX_OVERVIEW_PAGE};
 pub use reply::{Answer, Replies, ReplySink, ReplyTo, Ticket};
 pub use supervisor::{Placement, SingleNode, Supervisor, SupervisorOptions};
 pub use timers::DeadlineQueue;

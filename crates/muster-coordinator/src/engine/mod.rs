@@ -545,6 +545,11 @@ impl<R> Group<R> {
         self.members.len()
     }
 
+    /// When the group entered its current state.
+    pub fn state_since(&self) -> Millis {
+        self.state_since
+    }
+
     #[cfg(test)]
     pub(super) fn has_member(&self, member_id: &str) -> bool {
         self.members.contains_key(member_id)
@@ -558,12 +563,6 @@ impl<R> Group<R> {
     #[cfg(test)]
     pub(super) fn has_offsets(&self) -> bool {
         !self.offsets.is_empty()
-    }
-
-    /// When the group entered its current state.
-    #[cfg(test)]
-    pub(super) fn state_since(&self) -> Millis {
-        self.state_since
     }
 
     /// Enters `state` (protocol §5 "States"); entering Empty starts the retention clocks.

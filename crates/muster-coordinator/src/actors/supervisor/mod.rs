@@ -70,7 +70,8 @@ pub struct Supervisor {
     next_arbiter: usize,
     placement: Arc<dyn Placement>,
     env: Option<Arc<GroupEnv>>,
-    groups: Registry,
+    /// Read by the dashboard's overview too (`overview.rs`).
+    pub(super) groups: Registry,
     timers: DeadlineQueue,
     wake: Option<(Millis, SpawnHandle)>,
     initial: Option<StoredState>,

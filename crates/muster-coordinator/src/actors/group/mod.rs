@@ -18,18 +18,23 @@ use tracing::{debug, error, info, warn};
 use uuid::Uuid;
 
 use super::messages::{
-    AbortHeld, ArmTimer, Delete, Describe, Diagnose, Forget, GroupBatch, GroupCall, GroupInbox,
-    History, Relinquish, StatusChanged, Tick, TopicsChanged,
+    AbortHeld, ArmTimer, Delete, Describe, Forget, GroupBatch, GroupCall, GroupInbox, Relinquish,
+    StatusChanged, Tick, TopicsChanged,
 };
 use super::reply::ReplyTo;
+
+mod insight;
+mod log;
+
+use self::log::log_event;
 use crate::access::ResourceType;
 use crate::catalog::TopicCatalog;
 use crate::clock::Clock;
 use crate::config::GroupConfig;
 use crate::engine::{
-    error_for, error_like, unreadable_topics, Ctx, Event, Group, GroupState, Millis, Output,
+    error_for, error_like, unreadable_topics, Ctx, Group, GroupState, Millis, Output,
 };
-use crate::logsafe::{logsafe, logsafe_list};
+use crate::logsafe::logsafe;
 use crate::quota::Quotas;
 use crate::storage::{Mutation, Store, StoreError};
 
@@ -548,42 +553,6 @@ impl Actor for GroupActor {
     }
 }
 
-impl Handler<History> for GroupActor {
-    type Result = MessageResult<History>;
-
-    fn handle(&mut self, msg: History, _: &mut Self::Context) -> Self::Result {
-        let error_code = if self.reloading {
-            ErrorCode::CoordinatorNotAvailable
-        } else {
-            ErrorCode::None
-        };
-        let rebalances = if self.reloading {
-            Vec::new()
-        } else {
-            self.group.history(msg.limit)
-        };
-        MessageResult(muster_protocol::GroupHistoryResponse {
-            error_code: error_code.code(),
-            rebalances,
-        })
-    }
-}
-
-impl Handler<Diagnose> for GroupActor {
-    type Result = MessageResult<Diagnose>;
-
-    fn handle(&mut self, _: Diagnose, _: &mut Self::Context) -> Self::Result {
-        let mut answer = self.group.diagnose(self.env.clock.now());
-        if self.reloading {
-            answer = muster_protocol::GroupDiagnosisResponse {
-                error_code: ErrorCode::CoordinatorNotAvailable.code(),
-                ..Default::default()
-            };
-        }
-        MessageResult(answer)
-    }
-}
-
 impl Handler<GroupCall> for GroupActor {
     type Result = ();
 
@@ -759,79 +728,5 @@ impl Handler<AbortHeld> for GroupActor {
         self.group
             .abort_held(ErrorCode::CoordinatorNotAvailable, &mut out);
         self.finish(out, ctx);
-    }
-}
-
-/// Logs an engine event. Ids are client-supplied: every one goes through [`logsafe`].
-fn log_event(group_id: &str, event: &Event) {
-    let group_id = logsafe(group_id);
-    match event {
-        Event::RebalanceStarted {
-            trigger,
-            generation,
-        } => debug!(
-            %group_id,
-            generation,
-            trigger = trigger.as_str(),
-            "rebalance started"
-        ),
-        Event::RebalanceCompleted {
-            generation,
-            members,
-            assignor,
-            barrier_ms,
-            trigger,
-            added,
-            removed,
-        } => {
-            crate::metrics::rebalance_completed(*trigger, *barrier_ms);
-            info!(
-                %group_id,
-                generation,
-                members,
-                assignor = %logsafe(assignor.as_deref().unwrap_or("-")),
-                barrier_ms,
-                trigger = trigger.as_str(),
-                added,
-                removed,
-                "rebalance completed"
-            )
-        }
-        Event::MemberExpired {
-            member_id,
-            last_heard_ms_ago,
-        } => {
-            crate::metrics::session_expired();
-            info!(%group_id, member_id = %logsafe(member_id), last_heard_ms_ago, "session expired")
-        }
-        Event::NewMemberTimedOut { member_id } => {
-            info!(
-                %group_id,
-                member_id = %logsafe(member_id),
-                "new member's join held too long; refused"
-            )
-        }
-        Event::BarrierSlow {
-            waiting_for,
-            elapsed_ms,
-        } => warn!(
-            %group_id,
-            elapsed_ms,
-            waiting_for = %logsafe_list(waiting_for),
-            "rebalance past half its timeout, waiting for members to rejoin"
-        ),
-        Event::OffsetsExpired { partitions } => {
-            info!(%group_id, partitions, "offsets expired (retention)")
-        }
-        Event::GroupRemoved => info!(%group_id, "empty group removed (retention)"),
-        Event::EvictedAtBarrier { member_ids } => {
-            warn!(%group_id, members = %logsafe_list(member_ids), "members did not rejoin before the rebalance timeout")
-        }
-        Event::RebalanceFinished { kind, total_ms } => {
-            crate::metrics::rebalance_finished(kind, *total_ms);
-        }
-        Event::EvictedAtSync { member_ids } => {
-            warn!(%group_id, members = %logsafe_list(member_ids), "members did not sync before the rebalance timeout")
-        }
     }
 }
