@@ -352,3 +352,102 @@ fn the_journal_survives_a_restart() -> Result<()> {
     );
     Ok(())
 }
+
+/// The `worker` example's binary: `$MUSTER_BIN_DIR/worker` (CI builds every example first),
+/// else next to this test's own directory (`target/debug/examples`, which `cargo test
+/// --workspace` builds). Missing, the test fails saying how to build it.
+fn worker_binary() -> Result<std::path::PathBuf> {
+    let candidates = [
+        std::env::var_os("MUSTER_BIN_DIR")
+            .map(|d| std::path::PathBuf::from(d).join("examples/worker")),
+        std::env::var_os("MUSTER_BIN_DIR").map(|d| std::path::PathBuf::from(d).join("worker")),
+        std::env::current_exe()
+            .ok()
+            .and_then(|exe| Some(exe.parent()?.parent()?.join("examples/worker"))),
+    ];
+    candidates
+        .into_iter()
+        .flatten()
+        .find(|p| p.is_file())
+        .context("the worker example is not built: run `cargo build -p muster-client --examples` (or `cargo test --workspace`, which builds it)")
+}
+
+#[test]
+fn a_worker_process_killed_with_sigkill_is_a_session_expiry_naming_it() -> Result<()> {
+    let server = server(Arc::new(muster_coordinator::storage::MemoryStore::new()));
+    let worker = worker_binary()?;
+    let group = "killed";
+    let addr = server.local_addr().to_string();
+    let mut workers: Vec<std::process::Child> = (1..=3)
+        .map(|i| {
+            std::process::Command::new(&worker)
+                .args(["--server", &addr, "--group", group, "--topics", TOPIC])
+                .args(["--partitions", "6", "--assignors", "range"])
+                .args(["--session-timeout-ms", "2000", "--name", &format!("kw-{i}")])
+                .env_remove("MUSTER_SERVER")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .context("start a worker")
+        })
+        .collect::<Result<_>>()?;
+    let result = (|| {
+        // The workers create the group: "not found" until the first one has joined.
+        let deadline = Instant::now() + PATIENCE;
+        let described = loop {
+            if let Ok(d) = json(&server, &["groups", "describe", group]) {
+                if d["state"] == "Stable" && d["members"].as_array().is_some_and(|m| m.len() == 3) {
+                    break d;
+                }
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "the three workers never formed a group"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let victim = described["members"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|m| m["client_id"] == "kw-3")
+            .and_then(|m| m["member_id"].as_str())
+            .context("kw-3 is a member")?
+            .to_owned();
+        // SIGKILL: the process says nothing more, not even a LeaveGroup.
+        workers[2].kill()?;
+        workers[2].wait()?;
+        let history = poll(&server, &["groups", "history", group], |h| {
+            h[0]["trigger"]["kind"] == "session_expired"
+        })?;
+        let newest = &history[0];
+        assert_eq!(
+            newest["trigger"]["member_id"],
+            victim.as_str(),
+            "{newest:#}"
+        );
+        assert_eq!(newest["trigger"]["client_id"], "kw-3");
+        assert_eq!(newest["left"], serde_json::json!([victim]));
+        assert!(
+            newest["moved"].as_u64().context("moved")? >= 1,
+            "{newest:#}"
+        );
+        let text = muster(&server, &["groups", "history", group, "--limit", "1"])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let text = String::from_utf8(text)?;
+        assert!(
+            text.contains("session_expired") && text.contains(&victim),
+            "{text}"
+        );
+        Ok(())
+    })();
+    for w in &mut workers {
+        let _ = w.kill();
+        let _ = w.wait();
+    }
+    result
+}
