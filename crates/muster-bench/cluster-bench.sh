@@ -43,8 +43,9 @@ for _ in $(seq 100); do
     [[ "$n" == 64 ]] && break
     sleep 0.2
 done
-"$bin/muster-bench" --server "${addrs[0]}" commit --connections 256 --partitions 1 --duration "$secs"
+"$bin/muster-bench" --server "${addrs[0]}" commit --connections ${COMMIT_CONNECTIONS:-256} --partitions 1 --duration "$secs" ${COMMIT_ARGS:-}
 
+[[ -n "${SKIP_REBALANCE:-}" ]] && exit 0
 echo "== 1 000-member rebalance: a cluster node vs a single node"
 "$bin/muster-bench" --server "${addrs[0]}" rebalance --members 1000 --repeats 3
 port=$(free_port)
