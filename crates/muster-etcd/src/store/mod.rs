@@ -265,6 +265,13 @@ impl EtcdStore {
         self.block_on(async move { load::shard(&client, &shared.keys, shard).await })?
     }
 
+    /// Says etcd answered a request of this node just now (the ownership loop's periodic read):
+    /// a store marked unhealthy by a failed write recovers without waiting for a write to
+    /// succeed, which a node whose groups are idle might not make for a long time.
+    pub fn reachable(&self) {
+        self.shared.healthy.store(true, Ordering::Relaxed);
+    }
+
     /// As [`EtcdStore::load_shard`], awaited (from any tokio runtime: the ownership loop's).
     pub async fn read_shard(&self, shard: u32) -> Result<StoredState, StoreError> {
         load::shard(&self.client, &self.shared.keys, shard).await

@@ -60,6 +60,8 @@ impl Ownership {
             .client
             .range_prefix(&self.keys.owners_prefix(), revision)
             .await?;
+        // etcd answers: storage is healthy again (readiness follows), write or no write.
+        self.store.reachable();
         let mut snapshot = Snapshot::default();
         for kv in node_kvs {
             let Some(id) = self.keys.parse_node(&kv.key) else {
