@@ -102,6 +102,21 @@ impl EtcdClient {
         F: Fn(Channel) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
+        self.call_within(None, request).await
+    }
+
+    /// [`EtcdClient::call`] with each attempt at a member cut short after `attempt` (when
+    /// shorter than the connection's own attempt timeout): for requests that must not spend
+    /// long on a member that stopped answering (lease renewals, against a lease TTL).
+    pub(crate) async fn call_within<T, F, Fut>(
+        &self,
+        attempt: Option<Duration>,
+        request: F,
+    ) -> Result<T, EtcdError>
+    where
+        F: Fn(Channel) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
         let count = self.members.len();
         let first = self.preferred.load(Ordering::Relaxed) % count.max(1);
         let deadline = tokio::time::Instant::now() + self.request_timeout;
@@ -109,7 +124,19 @@ impl EtcdClient {
         loop {
             for step in 0..count {
                 let index = (first + step) % count;
-                match request(self.members[index].clone()).await {
+                let answer = match attempt {
+                    None => request(self.members[index].clone()).await,
+                    Some(limit) => {
+                        tokio::time::timeout(limit, request(self.members[index].clone()))
+                            .await
+                            .unwrap_or_else(|_| {
+                                Err(tonic::Status::deadline_exceeded(
+                                    "no answer within the attempt",
+                                ))
+                            })
+                    }
+                };
+                match answer {
                     Ok(response) => {
                         self.preferred.store(index, Ordering::Relaxed);
                         return Ok(response.into_inner());

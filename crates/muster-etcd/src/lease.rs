@@ -4,6 +4,8 @@
 //! (`EtcdStore::own_shard`). When the lease expires or is revoked, etcd deletes the key and
 //! another node can claim the shard, with a new revision the old owner's writes never match.
 
+use std::time::Duration;
+
 use futures_util::stream;
 
 use crate::client::EtcdClient;
@@ -42,15 +44,25 @@ impl EtcdClient {
         })
     }
 
-    /// Renews a lease once; `None` if it has already expired (its keys are gone).
-    pub async fn lease_keep_alive_once(&self, lease: i64) -> Result<Option<i64>, EtcdError> {
-        let mut responses = self
-            .call(|channel| async move {
+    /// Renews a lease once; `None` if it has already expired (its keys are gone). Each attempt
+    /// at a member gets at most `attempt`: a member that stopped answering (killed, cut off:
+    /// its packets vanish rather than being refused) must not use up the lease's margin before
+    /// the next member is tried.
+    pub async fn lease_keep_alive_once(
+        &self,
+        lease: i64,
+        attempt: Duration,
+    ) -> Result<Option<i64>, EtcdError> {
+        let response = self
+            .call_within(Some(attempt), |channel| async move {
                 let request = stream::iter([LeaseKeepAliveRequest { id: lease }]);
-                LeaseClient::new(channel).lease_keep_alive(request).await
+                let mut responses = LeaseClient::new(channel).lease_keep_alive(request).await?;
+                // The answer is read within the attempt too.
+                let first = responses.get_mut().message().await?;
+                Ok(tonic::Response::new(first))
             })
             .await?;
-        match responses.message().await? {
+        match response {
             Some(response) if response.ttl > 0 => Ok(Some(response.ttl)),
             _ => Ok(None),
         }

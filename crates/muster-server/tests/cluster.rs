@@ -86,7 +86,11 @@ fn three_nodes_share_the_groups_and_survive_a_sigkill_without_rebalancing() -> R
         .expect("a moved group");
     let before = m.generation;
     let mut other = Member::start_joining(survivors[0], &m.group)?;
-    assert_eq!(m.heartbeat()?, 27, "the member hears of the rebalance");
+    // The new member's JoinGroup travels on its own connection: heartbeat until the group has
+    // it and the member hears of the rebalance.
+    wait_for(Duration::from_secs(5), "REBALANCE_IN_PROGRESS", || {
+        (m.heartbeat().ok()? == 27).then_some(())
+    })?;
     let rejoined = m.rejoin()?;
     let joined = other.finish_join()?;
     assert_eq!(rejoined, before + 1);

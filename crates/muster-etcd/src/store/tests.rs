@@ -371,11 +371,11 @@ fn once_a_lease_expires_the_new_owner_fences_the_old_one() {
             Box::pin(async move {
                 (
                     client
-                        .lease_keep_alive_once(old_lease.id)
+                        .lease_keep_alive_once(old_lease.id, std::time::Duration::from_secs(1))
                         .await
                         .expect("asks"),
                     client
-                        .lease_keep_alive_once(new_lease.id)
+                        .lease_keep_alive_once(new_lease.id, std::time::Duration::from_secs(1))
                         .await
                         .expect("asks"),
                 )

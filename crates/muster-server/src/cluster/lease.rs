@@ -30,7 +30,9 @@ pub(super) async fn keep_alive(
         // An answer is worth waiting for as long as the lease is certainly alive: a slow etcd
         // (a stalled fsync, a leader election) should not cost the lease while it still holds.
         let patience = table.remaining(sent).max(period / 2);
-        let answer = tokio::time::timeout(patience, client.lease_keep_alive_once(id)).await;
+        // An attempt at one member gets a sixth of the TTL, then the next member is asked.
+        let answer =
+            tokio::time::timeout(patience, client.lease_keep_alive_once(id, ttl / 6)).await;
         // A process paused past the lease wakes up here (or in the sleep below): check the
         // clock before believing an answer that may have waited out the pause.
         match answer {

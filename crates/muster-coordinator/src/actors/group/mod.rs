@@ -626,8 +626,10 @@ impl Handler<Tick> for GroupActor {
     fn handle(&mut self, _: Tick, ctx: &mut Self::Context) {
         // The supervisor consumed our entry; the tick hands back the full next deadline.
         self.armed = None;
-        if self.reloading || self.relinquished {
-            // The reload arms anew; a relinquished group has nothing left to time.
+        if self.reloading || self.relinquished || !self.env.placement.serving(self.shard) {
+            // The reload arms anew; a relinquished group has nothing left to time; and a node
+            // past its lease deadline expires no session (another node may hold the group now:
+            // its rebalance here would be a phantom, refused by etcd anyway).
             return;
         }
         let cx = Ctx {
