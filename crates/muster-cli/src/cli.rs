@@ -43,16 +43,19 @@ pub struct Cli {
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Global options")]
 pub struct Global {
-    /// The server to talk to.
+    /// The server to talk to, or several nodes of a cluster (comma-separated or the option
+    /// repeated): the first that answers is used, and each group's requests go to the node
+    /// that coordinates the group.
     #[arg(
         long,
         global = true,
         env = "MUSTER_SERVER",
         default_value = "127.0.0.1:7450",
-        value_name = "HOST:PORT",
+        value_name = "HOST:PORT[,HOST:PORT...]",
+        value_delimiter = ',',
         value_parser = parse_server
     )]
-    pub server: String,
+    pub server: Vec<String>,
 
     /// Print one JSON document on stdout instead of a table.
     #[arg(long, global = true)]
@@ -251,6 +254,7 @@ impl From<StateArg> for GroupState {
 
 /// `HOST:PORT`, with a numeric port (the host is resolved when connecting).
 fn parse_server(value: &str) -> Result<String, String> {
+    let value = value.trim();
     let (host, port) = value
         .rsplit_once(':')
         .ok_or_else(|| format!("{value:?} is not HOST:PORT"))?;
@@ -299,7 +303,7 @@ mod tests {
         ])
         .expect("parses");
         assert!(cli.global.json);
-        assert_eq!(cli.global.server, "example:9");
+        assert_eq!(cli.global.server, ["example:9"]);
         assert_eq!(cli.global.timeout_ms, 10);
     }
 
@@ -323,6 +327,26 @@ mod tests {
             "--generate"
         ])
         .is_err());
+    }
+
+    #[test]
+    fn several_servers_by_commas_or_repetition() {
+        let parse = |args: &[&str]| {
+            let mut argv = vec!["muster"];
+            argv.extend_from_slice(args);
+            argv.extend(["topics", "list"]);
+            Cli::try_parse_from(argv).map(|cli| cli.global.server)
+        };
+        assert_eq!(parse(&[]).expect("default"), ["127.0.0.1:7450"]);
+        assert_eq!(
+            parse(&["--server", "a:1, b:2"]).expect("commas"),
+            ["a:1", "b:2"]
+        );
+        assert_eq!(
+            parse(&["--server", "a:1", "--server", "b:2,c:3"]).expect("repeated"),
+            ["a:1", "b:2", "c:3"]
+        );
+        assert!(parse(&["--server", "a:1,nope"]).is_err());
     }
 
     #[test]

@@ -17,7 +17,10 @@
 //! muster auth check FILE                     validate an auth file (no server)
 //! ```
 //!
-//! Global options: `--server HOST:PORT` (env `MUSTER_SERVER`, default `127.0.0.1:7450`),
+//! Global options: `--server HOST:PORT[,HOST:PORT...]` (env `MUSTER_SERVER`, default
+//! `127.0.0.1:7450`; several nodes of a cluster, comma-separated or repeated: the first that
+//! answers is used, group requests go to each group's coordinator, `groups list` asks every
+//! node),
 //! `--json`, `--timeout-ms MS` (default 5000, for connecting and for each answer), `--token`
 //! (env `MUSTER_TOKEN`), `--tls-ca FILE`, `--tls-client-cert FILE`, `--tls-client-key FILE`,
 //! `--tls-server-name NAME` (env `MUSTER_TLS_CA`, ...; TLS is on with `--tls-ca`).

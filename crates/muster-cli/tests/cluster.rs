@@ -137,3 +137,84 @@ fn an_unreachable_server_exits_4() -> Result<()> {
     }
     Ok(())
 }
+
+/// A single server that advertises an address no client can reach (as one listening on
+/// `0.0.0.0` advertises its host name): group commands still reach it, because it describes
+/// itself as a cluster of one (docs/clients.md, "Finding a group's coordinator").
+#[test]
+fn group_commands_reach_a_single_server_whatever_it_advertises() -> Result<()> {
+    let s = server(Some("muster-node.invalid:9999"))?;
+    muster(
+        &s,
+        &[
+            "offsets",
+            "set",
+            "g",
+            "--topic",
+            "t",
+            "--partition",
+            "0",
+            "--offset",
+            "7",
+        ],
+    )
+    .assert()
+    .success();
+    let got = json(&s, &["offsets", "get", "g"])?;
+    assert_eq!(got["offsets"][0]["offset"], 7);
+    let described = json(&s, &["groups", "describe", "g"])?;
+    assert_eq!(described["state"], "Empty");
+    let listed = json(&s, &["groups", "list"])?;
+    assert_eq!(
+        listed,
+        json!({"groups": [{"group": "g", "state": "Empty", "members": 0}]})
+    );
+    muster(&s, &["groups", "delete", "g"]).assert().success();
+    Ok(())
+}
+
+/// `--server` takes a list: a first node that is down is skipped, by commas or repetition,
+/// and from the environment.
+#[test]
+fn a_bootstrap_list_skips_a_node_that_is_down() -> Result<()> {
+    let s = server(None)?;
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .to_string();
+    let live = s.local_addr().to_string();
+    let listed = |cmd: &mut Command| -> Result<Value> {
+        let output = cmd
+            .env_remove("MUSTER_TOKEN")
+            .args(["groups", "list", "--json"])
+            .timeout(Duration::from_secs(20))
+            .assert()
+            .success();
+        serde_json::from_slice(&output.get_output().stdout).context("stdout is JSON")
+    };
+    let by_commas = listed(
+        Command::cargo_bin("muster")?
+            .env_remove("MUSTER_SERVER")
+            .args(["--server", &format!("{dead},{live}")]),
+    )?;
+    assert_eq!(by_commas, json!({"groups": []}));
+    let repeated = listed(
+        Command::cargo_bin("muster")?
+            .env_remove("MUSTER_SERVER")
+            .args(["--server", &dead, "--server", &live]),
+    )?;
+    assert_eq!(repeated, json!({"groups": []}));
+    let from_env =
+        listed(Command::cargo_bin("muster")?.env("MUSTER_SERVER", format!("{dead}, {live}")))?;
+    assert_eq!(from_env, json!({"groups": []}));
+    // Every node down: unreachable, naming the list.
+    Command::cargo_bin("muster")?
+        .env_remove("MUSTER_SERVER")
+        .args(["--server", &format!("{dead},{dead}"), "topics", "list"])
+        .timeout(Duration::from_secs(20))
+        .assert()
+        .code(4)
+        .stderr(predicate::str::starts_with(format!(
+            "muster: cannot connect: server {dead},{dead} unreachable"
+        )));
+    Ok(())
+}

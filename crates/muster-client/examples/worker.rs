@@ -15,7 +15,8 @@
 //! ```
 //!
 //! Settings come from arguments or the environment: `MUSTER_SERVER` (default
-//! `127.0.0.1:7450`), `MUSTER_GROUP`, `MUSTER_TOPICS` (comma-separated), and for a secured
+//! `127.0.0.1:7450`; a cluster's nodes comma-separated, e.g. `n1:7450,n2:7450,n3:7450`: the
+//! worker finds its group's coordinator from them and follows it when it moves), `MUSTER_GROUP`, `MUSTER_TOPICS` (comma-separated), and for a secured
 //! server `MUSTER_TOKEN` (`--token`), `MUSTER_TLS_CA` (`--tls-ca`, turns TLS on),
 //! `MUSTER_TLS_CLIENT_CERT` / `MUSTER_TLS_CLIENT_KEY` (`--tls-client-cert` /
 //! `--tls-client-key`, for mTLS) and `MUSTER_TLS_SERVER_NAME` (`--tls-server-name`, default:
@@ -28,15 +29,20 @@ use std::time::Duration;
 use clap::Parser;
 use muster_client::partition::display_partitions;
 use muster_client::{
-    Admin, Connection, ConnectionConfig, Event, MemberConfig, TlsConfig, TopicPartition,
+    Admin, Client, ClientConfig, ConnectionConfig, Event, MemberConfig, TlsConfig, TopicPartition,
 };
 
 #[derive(Debug, Parser)]
 #[command(about = "A Muster group member that owns partitions and commits offsets")]
 struct Args {
-    /// Server address.
-    #[arg(long, env = "MUSTER_SERVER", default_value = "127.0.0.1:7450")]
-    server: String,
+    /// Server address, or several nodes of a cluster (comma-separated or repeated).
+    #[arg(
+        long,
+        env = "MUSTER_SERVER",
+        value_delimiter = ',',
+        default_value = "127.0.0.1:7450"
+    )]
+    server: Vec<String>,
     /// Group to join.
     #[arg(long, env = "MUSTER_GROUP", default_value = "workers")]
     group: String,
@@ -96,7 +102,8 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let name = args.name.clone();
 
-    let mut config = ConnectionConfig::new(&args.server).client_id(&args.name);
+    let first = args.server.first().cloned().unwrap_or_default();
+    let mut config = ConnectionConfig::new(first).client_id(&args.name);
     if let Some(token) = &args.token {
         config = config.auth_token(token.clone());
     }
@@ -108,8 +115,12 @@ async fn main() -> anyhow::Result<()> {
     )? {
         config = config.tls(tls);
     }
-    let connection = Connection::connect(config).await?;
-    let admin = Admin::new(connection.clone());
+    let client = Client::connect(ClientConfig {
+        bootstrap: args.server.clone(),
+        connection: config,
+    })
+    .await?;
+    let admin = Admin::new(client.clone());
     for topic in &args.topics {
         let partitions = admin.ensure_topic(topic, args.partitions).await?;
         println!("[{name}] topic {topic}: {partitions} partitions");
@@ -121,7 +132,7 @@ async fn main() -> anyhow::Result<()> {
     if let Some(instance) = &args.instance_id {
         config = config.group_instance_id(instance);
     }
-    let (member, mut events) = config.start(connection)?;
+    let (member, mut events) = config.start(client)?;
     println!("[{name}] joining group {} ...", args.group);
 
     // Partition → next position to process (a stand-in for real consumption).
@@ -140,8 +151,9 @@ async fn main() -> anyhow::Result<()> {
                         let start = committed.get(tp).map_or(0, |o| o.offset);
                         positions.insert(tp.clone(), start);
                     }
+                    let coordinator = member.coordinator().map_or("?".to_owned(), |n| n.to_string());
                     println!(
-                        "[{name}] generation {}: assigned {}; now own {}",
+                        "[{name}] generation {}: assigned {}; now own {} (coordinator {coordinator})",
                         added.generation(),
                         display_partitions(added.iter()),
                         display_partitions(positions.keys()),

@@ -174,6 +174,15 @@ struct Inner {
     server_id: Mutex<String>,
 }
 
+/// How hard a request tries to open a link when there is none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reconnect {
+    /// Attempt after attempt, with backoff, until the request's deadline.
+    UntilDeadline,
+    /// One attempt.
+    Once,
+}
+
 #[derive(Default)]
 struct ReconnectState {
     /// Consecutive failed attempts to open a link (0 once one succeeds).
@@ -244,14 +253,35 @@ impl Connection {
         request: impl Into<Request>,
         timeout: Duration,
     ) -> Result<Response, ClientError> {
-        let request = request.into();
+        self.send_within(request.into(), timeout, Reconnect::UntilDeadline)
+            .await
+    }
+
+    /// As [`Connection::send_timeout`], but a broken link gets one reconnect attempt, without
+    /// backoff: a request routed to a group's coordinator fails fast when that node is gone,
+    /// so that its caller finds the coordinator again instead of waiting on a dead address.
+    pub(crate) async fn send_once(
+        &self,
+        request: impl Into<Request>,
+        timeout: Duration,
+    ) -> Result<Response, ClientError> {
+        self.send_within(request.into(), timeout, Reconnect::Once)
+            .await
+    }
+
+    async fn send_within(
+        &self,
+        request: Request,
+        timeout: Duration,
+        reconnect: Reconnect,
+    ) -> Result<Response, ClientError> {
         let name = request.name();
         let deadline = Instant::now() + timeout;
         let timed_out = || ClientError::Timeout {
             request: name,
             after: timeout,
         };
-        let link = match tokio::time::timeout_at(deadline, self.link(deadline)).await {
+        let link = match tokio::time::timeout_at(deadline, self.link(deadline, reconnect)).await {
             Ok(link) => link?,
             Err(_) => return Err(timed_out()),
         };
@@ -321,8 +351,13 @@ impl Connection {
             .cloned()
     }
 
-    /// The live link, or a new one (with backoff between failed attempts, within `deadline`).
-    async fn link(&self, deadline: Instant) -> Result<Arc<Link>, ClientError> {
+    /// The live link, or a new one: with [`Reconnect::UntilDeadline`], with backoff between
+    /// failed attempts within `deadline`; with [`Reconnect::Once`], one attempt at once.
+    async fn link(
+        &self,
+        deadline: Instant,
+        reconnect: Reconnect,
+    ) -> Result<Arc<Link>, ClientError> {
         if let Some(link) = self.current_link() {
             return Ok(link);
         }
@@ -332,7 +367,7 @@ impl Connection {
             return Ok(link);
         }
         loop {
-            if state.failures > 0 {
+            if state.failures > 0 && reconnect == Reconnect::UntilDeadline {
                 let delay = self.inner.config.backoff.next_delay(state.failures - 1);
                 if Instant::now() + delay >= deadline {
                     return Err(state
@@ -360,6 +395,9 @@ impl Connection {
                 Err(err) => {
                     debug!(addr = %self.inner.config.addr, error = %err, "reconnect failed");
                     state.failures = state.failures.saturating_add(1);
+                    if reconnect == Reconnect::Once {
+                        return Err(err);
+                    }
                     state.last_error = Some(err);
                 }
             }

@@ -152,6 +152,10 @@ pub trait ErrorCodeExt {
     /// `INVALID_SESSION_TIMEOUT`, `INVALID_GROUP_ID`, `GROUP_AUTHORIZATION_FAILED`,
     /// `GROUP_MAX_SIZE_REACHED`, `AUTHENTICATION_FAILED`, `UNSUPPORTED_VERSION`).
     fn is_fatal_for_member(&self) -> bool;
+    /// The node that answered does not (or cannot yet) serve the group: find its coordinator
+    /// again and retry there (`NOT_COORDINATOR`, `COORDINATOR_NOT_AVAILABLE`,
+    /// `COORDINATOR_LOAD_IN_PROGRESS`; protocol §6.19). Each of these is also retriable.
+    fn is_coordinator_error(&self) -> bool;
 }
 
 impl ErrorCodeExt for ErrorCode {
@@ -186,6 +190,15 @@ impl ErrorCodeExt for ErrorCode {
                 | ErrorCode::GroupMaxSizeReached
                 | ErrorCode::AuthenticationFailed
                 | ErrorCode::UnsupportedVersion
+        )
+    }
+
+    fn is_coordinator_error(&self) -> bool {
+        matches!(
+            self,
+            ErrorCode::NotCoordinator
+                | ErrorCode::CoordinatorNotAvailable
+                | ErrorCode::CoordinatorLoadInProgress
         )
     }
 }
@@ -233,6 +246,10 @@ mod tests {
             );
             assert!(
                 !(code.needs_rejoin() && code.is_fatal_for_member()),
+                "{code}"
+            );
+            assert!(
+                !code.is_coordinator_error() || code.is_retriable(),
                 "{code}"
             );
         }

@@ -68,6 +68,7 @@
 pub mod admin;
 pub mod assignor;
 pub mod backoff;
+pub mod client;
 pub mod cluster;
 pub mod connection;
 pub mod error;
@@ -82,6 +83,7 @@ pub use assignor::{
     RebalanceProtocol, RoundRobinAssignor, StickyAssignor,
 };
 pub use backoff::Backoff;
+pub use client::{Client, ClientConfig};
 pub use cluster::{Cluster, Node, NodeShards};
 pub use connection::{Connection, ConnectionConfig, SILENT_SOCKET};
 pub use error::{ClientError, ErrorCodeExt};

@@ -2,13 +2,14 @@
 //! exact requests the member sends for MEMBER_ID_REQUIRED, a coordinator error, the leader's
 //! assignment, REBALANCE_IN_PROGRESS on SyncGroup, ILLEGAL_GENERATION on Heartbeat,
 //! UNKNOWN_MEMBER_ID on JoinGroup and a fatal FENCED_INSTANCE_ID, and the events it emits.
+//! The server names itself when the member asks FindCoordinator (as a single musterd does).
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
 use std::time::Duration;
 
-use common::scripted::{accept, hello, read, write, Peer};
+use common::scripted::{accept, hello, read_routed, write, Peer};
 use muster_client::{
     Backoff, Connection, ConnectionConfig, ErrorCode, Event, MemberConfig, Phase, TopicPartition,
 };
@@ -23,7 +24,7 @@ async fn next(
     heartbeat_code: impl Fn(i32) -> ErrorCode,
 ) -> (u32, Request) {
     loop {
-        let frame = read(peer).await;
+        let frame = read_routed(peer).await;
         match frame.request {
             Request::Heartbeat(h) => {
                 let code = heartbeat_code(h.generation_id);
@@ -292,11 +293,11 @@ async fn a_commit_before_the_join_completes_is_refused_locally() {
     let server = tokio::spawn(async move {
         let mut peer = accept(&listener).await;
         hello(&mut peer, ErrorCode::None).await;
-        let frame = read(&mut peer).await;
+        let frame = read_routed(&mut peer).await;
         assert!(matches!(frame.request, Request::JoinGroup(_)), "{frame:?}");
         let _ = joined_tx.send(());
         // Nothing else may arrive while the join is held (no OffsetCommit).
-        let next = tokio::time::timeout(Duration::from_millis(200), read(&mut peer)).await;
+        let next = tokio::time::timeout(Duration::from_millis(200), read_routed(&mut peer)).await;
         assert!(next.is_err(), "unexpected request: {next:?}");
     });
     let conn = Connection::connect(ConnectionConfig::new(addr.to_string()).client_id("c"))

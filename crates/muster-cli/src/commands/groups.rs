@@ -1,9 +1,13 @@
 //! `muster groups list | describe | delete`.
 //!
+//! `list` asks every node of the cluster (a single server: itself) and merges the answers;
+//! `describe` and `delete` go to the group's coordinator (the client routes them).
+//!
 //! DescribeGroups answers an unknown group as `Dead` with no members (Kafka does the same), so
 //! `describe` reports that as not found; DeleteGroups answers `GROUP_ID_NOT_FOUND`.
 
-use muster_client::protocol::{DescribedGroup, DescribedMember, ListedGroup};
+use muster_client::admin::{GroupListing, NodeGroup};
+use muster_client::protocol::{DescribedGroup, DescribedMember};
 use muster_client::{GroupState, TopicPartitions};
 use serde::Serialize;
 
@@ -11,10 +15,15 @@ use super::Context;
 use crate::exit::Failure;
 use crate::render::{self, Report};
 
-/// `groups list`: `{"groups": [{"group", "state", "members"}]}`, sorted by group id.
+/// `groups list`: `{"groups": [{"group", "state", "members"}]}`, sorted by group id. In a
+/// cluster of several nodes each group also has `"node"` (the id of the node that listed it,
+/// its coordinator), and nodes that could not be asked are listed in `"unreachable":
+/// [{"node_id", "address", "error"}]` (absent when there are none).
 #[derive(Debug, Serialize)]
 pub struct GroupList {
     pub groups: Vec<ListedRow>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unreachable: Vec<UnreachableNode>,
 }
 
 #[derive(Debug, Serialize)]
@@ -22,14 +31,25 @@ pub struct ListedRow {
     pub group: String,
     pub state: String,
     pub members: u32,
+    /// The node that listed the group; only with several nodes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
-impl From<ListedGroup> for ListedRow {
-    fn from(g: ListedGroup) -> Self {
+#[derive(Debug, Serialize)]
+pub struct UnreachableNode {
+    pub node_id: String,
+    pub address: String,
+    pub error: String,
+}
+
+impl ListedRow {
+    fn new(listed: NodeGroup, with_node: bool) -> Self {
         ListedRow {
-            group: g.group_id,
-            state: g.state,
-            members: g.members,
+            group: listed.group.group_id,
+            state: listed.group.state,
+            members: listed.group.members,
+            node: with_node.then_some(listed.node.node_id),
         }
     }
 }
@@ -38,6 +58,19 @@ impl Report for GroupList {
     fn human(&self) -> String {
         if self.groups.is_empty() {
             return String::new();
+        }
+        if self.groups.iter().any(|g| g.node.is_some()) {
+            return render::table(
+                &["GROUP", "STATE", "MEMBERS", "NODE"],
+                self.groups.iter().map(|g| {
+                    [
+                        g.group.clone(),
+                        g.state.clone(),
+                        g.members.to_string(),
+                        render::or_dash(g.node.as_deref()),
+                    ]
+                }),
+            );
         }
         render::table(
             &["GROUP", "STATE", "MEMBERS"],
@@ -52,17 +85,53 @@ impl Report for GroupList {
     }
 }
 
-pub async fn list(ctx: &Context, states: &[GroupState]) -> Result<GroupList, Failure> {
-    let mut groups: Vec<ListedRow> = ctx
+/// The groups of every node that answered, and, if some node could not be asked, the
+/// failure to end with once they are printed (the first node's error decides the status).
+pub async fn list(
+    ctx: &Context,
+    states: &[GroupState],
+) -> Result<(GroupList, Option<Failure>), Failure> {
+    let listing = ctx
         .admin
-        .list_groups(states)
+        .list_groups_by_node(states)
         .await
-        .map_err(|e| ctx.fail("cannot list groups", &e))?
+        .map_err(|e| ctx.fail("cannot list groups", &e))?;
+    Ok(group_list(listing))
+}
+
+fn group_list(listing: GroupListing) -> (GroupList, Option<Failure>) {
+    let with_node = listing.nodes.len() > 1;
+    let mut groups: Vec<ListedRow> = listing
+        .groups
         .into_iter()
-        .map(ListedRow::from)
+        .map(|g| ListedRow::new(g, with_node))
         .collect();
-    groups.sort_by(|a, b| a.group.cmp(&b.group));
-    Ok(GroupList { groups })
+    groups.sort_by(|a, b| (&a.group, &a.node).cmp(&(&b.group, &b.node)));
+    let failure = listing.failed.first().map(|first| {
+        let what = format!(
+            "cannot list the groups of {} of {} nodes; node {}",
+            listing.failed.len(),
+            listing.nodes.len(),
+            first.node.node_id
+        );
+        Failure::client(&what, &first.node.address(), &first.error)
+    });
+    let unreachable = listing
+        .failed
+        .into_iter()
+        .map(|f| UnreachableNode {
+            address: f.node.address(),
+            node_id: f.node.node_id,
+            error: f.error.to_string(),
+        })
+        .collect();
+    (
+        GroupList {
+            groups,
+            unreachable,
+        },
+        failure,
+    )
 }
 
 /// `groups describe`: the group, then its members sorted by member id.
@@ -242,6 +311,76 @@ pub async fn delete(ctx: &Context, group: &str) -> Result<GroupDeleted, Failure>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use muster_client::protocol::ListedGroup;
+    use muster_client::{ClientError, Node};
+
+    fn node(id: &str, port: u16) -> Node {
+        Node {
+            node_id: id.into(),
+            host: "10.0.0.1".into(),
+            port,
+        }
+    }
+
+    fn listed(node: &Node, group: &str) -> NodeGroup {
+        NodeGroup {
+            node: node.clone(),
+            group: ListedGroup {
+                group_id: group.into(),
+                state: "Stable".into(),
+                members: 2,
+            },
+        }
+    }
+
+    #[test]
+    fn one_node_lists_as_before() {
+        let a = node("a", 1);
+        let (list, failure) = group_list(GroupListing {
+            nodes: vec![a.clone()],
+            groups: vec![listed(&a, "g2"), listed(&a, "g1")],
+            failed: vec![],
+        });
+        assert!(failure.is_none());
+        assert_eq!(
+            list.human(),
+            "GROUP  STATE   MEMBERS\ng1     Stable  2\ng2     Stable  2"
+        );
+        assert_eq!(
+            serde_json::to_value(&list).expect("serializes"),
+            serde_json::json!({"groups": [
+                {"group": "g1", "state": "Stable", "members": 2},
+                {"group": "g2", "state": "Stable", "members": 2},
+            ]})
+        );
+    }
+
+    #[test]
+    fn several_nodes_show_where_each_group_is_and_who_did_not_answer() {
+        let (a, b, c) = (node("a", 1), node("b", 2), node("c", 3));
+        let (list, failure) = group_list(GroupListing {
+            nodes: vec![a.clone(), b.clone(), c.clone()],
+            groups: vec![listed(&b, "g2"), listed(&a, "g1")],
+            failed: vec![muster_client::admin::NodeFailure {
+                node: c,
+                error: ClientError::Disconnected,
+            }],
+        });
+        assert_eq!(
+            list.human(),
+            "GROUP  STATE   MEMBERS  NODE\ng1     Stable  2        a\ng2     Stable  2        b"
+        );
+        let json = serde_json::to_value(&list).expect("serializes");
+        assert_eq!(json["groups"][1]["node"], "b");
+        assert_eq!(json["unreachable"][0]["node_id"], "c");
+        assert_eq!(json["unreachable"][0]["address"], "10.0.0.1:3");
+        let failure = failure.expect("a node failed");
+        assert_eq!(failure.status, crate::exit::Status::Unreachable);
+        assert_eq!(
+            failure.message,
+            "cannot list the groups of 1 of 3 nodes; node c: server 10.0.0.1:3 closed the connection"
+        );
+    }
 
     fn member(id: &str, holding: bool) -> DescribedMember {
         DescribedMember {

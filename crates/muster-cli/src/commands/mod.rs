@@ -1,10 +1,11 @@
-//! Running a parsed command: connect (one connection, `Hello` included), dispatch to the
-//! noun's module, print its [`Report`](crate::render::Report). Each module turns the
-//! client's answers into a report, or into a [`Failure`] that says what failed and why.
+//! Running a parsed command: connect (to the first `--server` that answers, `Hello`
+//! included), dispatch to the noun's module, print its [`Report`](crate::render::Report).
+//! Each module turns the client's answers into a report, or into a [`Failure`] that says what
+//! failed and why. The client routes each group's requests to the group's coordinator.
 
 use std::time::Duration;
 
-use muster_client::{Admin, ClientError, Connection, ConnectionConfig, TlsConfig};
+use muster_client::{Admin, Client, ClientConfig, ClientError, ConnectionConfig, TlsConfig};
 
 use crate::cli::{
     AuthCommand, Cli, ClusterCommand, Command, GroupsCommand, OffsetsCommand, TopicsCommand,
@@ -24,7 +25,7 @@ pub const CLIENT_ID: &str = "muster-cli";
 /// What a command runs against.
 pub struct Context {
     pub admin: Admin,
-    /// `HOST:PORT`, for error messages.
+    /// `HOST:PORT[,HOST:PORT...]` as given, for error messages.
     pub server: String,
 }
 
@@ -35,11 +36,13 @@ impl Context {
     }
 }
 
-/// Connects to the server named by the global options.
+/// Connects to the first server of the global options that answers.
 pub async fn connect(cli: &Cli) -> Result<Context, Failure> {
-    let server = cli.global.server.clone();
+    let servers = cli.global.server.clone();
+    let server = servers.join(",");
     let timeout = Duration::from_millis(cli.global.timeout_ms);
-    let mut config = ConnectionConfig::new(server.clone())
+    let first = servers.first().cloned().unwrap_or_default();
+    let mut config = ConnectionConfig::new(first)
         .client_id(CLIENT_ID)
         .request_timeout(timeout)
         .connect_timeout(timeout);
@@ -57,11 +60,15 @@ pub async fn connect(cli: &Cli) -> Result<Context, Failure> {
     if let Some(tls) = tls {
         config = config.tls(tls);
     }
-    let connection = Connection::connect(config)
+    let config = ClientConfig {
+        bootstrap: servers,
+        connection: config,
+    };
+    let client = Client::connect(config)
         .await
         .map_err(|e| Failure::client("cannot connect", &server, &e))?;
     Ok(Context {
-        admin: Admin::new(connection),
+        admin: Admin::new(client),
         server,
     })
 }
@@ -81,7 +88,9 @@ pub async fn run(cli: &Cli) -> Result<(), Failure> {
     match &cli.command {
         Command::Groups(GroupsCommand::List { states }) => {
             let states: Vec<_> = states.iter().map(|s| (*s).into()).collect();
-            emit(&groups::list(&ctx, &states).await?, format)
+            let (list, unreachable) = groups::list(&ctx, &states).await?;
+            emit(&list, format)?;
+            unreachable.map_or(Ok(()), Err)
         }
         Command::Groups(GroupsCommand::Describe { group }) => {
             emit(&groups::describe(&ctx, group).await?, format)

@@ -3,6 +3,11 @@
 //! itself), it sends a Heartbeat. Answers that call for action are passed to the membership
 //! task as [`Signal`]s, tagged with the generation they concern so that stale ones are ignored.
 //! It stops when the member is closed or has failed.
+//!
+//! A heartbeat that finds the coordinator lost (a coordinator error, a broken or silent
+//! link) makes the route find it again, and is sent again at once to the new one, with the
+//! same member id and generation: the new coordinator hears from the member without waiting
+//! an interval, and the member goes on in its generation.
 
 use std::sync::Arc;
 
@@ -11,12 +16,13 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::MissedTickBehavior;
 use tracing::{debug, trace, warn};
 
+use super::route::RouteView;
 use super::{MemberConfig, MemberState, Phase, Signal};
-use crate::connection::Connection;
+use crate::client::coordinator_lost;
 use crate::error::ErrorCodeExt;
 
 pub(super) async fn run(
-    connection: Connection,
+    mut route: RouteView,
     config: Arc<MemberConfig>,
     state: watch::Receiver<MemberState>,
     signals: mpsc::UnboundedSender<Signal>,
@@ -25,12 +31,16 @@ pub(super) async fn run(
     // A heartbeat answer later than the session timeout is useless.
     let timeout = config
         .session_timeout
-        .min(connection.config().request_timeout);
+        .min(route.connection().config().request_timeout);
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
     ticker.tick().await; // The first tick is immediate; the first heartbeat waits an interval.
+    let mut resend = false;
     loop {
-        ticker.tick().await;
+        if !resend {
+            ticker.tick().await;
+        }
+        resend = false;
         let (phase, member_id, generation) = {
             let s = state.borrow();
             (s.phase, s.member_id.clone(), s.generation_id)
@@ -49,7 +59,19 @@ pub(super) async fn run(
             member_id: member_id.clone(),
             group_instance_id: config.group_instance_id.clone(),
         };
-        let code = match connection.send_timeout(request, timeout).await {
+        let result = route.connection().send_once(request, timeout).await;
+        if coordinator_lost(&result) {
+            debug!(group_id = %config.group_id, generation, "heartbeat: coordinator lost; finding it again");
+            match route.refind().await {
+                Ok(()) => resend = true,
+                Err(err) => {
+                    warn!(group_id = %config.group_id, error = %err, "cannot find the coordinator")
+                }
+            }
+            continue;
+        }
+        route.answered();
+        let code = match result {
             Ok(Response::Heartbeat(answer)) => answer.error_code,
             Ok(other) => {
                 warn!(response = other.name(), "unexpected answer to Heartbeat");

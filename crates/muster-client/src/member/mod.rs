@@ -15,6 +15,11 @@
 //! task), fenced by the member's current generation and member id, so an application may
 //! commit while it handles a revocation.
 //!
+//! Every group request goes to the group's coordinator (module `route`): found with
+//! FindCoordinator from the client's bootstrap list before the first JoinGroup, and found
+//! again when it fails or moves, with the request resent there unchanged, so that a failover
+//! causes no rebalance.
+//!
 //! # Revocations wait for the application
 //!
 //! [`Event::Revoked`] and [`Event::Lost`] carry [`Partitions`] that the membership task waits
@@ -37,12 +42,14 @@ use tokio::task::JoinHandle;
 
 use crate::assignor::{self, Assignor, RebalanceProtocol};
 use crate::backoff::Backoff;
-use crate::connection::Connection;
+use crate::client::Client;
+use crate::cluster::Node;
 use crate::error::ClientError;
 use crate::offsets::{self, Committer};
 use crate::partition::{OffsetAndMetadata, TopicPartition};
 
 mod heartbeat;
+mod route;
 mod task;
 
 /// Configuration of a group member. Build it with [`MemberConfig::new`] and the chained
@@ -156,7 +163,8 @@ impl MemberConfig {
         self
     }
 
-    /// Delays between retries of a failed JoinGroup / SyncGroup.
+    /// Delays between retries of a failed JoinGroup / SyncGroup, and between consecutive
+    /// lookups of the coordinator.
     pub fn retry_backoff(mut self, backoff: Backoff) -> Self {
         self.retry_backoff = backoff;
         self
@@ -231,26 +239,31 @@ impl MemberConfig {
         Ok(())
     }
 
-    /// Starts the member on `connection`: it joins in the background. Events arrive on the
-    /// returned [`Events`]. Must be called within a Tokio runtime.
-    pub fn start(self, connection: Connection) -> Result<(GroupMember, Events), ClientError> {
+    /// Starts the member: it finds its group's coordinator and joins in the background.
+    /// Events arrive on the returned [`Events`]. Must be called within a Tokio runtime.
+    ///
+    /// `client` is a [`Client`] (a bootstrap list) or a [`crate::Connection`] (a bootstrap
+    /// list of its one address).
+    pub fn start(self, client: impl Into<Client>) -> Result<(GroupMember, Events), ClientError> {
         self.validate()?;
+        let client = client.into();
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
             ClientError::Config("start() must be called within a Tokio runtime".into())
         })?;
+        let route = route::Route::new(client, self.group_id.clone(), self.retry_backoff);
         let config = Arc::new(self);
         let (state_tx, state_rx) = watch::channel(MemberState::initial());
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let (signals_tx, signals_rx) = mpsc::unbounded_channel();
         let (close_tx, close_rx) = oneshot::channel();
         let heartbeat = runtime.spawn(heartbeat::run(
-            connection.clone(),
+            route.view(),
             Arc::clone(&config),
             state_rx.clone(),
             signals_tx.clone(),
         ));
         let membership = task::MemberTask::new(
-            connection.clone(),
+            route.view(),
             Arc::clone(&config),
             state_tx,
             events_tx,
@@ -260,7 +273,7 @@ impl MemberConfig {
         Ok((
             GroupMember {
                 config,
-                connection,
+                route,
                 state: state_rx,
                 signals: signals_tx,
                 close: Some(close_tx),
@@ -333,7 +346,7 @@ type CloseReply = oneshot::Sender<Result<(), ClientError>>;
 /// leaving the group (as if the process died): the server removes it when its session expires.
 pub struct GroupMember {
     config: Arc<MemberConfig>,
-    connection: Connection,
+    route: Arc<route::Route>,
     state: watch::Receiver<MemberState>,
     signals: mpsc::UnboundedSender<Signal>,
     close: Option<oneshot::Sender<CloseReply>>,
@@ -371,6 +384,16 @@ impl GroupMember {
 
     pub fn generation(&self) -> i32 {
         self.state.borrow().generation_id
+    }
+
+    /// The group's coordinator as last found (`None` before the first lookup).
+    pub fn coordinator(&self) -> Option<Node> {
+        self.route.node()
+    }
+
+    /// The client the member reaches the cluster through.
+    pub fn client(&self) -> &Client {
+        self.route.client()
     }
 
     pub fn assignment(&self) -> Vec<TopicPartition> {
@@ -418,6 +441,11 @@ impl GroupMember {
 
     /// Commits offsets as this member, fenced by its current generation and member id.
     ///
+    /// Sent to the group's coordinator; if it fails or moves before answering, the same
+    /// commit (same generation and member id) is sent to the new coordinator, within the
+    /// connection's request timeout (a commit is idempotent, so resending one whose answer
+    /// was lost is safe).
+    ///
     /// Allowed while the group is Stable or preparing a rebalance (so offsets can be committed
     /// while handling [`Event::Revoked`]); while a rebalance completes the server answers
     /// `REBALANCE_IN_PROGRESS`. An answer that means the membership is stale
@@ -435,7 +463,7 @@ impl GroupMember {
             return Ok(());
         }
         let request = offsets::commit_request(committer, offsets);
-        let response = self.connection.send(request).await?;
+        let response = self.route.view().call(request, self.deadline()).await?;
         let result = offsets::check_commit(&self.config.group_id, response);
         if let Some(code) = result.as_ref().err().and_then(ClientError::error_code) {
             // Not REBALANCE_IN_PROGRESS: during CompletingRebalance it only means "wait for
@@ -463,8 +491,13 @@ impl GroupMember {
         partitions: Option<&[TopicPartition]>,
     ) -> Result<BTreeMap<TopicPartition, OffsetAndMetadata>, ClientError> {
         let request = offsets::fetch_request(&self.config.group_id, partitions);
-        let response = self.connection.send(request).await?;
+        let response = self.route.view().call(request, self.deadline()).await?;
         offsets::parse_fetch(&self.config.group_id, response)
+    }
+
+    /// When a request from the handle started now gives up.
+    fn deadline(&self) -> tokio::time::Instant {
+        tokio::time::Instant::now() + self.route.client().connection_config().request_timeout
     }
 
     /// Stops the member: emits a final [`Event::Revoked`] for what it owns (without waiting

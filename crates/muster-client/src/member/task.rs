@@ -19,6 +19,12 @@
 //! `REBALANCE_IN_PROGRESS` → rejoin; `ILLEGAL_GENERATION` → the partitions are lost, rejoin
 //! with the same member id; `UNKNOWN_MEMBER_ID` → the partitions are lost, rejoin with an empty
 //! member id; `FENCED_INSTANCE_ID` → lost, and the member stops with an [`Event::Error`].
+//!
+//! Every request goes through the route (module `route`): when the coordinator fails or moves
+//! (a coordinator error code, a broken or silent link), the same request is resent to the new
+//! coordinator within its deadline — a JoinGroup held at a barrier with the same member id, a
+//! SyncGroup with the same generation (and the leader's assignments), a LeaveGroup — and the
+//! cycle above only sees the new coordinator's answer.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -30,11 +36,12 @@ use muster_protocol::{
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::AbortHandle;
+use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
+use super::route::RouteView;
 use super::{CloseReply, Event, MemberConfig, MemberState, Partitions, Phase, Signal};
 use crate::assignor::{MemberSubscription, RebalanceProtocol};
-use crate::connection::Connection;
 use crate::error::{ClientError, ErrorCodeExt};
 use crate::partition::{display_partitions, flatten_partitions, group_partitions, TopicPartition};
 
@@ -43,7 +50,7 @@ use crate::partition::{display_partitions, flatten_partitions, group_partitions,
 const HELD_REQUEST_MARGIN: Duration = Duration::from_secs(5);
 
 pub(super) struct MemberTask {
-    connection: Connection,
+    route: RouteView,
     config: Arc<MemberConfig>,
     protocol: RebalanceProtocol,
     state: watch::Sender<MemberState>,
@@ -100,7 +107,7 @@ pub(super) async fn run(
 
 impl MemberTask {
     pub(super) fn new(
-        connection: Connection,
+        route: RouteView,
         config: Arc<MemberConfig>,
         state: watch::Sender<MemberState>,
         events: mpsc::UnboundedSender<Event>,
@@ -108,7 +115,7 @@ impl MemberTask {
     ) -> Self {
         MemberTask {
             protocol: config.rebalance_protocol(),
-            connection,
+            route,
             config,
             state,
             events,
@@ -281,9 +288,9 @@ impl MemberTask {
         loop {
             self.publish(|s| s.phase = Phase::Joining);
             let request = self.join_request();
-            let timeout = self.config.rebalance_timeout + HELD_REQUEST_MARGIN;
+            let deadline = Instant::now() + self.config.rebalance_timeout + HELD_REQUEST_MARGIN;
             debug!(%group_id, member_id = %self.member_id, reason = %self.reason, "JoinGroup");
-            let answer = match self.connection.send_timeout(request, timeout).await {
+            let answer = match self.route.call(request, deadline).await {
                 Ok(Response::JoinGroup(answer)) => answer,
                 Ok(other) => {
                     warn!(%group_id, response = other.name(), "unexpected answer to JoinGroup");
@@ -372,8 +379,8 @@ impl MemberTask {
             assignor: joined.assignor,
             assignments,
         };
-        let timeout = self.config.rebalance_timeout + HELD_REQUEST_MARGIN;
-        let answer = match self.connection.send_timeout(request, timeout).await {
+        let deadline = Instant::now() + self.config.rebalance_timeout + HELD_REQUEST_MARGIN;
+        let answer = match self.route.call(request, deadline).await {
             Ok(Response::SyncGroup(answer)) => answer,
             Ok(other) => {
                 warn!(%group_id, response = other.name(), "unexpected answer to SyncGroup");
@@ -502,7 +509,8 @@ impl MemberTask {
                 reason: Some("the member is closing".to_owned()),
             }],
         };
-        let response = self.connection.send(request).await?;
+        let deadline = Instant::now() + self.route.connection().config().request_timeout;
+        let response = self.route.call(request, deadline).await?;
         let Response::LeaveGroup(answer) = response else {
             return Err(ClientError::Unexpected(response.name()));
         };

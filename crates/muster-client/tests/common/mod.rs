@@ -2,6 +2,7 @@
 //! harness that logs every event in one shared, ordered log, and convergence checks.
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod fake_node;
 pub mod scripted;
 
 use std::collections::{BTreeMap, BTreeSet};

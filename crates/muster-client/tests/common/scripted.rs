@@ -2,6 +2,8 @@
 //! test decides every answer the client gets.
 #![allow(dead_code, clippy::unwrap_used)]
 
+use std::net::SocketAddr;
+
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use muster_protocol::*;
@@ -46,4 +48,33 @@ pub async fn hello(peer: &mut Peer, code: ErrorCode) -> HelloRequest {
     )
     .await;
     h
+}
+
+/// Answers FindCoordinator (`correlation_id`) naming `node_id` at `addr`.
+pub async fn coordinator(peer: &mut Peer, correlation_id: u32, node_id: &str, addr: SocketAddr) {
+    write(
+        peer,
+        correlation_id,
+        FindCoordinatorResponse {
+            error_code: 0,
+            node_id: node_id.into(),
+            host: addr.ip().to_string(),
+            port: addr.port(),
+        },
+    )
+    .await;
+}
+
+/// The next request that is not a FindCoordinator; a FindCoordinator is answered with this
+/// peer itself (a single server names itself, at the address the client reached it on).
+pub async fn read_routed(peer: &mut Peer) -> RequestFrame {
+    loop {
+        let frame = read(peer).await;
+        if let Request::FindCoordinator(_) = frame.request {
+            let me = peer.get_ref().local_addr().unwrap();
+            coordinator(peer, frame.correlation_id, "scripted", me).await;
+            continue;
+        }
+        return frame;
+    }
 }

@@ -1,39 +1,62 @@
-//! The admin API on a connection: topics (create, describe), groups (list by state,
-//! describe, delete, find the coordinator), offsets (fetch; set for an Empty group) and the
-//! cluster (describe).
+//! The admin API: topics (create, describe), groups (list by state, describe, delete, find
+//! the coordinator), offsets (fetch; set for an Empty group) and the cluster (describe).
 //!
-//! Each call is one request. Per-item results (one per topic or group) are returned as they
-//! come for the batch calls, and turned into a single `Result` by the one-item conveniences.
+//! Per-item results (one per topic or group) are returned as they come for the batch calls,
+//! and turned into a single `Result` by the one-item conveniences.
+//!
+//! Where each request goes (module `routed`): a group's requests (DescribeGroups,
+//! DeleteGroups, OffsetFetch, OffsetCommit) to that group's coordinator, found with
+//! FindCoordinator, one request per coordinator for a batch; ListGroups to every node of the
+//! cluster (DescribeCluster), merged; the rest (topics, the cluster, FindCoordinator) to any
+//! bootstrap node that answers. Against a single `musterd` every request reaches that one
+//! server, as before.
 
 use std::collections::BTreeMap;
 
 use muster_protocol::{
-    CreateTopicsRequest, DeleteGroupsRequest, DescribeClusterRequest, DescribeGroupsRequest,
-    DescribeTopicsRequest, DescribedGroup, FindCoordinatorRequest, GroupResult, ListGroupsRequest,
-    ListedGroup, Response, TopicInfo, TopicResult,
+    CreateTopicsRequest, DeleteGroupsRequest, DescribeGroupsRequest, DescribeTopicsRequest,
+    DescribedGroup, FindCoordinatorRequest, GroupResult, ListedGroup, Request, Response, TopicInfo,
+    TopicResult,
 };
 
+use crate::client::Client;
 use crate::cluster::{self, Cluster, Node};
 use crate::connection::Connection;
 use crate::error::ClientError;
 use crate::offsets::{self, Committer};
 use crate::partition::{OffsetAndMetadata, TopicPartition};
 
-pub use muster_protocol::GroupState;
+mod routed;
 
-/// Administrative requests over a [`Connection`].
+pub use muster_protocol::GroupState;
+pub use routed::{GroupListing, NodeFailure, NodeGroup};
+
+/// Administrative requests, through a [`Client`] (or one [`Connection`]).
 #[derive(Debug, Clone)]
 pub struct Admin {
-    connection: Connection,
+    client: Client,
 }
 
 impl Admin {
-    pub fn new(connection: Connection) -> Self {
-        Admin { connection }
+    /// `client`: a [`Client`] (a bootstrap list) or a [`Connection`].
+    pub fn new(client: impl Into<Client>) -> Self {
+        Admin {
+            client: client.into(),
+        }
     }
 
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The client's first connection (to the bootstrap node it reached first).
     pub fn connection(&self) -> &Connection {
-        &self.connection
+        self.client.primary()
+    }
+
+    /// Sends a request any node answers to a bootstrap node that answers.
+    async fn send_any(&self, request: impl Into<Request>) -> Result<Response, ClientError> {
+        Ok(self.client.send_any(request).await?.0)
     }
 
     /// Creates topics, or raises their partition counts; one result per topic.
@@ -41,7 +64,7 @@ impl Admin {
         &self,
         topics: Vec<TopicInfo>,
     ) -> Result<Vec<TopicResult>, ClientError> {
-        match self.connection.send(CreateTopicsRequest { topics }).await? {
+        match self.send_any(CreateTopicsRequest { topics }).await? {
             Response::CreateTopics(answer) => Ok(answer.results),
             other => Err(ClientError::Unexpected(other.name())),
         }
@@ -80,7 +103,7 @@ impl Admin {
         let request = DescribeTopicsRequest {
             topics: topics.map(|t| t.iter().map(|s| (*s).to_owned()).collect()),
         };
-        match self.connection.send(request).await? {
+        match self.send_any(request).await? {
             Response::DescribeTopics(answer) => {
                 ClientError::check(answer.error_code, || "DescribeTopics".to_owned())?;
                 Ok(answer.topics)
@@ -98,35 +121,47 @@ impl Admin {
             .find(|t| t.topic == topic))
     }
 
-    /// The groups in any of `states` (`[]`: all groups).
+    /// The groups in any of `states` (`[]`: all groups) on every node of the cluster. Fails
+    /// if a node cannot be reached or refuses (use [`Admin::list_groups_by_node`] to get the
+    /// other nodes' groups anyway).
     pub async fn list_groups(
         &self,
         states: &[GroupState],
     ) -> Result<Vec<ListedGroup>, ClientError> {
-        let request = ListGroupsRequest {
-            states: states.iter().map(|s| s.as_str().to_owned()).collect(),
-        };
-        match self.connection.send(request).await? {
-            Response::ListGroups(answer) => {
-                ClientError::check(answer.error_code, || "ListGroups".to_owned())?;
-                Ok(answer.groups)
-            }
-            other => Err(ClientError::Unexpected(other.name())),
+        let listing = self.list_groups_by_node(states).await?;
+        if let Some(failed) = listing.failed.into_iter().next() {
+            return Err(failed.error);
         }
+        Ok(listing.groups.into_iter().map(|g| g.group).collect())
     }
 
-    /// One description per requested group (an unknown group is described as `Dead`).
+    /// ListGroups at every node of the cluster (as DescribeCluster names them), each group
+    /// with the node that listed it, and the nodes that could not be asked with why. Fails
+    /// only if no bootstrap node describes the cluster.
+    pub async fn list_groups_by_node(
+        &self,
+        states: &[GroupState],
+    ) -> Result<GroupListing, ClientError> {
+        routed::list_everywhere(&self.client, states).await
+    }
+
+    /// One description per requested group (an unknown group is described as `Dead`), each
+    /// asked of the group's coordinator.
     pub async fn describe_groups(
         &self,
         group_ids: &[&str],
     ) -> Result<Vec<DescribedGroup>, ClientError> {
-        let request = DescribeGroupsRequest {
-            group_ids: group_ids.iter().map(|s| (*s).to_owned()).collect(),
-        };
-        match self.connection.send(request).await? {
-            Response::DescribeGroups(answer) => Ok(answer.groups),
-            other => Err(ClientError::Unexpected(other.name())),
-        }
+        routed::per_coordinator(
+            &self.client,
+            group_ids,
+            |group_ids| DescribeGroupsRequest { group_ids }.into(),
+            |response| match response {
+                Response::DescribeGroups(answer) => Ok(answer.groups),
+                other => Err(ClientError::Unexpected(other.name())),
+            },
+            |g: &DescribedGroup| (&g.group_id, g.error_code),
+        )
+        .await
     }
 
     /// One group's description; a per-group error code becomes the error.
@@ -141,15 +176,20 @@ impl Admin {
         Ok(group)
     }
 
-    /// Deletes groups (only Empty ones; their offsets go too); one result per group.
+    /// Deletes groups (only Empty ones; their offsets go too); one result per group, each
+    /// from the group's coordinator.
     pub async fn delete_groups(&self, group_ids: &[&str]) -> Result<Vec<GroupResult>, ClientError> {
-        let request = DeleteGroupsRequest {
-            group_ids: group_ids.iter().map(|s| (*s).to_owned()).collect(),
-        };
-        match self.connection.send(request).await? {
-            Response::DeleteGroups(answer) => Ok(answer.results),
-            other => Err(ClientError::Unexpected(other.name())),
-        }
+        routed::per_coordinator(
+            &self.client,
+            group_ids,
+            |group_ids| DeleteGroupsRequest { group_ids }.into(),
+            |response| match response {
+                Response::DeleteGroups(answer) => Ok(answer.results),
+                other => Err(ClientError::Unexpected(other.name())),
+            },
+            |r: &GroupResult| (&r.group_id, r.error_code),
+        )
+        .await
     }
 
     /// Deletes one group: `NON_EMPTY_GROUP` and `GROUP_ID_NOT_FOUND` become errors.
@@ -169,15 +209,14 @@ impl Admin {
         let request = FindCoordinatorRequest {
             key: group_id.to_owned(),
         };
-        let response = self.connection.send(request).await?;
+        let response = self.send_any(request).await?;
         cluster::parse_find_coordinator(group_id, response)
     }
 
     /// The cluster's name, shard count and live nodes with the shards each owns. Any
     /// authenticated principal may ask.
     pub async fn describe_cluster(&self) -> Result<Cluster, ClientError> {
-        let response = self.connection.send(DescribeClusterRequest {}).await?;
-        cluster::parse_describe_cluster(response)
+        Ok(self.client.describe_cluster().await?.0)
     }
 
     /// The group's committed offsets for `partitions` (`None`: all). Partitions with nothing
@@ -187,10 +226,8 @@ impl Admin {
         group_id: &str,
         partitions: Option<&[TopicPartition]>,
     ) -> Result<BTreeMap<TopicPartition, OffsetAndMetadata>, ClientError> {
-        let response = self
-            .connection
-            .send(offsets::fetch_request(group_id, partitions))
-            .await?;
+        let request = offsets::fetch_request(group_id, partitions);
+        let response = routed::group_call(&self.client, group_id, request.into()).await?;
         offsets::parse_fetch(group_id, response)
     }
 
@@ -209,10 +246,8 @@ impl Admin {
             group_instance_id: None,
         };
         let offsets = offsets.into_iter().map(|(tp, o)| (tp, o.into())).collect();
-        let response = self
-            .connection
-            .send(offsets::commit_request(committer, offsets))
-            .await?;
+        let request = offsets::commit_request(committer, offsets);
+        let response = routed::group_call(&self.client, group_id, request.into()).await?;
         offsets::check_commit(group_id, response)
     }
 }

@@ -1,0 +1,212 @@
+//! Where one member's group requests go: its group's coordinator, found with FindCoordinator
+//! through the [`Client`], cached, shared by the member's tasks and its handle, and found
+//! again when it fails.
+//!
+//! A request whose outcome says the coordinator is lost ([`coordinator_lost`]: a coordinator
+//! error code, a broken link, a silent socket, a timeout) makes the route find the coordinator
+//! again, and the request is resent there *as it was*: same member id, same generation, same
+//! payload. A failover is invisible to the group protocol: the member neither rejoins nor
+//! resets its assignment. Only the answers of the new coordinator (`UNKNOWN_MEMBER_ID`,
+//! `ILLEGAL_GENERATION`, `REBALANCE_IN_PROGRESS`, …) change the membership, as they always do.
+//!
+//! One lookup at a time: callers that met the same lost coordinator wait for the first one's
+//! lookup and then use its result (the *epoch* of the coordinator they failed on tells). The
+//! first lookup after requests were answered is immediate; the following ones back off (the
+//! member's `retry_backoff`) until the coordinator answers a request again, so that nodes
+//! disagreeing about an owner are not asked in a tight loop.
+//!
+//! The heartbeat path stays as cheap as before: a [`RouteView`] keeps its own clone of the
+//! current connection and checks one atomic (the watch channel's version) per request.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use muster_protocol::{Request, Response};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tracing::{debug, info};
+
+use crate::backoff::Backoff;
+use crate::client::{coordinator_lost, Client};
+use crate::cluster::Node;
+use crate::connection::Connection;
+use crate::error::{ClientError, ErrorCodeExt};
+
+/// The coordinator in force.
+#[derive(Clone)]
+pub(crate) struct Target {
+    /// Bumped at every lookup that succeeds.
+    epoch: u64,
+    connection: Connection,
+    /// `None` until the first lookup.
+    node: Option<Node>,
+}
+
+pub(crate) struct Route {
+    client: Client,
+    group_id: String,
+    backoff: Backoff,
+    current: watch::Sender<Target>,
+    lookup: tokio::sync::Mutex<()>,
+    /// Lookups since the coordinator last answered a request.
+    failures: AtomicU32,
+}
+
+impl Route {
+    pub(crate) fn new(client: Client, group_id: String, backoff: Backoff) -> Arc<Route> {
+        let target = Target {
+            epoch: 0,
+            connection: client.primary().clone(),
+            node: None,
+        };
+        Arc::new(Route {
+            client,
+            group_id,
+            backoff,
+            current: watch::Sender::new(target),
+            lookup: tokio::sync::Mutex::new(()),
+            failures: AtomicU32::new(0),
+        })
+    }
+
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// A view for one task (or one call of the handle).
+    pub(crate) fn view(self: &Arc<Self>) -> RouteView {
+        let rx = self.current.subscribe();
+        let target = rx.borrow().clone();
+        RouteView {
+            route: Arc::clone(self),
+            rx,
+            target,
+        }
+    }
+
+    /// The coordinator now, if one was found.
+    pub(crate) fn node(&self) -> Option<Node> {
+        self.current.borrow().node.clone()
+    }
+
+    /// Finds the coordinator again, unless another caller already did since `failed_epoch`.
+    /// Retries (with backoff) until a lookup succeeds; only an error that will not get better
+    /// (fatal for a member: an invalid group id, refused credentials; TLS) is returned.
+    async fn find(&self, failed_epoch: u64) -> Result<(), ClientError> {
+        let _one_at_a_time = self.lookup.lock().await;
+        if self.current.borrow().epoch != failed_epoch {
+            return Ok(());
+        }
+        loop {
+            let attempt = self.failures.fetch_add(1, Ordering::Relaxed);
+            if attempt > 0 {
+                tokio::time::sleep(self.backoff.next_delay(attempt - 1)).await;
+            }
+            match self.client.find_coordinator(&self.group_id).await {
+                Ok((node, connection)) => {
+                    let previous = self.node();
+                    if previous.as_ref() != Some(&node) {
+                        info!(group_id = %self.group_id, coordinator = %node, "coordinator found");
+                    }
+                    self.current.send_modify(|t| {
+                        t.epoch += 1;
+                        t.connection = connection;
+                        t.node = Some(node);
+                    });
+                    return Ok(());
+                }
+                Err(err) if is_fatal(&err) => return Err(err),
+                Err(err) => {
+                    debug!(group_id = %self.group_id, error = %err, attempt, "coordinator lookup failed; retrying");
+                }
+            }
+        }
+    }
+}
+
+/// A lookup error that retrying will not cure.
+fn is_fatal(err: &ClientError) -> bool {
+    matches!(err, ClientError::Tls(_) | ClientError::Config(_))
+        || err.error_code().is_some_and(|c| c.is_fatal_for_member())
+}
+
+/// One task's view of the route.
+pub(crate) struct RouteView {
+    route: Arc<Route>,
+    rx: watch::Receiver<Target>,
+    target: Target,
+}
+
+impl RouteView {
+    /// The coordinator's connection. Costs one atomic load unless the coordinator changed.
+    pub(crate) fn connection(&mut self) -> &Connection {
+        if self.rx.has_changed().unwrap_or(false) {
+            self.target = self.rx.borrow_and_update().clone();
+        }
+        &self.target.connection
+    }
+
+    /// The coordinator failed this view's last request: find it (again).
+    pub(crate) async fn refind(&mut self) -> Result<(), ClientError> {
+        self.route.find(self.target.epoch).await?;
+        self.target = self.rx.borrow_and_update().clone();
+        Ok(())
+    }
+
+    /// The coordinator answered: lookups start without delay again.
+    pub(crate) fn answered(&self) {
+        if self.route.failures.load(Ordering::Relaxed) != 0 {
+            self.route.failures.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Sends `request` to the group's coordinator and returns its answer, finding the
+    /// coordinator first if none was found yet, and again (then resending the same request)
+    /// whenever the outcome says it is lost, until `deadline`. After the deadline the last
+    /// outcome is returned.
+    pub(crate) async fn call(
+        &mut self,
+        request: impl Into<Request>,
+        deadline: Instant,
+    ) -> Result<Response, ClientError> {
+        let request = request.into();
+        if self.target.node.is_none() {
+            self.refind_until(deadline).await?;
+        }
+        loop {
+            let timeout = deadline.saturating_duration_since(Instant::now());
+            let result = self.connection().send_once(request.clone(), timeout).await;
+            if !coordinator_lost(&result) {
+                self.answered();
+                return result;
+            }
+            if Instant::now() >= deadline {
+                return result;
+            }
+            debug!(
+                group_id = %self.route.group_id,
+                request = request.name(),
+                outcome = %describe(&result),
+                "coordinator lost; finding it again"
+            );
+            self.refind_until(deadline).await?;
+        }
+    }
+
+    async fn refind_until(&mut self, deadline: Instant) -> Result<(), ClientError> {
+        match tokio::time::timeout_at(deadline, self.refind()).await {
+            Ok(found) => found,
+            Err(_) => Err(ClientError::Timeout {
+                request: "FindCoordinator",
+                after: self.route.client.connection_config().request_timeout,
+            }),
+        }
+    }
+}
+
+fn describe(result: &Result<Response, ClientError>) -> String {
+    match result {
+        Ok(response) => format!("{} with a coordinator error", response.name()),
+        Err(err) => err.to_string(),
+    }
+}
