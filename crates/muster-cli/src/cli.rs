@@ -149,6 +149,22 @@ pub enum GroupsCommand {
         /// The group id.
         group: String,
     },
+    /// Show a group's last rebalances, newest first: why each started (and which member
+    /// caused it), how long its barrier and sync took, who joined and left, how many
+    /// partitions moved.
+    History {
+        /// The group id.
+        group: String,
+        /// At most this many rebalances (0: every one the server keeps).
+        #[arg(long, default_value_t = 0)]
+        limit: u32,
+    },
+    /// Show what a group waits for now: who has not rejoined or synced and when the
+    /// rebalance gives up, partitions nobody owns, a rebalance storm.
+    Why {
+        /// The group id.
+        group: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]

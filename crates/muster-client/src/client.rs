@@ -404,6 +404,8 @@ fn group_error_code(response: &Response) -> Option<i16> {
         Response::LeaveGroup(r) => r.error_code,
         Response::OffsetCommit(r) => r.error_code,
         Response::OffsetFetch(r) => r.error_code,
+        Response::GroupHistory(r) => r.error_code,
+        Response::GroupDiagnosis(r) => r.error_code,
         _ => return None,
     })
 }

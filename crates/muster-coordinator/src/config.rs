@@ -26,6 +26,12 @@ pub struct GroupConfig {
     /// An Empty group with no offsets and no pending members is removed once it has been
     /// Empty this long (Kafka removes such groups at its next retention check).
     pub empty_group_removal_ms: u64,
+    /// Rebalances each group's journal keeps (protocol §6.20); 0 keeps none.
+    pub journal_size: u32,
+    /// A group is in a rebalance storm when more than this many rebalances started within
+    /// [`GroupConfig::storm_window_ms`].
+    pub storm_rebalances: u32,
+    pub storm_window_ms: u64,
     /// The request limits of protocol §6.18 (ids, names, list lengths, timeouts, capacities).
     pub limits: Limits,
     /// The server's one count of pending member ids (against
@@ -108,6 +114,9 @@ impl Default for GroupConfig {
             max_offset_metadata_bytes: 4_096,
             offsets_retention_ms: 10_080 * 60_000,
             empty_group_removal_ms: 600_000,
+            journal_size: 50,
+            storm_rebalances: 5,
+            storm_window_ms: 300_000,
             limits: Limits::default(),
             pending_budget: PendingBudget::default(),
         }

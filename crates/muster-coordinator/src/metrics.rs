@@ -2,6 +2,8 @@
 //! Prometheus recorder; without one these calls cost nearly nothing). Labels are bounded:
 //! states, triggers and the auth file's principals, never a group or member id.
 
+use std::collections::BTreeMap;
+
 use metrics::{
     counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Unit,
 };
@@ -20,6 +22,24 @@ pub fn describe() {
         "muster_rebalance_duration_seconds",
         Unit::Seconds,
         "Time a join barrier was open"
+    );
+    describe_histogram!(
+        "muster_rebalance_seconds",
+        Unit::Seconds,
+        "Whole rebalances, from the barrier opening to the leader's assignment (or to an \
+         empty generation), by trigger (the journal's cause kind)"
+    );
+    describe_gauge!(
+        "muster_groups_stuck",
+        "Groups whose join barrier is past half its rebalance timeout (the WARN was logged)"
+    );
+    describe_gauge!(
+        "muster_groups_unowned_partitions",
+        "Stable groups with subscribed partitions that no member owns"
+    );
+    describe_gauge!(
+        "muster_longest_barrier_seconds",
+        "How long the longest-open join barrier in progress has been open (0: none)"
     );
     describe_counter!(
         "muster_session_expiries_total",
@@ -79,6 +99,50 @@ pub(crate) fn members(count: u64) {
 pub(crate) fn rebalance_completed(trigger: RebalanceTrigger, barrier_ms: u64) {
     counter!("muster_rebalances_total", "trigger" => trigger.as_str()).increment(1);
     histogram!("muster_rebalance_duration_seconds").record(barrier_ms as f64 / 1000.0);
+}
+
+/// A rebalance got its assignment (or ended with no members) `total_ms` after its barrier
+/// opened; `kind` is its cause kind (a fixed set: `engine::cause_kind`).
+pub(crate) fn rebalance_finished(kind: &'static str, total_ms: u64) {
+    histogram!("muster_rebalance_seconds", "trigger" => kind).record(total_ms as f64 / 1000.0);
+}
+
+/// A group became stuck (`+1`) or stopped being stuck (`-1`).
+pub(crate) fn groups_stuck(delta: f64) {
+    gauge!("muster_groups_stuck").increment(delta);
+}
+
+/// A group started (`+1`) or stopped (`-1`) having unowned partitions.
+pub(crate) fn groups_unowned(delta: f64) {
+    gauge!("muster_groups_unowned_partitions").increment(delta);
+}
+
+/// The join barriers open now (group actor key → when it opened, on the coordinator's
+/// clock), for [`refresh_longest_barrier`]. Touched when a barrier opens or closes, never per
+/// request.
+static OPEN_BARRIERS: std::sync::Mutex<BTreeMap<u64, u64>> = std::sync::Mutex::new(BTreeMap::new());
+
+pub(crate) fn barrier_open(key: u64, started_at: Option<u64>) {
+    let mut open = OPEN_BARRIERS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    match started_at {
+        Some(at) => open.insert(key, at),
+        None => open.remove(&key),
+    };
+}
+
+/// Sets `muster_longest_barrier_seconds` for `now_ms` (ms since the Unix epoch): the server
+/// calls it before rendering its metrics.
+pub fn refresh_longest_barrier(now_ms: u64) {
+    let oldest = OPEN_BARRIERS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .values()
+        .min()
+        .copied();
+    let seconds = oldest.map_or(0.0, |at| now_ms.saturating_sub(at) as f64 / 1000.0);
+    gauge!("muster_longest_barrier_seconds").set(seconds);
 }
 
 pub(crate) fn session_expired() {

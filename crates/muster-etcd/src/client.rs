@@ -228,6 +228,21 @@ impl EtcdClient {
         Ok(response.deleted)
     }
 
+    /// Deletes exactly `key` (no prefix); returns whether it existed.
+    pub async fn delete(&self, key: &[u8]) -> Result<bool, EtcdError> {
+        let request = DeleteRangeRequest {
+            key: key.to_vec(),
+            ..DeleteRangeRequest::default()
+        };
+        let response = self
+            .call(|channel| {
+                let request = request.clone();
+                async move { KvClient::new(channel).delete_range(request).await }
+            })
+            .await?;
+        Ok(response.deleted > 0)
+    }
+
     /// One transaction.
     pub async fn txn(&self, request: TxnRequest) -> Result<TxnResponse, EtcdError> {
         self.call(|channel| {

@@ -7,11 +7,14 @@
 //! | `/<c>/group/<shard>/<group>`                         | group record (redb format v2)    |
 //! | `/<c>/offset/<shard>/<group>/<topic>/<partition>`    | committed offset (redb format v2)|
 //! | `/<c>/topic/<topic>`                                 | partition count, decimal ASCII   |
+//! | `/<c>/journal/<shard>/<group>/<generation>`          | rebalance journal entry (redb v3)|
 //!
 //! Group ids and topic names are escaped ([`escape`]) so that they never contain `/`: a
 //! group's keys are then exactly those under its prefix (`g`'s range never reaches `g/x` or
-//! `g2`), and a shard's are exactly those under `group/<shard>/` and `offset/<shard>/`, which
-//! is how a node taking a shard over loads it. Shards are decimal.
+//! `g2`), and a shard's are exactly those under `group/<shard>/`, `offset/<shard>/` and
+//! `journal/<shard>/`, which is how a node taking a shard over loads it. Shards are decimal;
+//! journal generations are 10-digit zero-padded decimal (generations are never negative), so
+//! that key order is generation order.
 
 use std::fmt::Write as _;
 
@@ -164,6 +167,40 @@ impl KeyLayout {
             escape(topic)
         )
         .into_bytes()
+    }
+
+    pub fn journals_prefix(&self) -> Vec<u8> {
+        format!("{}journal/", self.prefix).into_bytes()
+    }
+
+    pub fn shard_journals_prefix(&self, shard: u32) -> Vec<u8> {
+        format!("{}journal/{shard}/", self.prefix).into_bytes()
+    }
+
+    /// The whole rebalance journal of one group.
+    pub fn group_journal_prefix(&self, shard: u32, group_id: &str) -> Vec<u8> {
+        format!("{}journal/{shard}/{}/", self.prefix, escape(group_id)).into_bytes()
+    }
+
+    /// One journal entry: the generation it reached, zero-padded so keys sort by it.
+    pub fn journal(&self, shard: u32, group_id: &str, generation: i32) -> Vec<u8> {
+        format!(
+            "{}journal/{shard}/{}/{generation:010}",
+            self.prefix,
+            escape(group_id)
+        )
+        .into_bytes()
+    }
+
+    /// The group id and generation of a key from [`KeyLayout::journal`].
+    pub fn parse_journal(&self, key: &[u8]) -> Option<(String, i32)> {
+        let rest = key.strip_prefix(self.journals_prefix().as_slice())?;
+        let (_shard, rest) = split_once(rest)?;
+        let (group, generation) = split_once(rest)?;
+        Some((
+            unescape(group)?,
+            std::str::from_utf8(generation).ok()?.parse().ok()?,
+        ))
     }
 
     pub fn topics_prefix(&self) -> Vec<u8> {

@@ -259,6 +259,54 @@ fn table() -> BTreeMap<&'static str, Golden> {
             )),
         ),
         (
+            "group-history-request",
+            Req(RequestFrame::new(
+                10,
+                GroupHistoryRequest {
+                    group_id: "orders".into(),
+                    limit: 5,
+                },
+            )),
+        ),
+        (
+            "group-history-response",
+            Resp(ResponseFrame::new(
+                10,
+                GroupHistoryResponse {
+                    error_code: ErrorCode::GroupIdNotFound.code(),
+                    rebalances: Vec::new(),
+                },
+            )),
+        ),
+        (
+            "group-diagnosis-request",
+            Req(RequestFrame::new(
+                11,
+                GroupDiagnosisRequest {
+                    group_id: "orders".into(),
+                },
+            )),
+        ),
+        (
+            "group-diagnosis-response",
+            Resp(ResponseFrame::new(
+                11,
+                GroupDiagnosisResponse {
+                    error_code: ErrorCode::None.code(),
+                    state: "Stable".into(),
+                    generation_id: 3,
+                    now_ms: 1_700_000_000_000,
+                    rebalance: None,
+                    unowned: Vec::new(),
+                    unowned_since_ms: None,
+                    storm: false,
+                    rebalances_in_window: 1,
+                    storm_threshold: 5,
+                    storm_window_ms: 300_000,
+                },
+            )),
+        ),
+        (
             "error-message-too-large",
             Resp(ResponseFrame::new(
                 0,

@@ -52,6 +52,16 @@ settings! {
     /// How long the first rebalance of an empty group waits for more members.
     initial_rebalance_delay_ms: u32 = "3000", range(0 ..= 3_600_000);
 
+    /// Rebalances kept per group in its durable journal (`muster groups history`); 0 = none.
+    journal_size: u32 = "50", range(0 ..= 1_000);
+
+    /// A group whose rebalances started more than this many times within storm_window_s is
+    /// flagged as in a rebalance storm (`muster groups why`).
+    storm_rebalances: u32 = "5", range(1 ..= 1_000_000);
+
+    /// The window of storm_rebalances, in seconds.
+    storm_window_s: u64 = "300", range(1 ..= 86_400);
+
     /// Most members (and pending ids) per group; 0 = 26214, the most whose answers encode.
     max_group_size: u32 = "0";
 
@@ -328,6 +338,9 @@ impl Settings {
             initial_rebalance_delay_ms: self.initial_rebalance_delay_ms,
             max_group_size: self.max_group_size,
             offsets_retention_ms: self.offsets_retention_minutes.saturating_mul(60_000),
+            journal_size: self.journal_size,
+            storm_rebalances: self.storm_rebalances,
+            storm_window_ms: self.storm_window_s.saturating_mul(1_000),
             limits: Limits {
                 max_client_id_bytes: self.max_client_id_bytes,
                 max_member_id_bytes: self.max_member_id_bytes,

@@ -191,6 +191,11 @@ static LATENCY: [Latency; REQUEST_NAMES.len()] = [const { Latency::new() }; REQU
 
 /// Everything `/metrics` serves: the recorder's metrics, then the request latency histograms.
 pub fn render_metrics() -> String {
+    // A gauge of "now": set from the open barriers at the moment it is read.
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    muster_coordinator::metrics::refresh_longest_barrier(now_ms);
     let mut out = metrics_handle().render();
     out.push_str(&format!(
         "# HELP {LATENCY_METRIC} Time from a request's arrival to its answer being taken for writing to the socket\n\

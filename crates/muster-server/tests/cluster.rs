@@ -131,18 +131,23 @@ fn a_node_paused_past_its_lease_never_overwrites_the_new_owner_and_answers_not_c
         code == 16 || code == 15,
         "the stale commit was refused, not acknowledged: {code}"
     );
-    // From then on n1 answers NOT_COORDINATOR for the group, and FindCoordinator names n2.
-    wait_for(
-        Duration::from_secs(5),
-        "n1 answering NOT_COORDINATOR",
-        || (old.heartbeat().ok()? == 16).then_some(()),
-    )?;
+    // From then on n1 answers NOT_COORDINATOR for the group — at once, on the connection
+    // that had reached the group before the pause — and FindCoordinator there names n2.
+    assert_eq!(old.heartbeat()?, 16);
     assert_eq!(old.commit(998)?, 16);
-    assert_eq!(
-        find(addrs[0], &group).map(|(n, _)| n).as_deref(),
-        Some("n2")
-    );
-    // What n2 wrote stands.
+    wait_for(Duration::from_secs(5), "n1 naming n2", || {
+        (find(addrs[0], &group)?.0 == "n2").then_some(())
+    })?;
+    // What n2 wrote stands, in etcd itself (not only in n2's memory).
+    let store = muster_etcd::EtcdStore::connect(muster_etcd::EtcdStoreConfig::new(
+        etcd.endpoints(),
+        "muster",
+        SHARDS,
+    ))?;
+    let stored = muster_coordinator::storage::Store::load_group(&store, &group)?;
+    let offsets: Vec<i64> = stored.offsets.iter().map(|o| o.committed.offset).collect();
+    assert_eq!(offsets, vec![2], "{stored:?}");
+    assert_eq!(stored.record.map(|r| r.generation), Some(member.generation));
     assert_eq!(fetch_offset(addrs[1], &group)?, Some(2));
     assert_eq!(member.heartbeat()?, 0);
     Ok(())
@@ -290,5 +295,38 @@ fn a_node_started_with_another_shard_count_refuses_to_start() -> Result<()> {
         stderr.contains("node id \"n1\" is registered by a live node"),
         "{stderr}"
     );
+    Ok(())
+}
+
+#[test]
+fn a_node_stopped_with_sigterm_hands_its_groups_over_before_its_lease_could_expire() -> Result<()> {
+    // A lease far longer than the test may take: the groups can only move by handover.
+    const LONG_TTL: u64 = 60;
+    let etcd = EtcdCluster::single()?;
+    let endpoints = etcd.endpoints().join(",");
+    let nodes: Vec<Node> = (1..=2)
+        .map(|i| Node::start(&endpoints, &format!("n{i}"), LONG_TTL))
+        .collect::<Result<_>>()?;
+    let addrs: Vec<_> = nodes.iter().map(|n| n.addr).collect();
+    wait_settled(addrs[0], 2, Duration::from_secs(10))?;
+    create_topic(addrs[0], &addrs)?;
+    let mut members: Vec<Member> = (0..SHARDS)
+        .map(|s| Member::start(addrs[1], &group_in_shard(s), 7))
+        .collect::<Result<_>>()?;
+    let stopped_at = Instant::now();
+    nodes[0].signal("-TERM");
+    for m in members.iter_mut() {
+        let node = m.follow(&addrs[1..], Duration::from_secs(15))?;
+        assert_eq!(node, "n2");
+        assert_eq!(fetch_offset(addrs[1], &m.group)?, Some(7));
+    }
+    assert!(stopped_at.elapsed() < Duration::from_secs(LONG_TTL));
+    let described = describe_cluster(addrs[1])?;
+    assert_eq!(
+        described.nodes.len(),
+        1,
+        "n1 left the cluster: {described:?}"
+    );
+    assert_eq!(described.nodes[0].shards.len(), SHARDS as usize);
     Ok(())
 }

@@ -16,6 +16,7 @@ use crate::render::{emit, Format};
 pub mod auth;
 pub mod cluster;
 pub mod groups;
+pub mod insight;
 pub mod offsets;
 pub mod topics;
 
@@ -100,6 +101,12 @@ pub async fn run(cli: &Cli) -> Result<(), Failure> {
         }
         Command::Groups(GroupsCommand::Coordinator { group }) => {
             emit(&cluster::coordinator(&ctx, group).await?, format)
+        }
+        Command::Groups(GroupsCommand::History { group, limit }) => {
+            emit(&insight::history(&ctx, group, *limit).await?, format)
+        }
+        Command::Groups(GroupsCommand::Why { group }) => {
+            emit(&insight::why(&ctx, group).await?, format)
         }
         Command::Cluster(ClusterCommand::Describe) => emit(&cluster::describe(&ctx).await?, format),
         Command::Offsets(OffsetsCommand::Get { group }) => {

@@ -1,5 +1,6 @@
 //! The admin API: topics (create, describe), groups (list by state, describe, delete, find
-//! the coordinator), offsets (fetch; set for an Empty group) and the cluster (describe).
+//! the coordinator, rebalance history, diagnosis), offsets (fetch; set for an Empty group) and
+//! the cluster (describe).
 //!
 //! Per-item results (one per topic or group) are returned as they come for the batch calls,
 //! and turned into a single `Result` by the one-item conveniences.
@@ -15,7 +16,8 @@ use std::collections::BTreeMap;
 
 use muster_protocol::{
     CreateTopicsRequest, DeleteGroupsRequest, DescribeGroupsRequest, DescribeTopicsRequest,
-    DescribedGroup, FindCoordinatorRequest, GroupResult, ListedGroup, Request, Response, TopicInfo,
+    DescribedGroup, FindCoordinatorRequest, GroupDiagnosisRequest, GroupDiagnosisResponse,
+    GroupHistoryRequest, GroupResult, ListedGroup, RebalanceRecord, Request, Response, TopicInfo,
     TopicResult,
 };
 
@@ -200,6 +202,46 @@ impl Admin {
             .find(|r| r.group_id == group_id)
             .ok_or(ClientError::Unexpected("DeleteGroups without this group"))?;
         ClientError::check(result.error_code, || format!("DeleteGroups {group_id}"))
+    }
+
+    /// The group's rebalance journal (protocol §6.20), newest first: at most `limit` entries
+    /// (0: every entry the server keeps). Needs `describe` on the group; GROUP_ID_NOT_FOUND,
+    /// GROUP_AUTHORIZATION_FAILED and, in a cluster, NOT_COORDINATOR become errors.
+    pub async fn group_history(
+        &self,
+        group_id: &str,
+        limit: u32,
+    ) -> Result<Vec<RebalanceRecord>, ClientError> {
+        let request = GroupHistoryRequest {
+            group_id: group_id.to_owned(),
+            limit,
+        };
+        match routed::group_call(&self.client, group_id, request.into()).await? {
+            Response::GroupHistory(answer) => {
+                ClientError::check(answer.error_code, || format!("GroupHistory {group_id}"))?;
+                Ok(answer.rebalances)
+            }
+            other => Err(ClientError::Unexpected(other.name())),
+        }
+    }
+
+    /// What the group waits for right now (protocol §6.20): the members a rebalance in
+    /// progress waits for, partitions nobody owns, a rebalance storm. Errors as
+    /// [`Admin::group_history`].
+    pub async fn group_diagnosis(
+        &self,
+        group_id: &str,
+    ) -> Result<GroupDiagnosisResponse, ClientError> {
+        let request = GroupDiagnosisRequest {
+            group_id: group_id.to_owned(),
+        };
+        match routed::group_call(&self.client, group_id, request.into()).await? {
+            Response::GroupDiagnosis(answer) => {
+                ClientError::check(answer.error_code, || format!("GroupDiagnosis {group_id}"))?;
+                Ok(answer)
+            }
+            other => Err(ClientError::Unexpected(other.name())),
+        }
     }
 
     /// The node that coordinates `group_id`, and where to reach it (a single server names

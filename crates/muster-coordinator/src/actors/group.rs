@@ -18,8 +18,8 @@ use tracing::{debug, error, info, warn};
 use uuid::Uuid;
 
 use super::messages::{
-    AbortHeld, ArmTimer, Delete, Describe, Forget, GroupBatch, GroupCall, GroupInbox, Relinquish,
-    StatusChanged, Tick, TopicsChanged,
+    AbortHeld, ArmTimer, Delete, Describe, Diagnose, Forget, GroupBatch, GroupCall, GroupInbox,
+    History, Relinquish, StatusChanged, Tick, TopicsChanged,
 };
 use super::reply::ReplyTo;
 use crate::access::ResourceType;
@@ -42,6 +42,8 @@ pub(crate) struct GroupEnv {
     pub clock: Clock,
     /// Every principal's quota: a group rebuilt from its record charges its members again.
     pub quotas: Quotas,
+    /// Which shards this node serves (cluster mode; a single node serves its one shard).
+    pub placement: Arc<dyn super::placement::Placement>,
     /// The supervisor, as the three messages a group sends it (made once, shared by every
     /// group: a group never clones them).
     pub supervisor: SupervisorLink,
@@ -58,6 +60,8 @@ pub(crate) struct SupervisorLink {
 /// The actor hosting one group.
 pub struct GroupActor {
     key: u64,
+    /// The group's shard ([`GroupEnv::placement`]).
+    shard: u32,
     group: Group<ReplyTo>,
     env: Arc<GroupEnv>,
     /// The wake-up the supervisor holds for us (at or before our next deadline).
@@ -81,6 +85,8 @@ pub struct GroupActor {
     relinquished: bool,
     /// Who waits for the writes in flight to finish before the actor stops ([`Relinquish`]).
     drained: Vec<tokio::sync::oneshot::Sender<()>>,
+    /// What this group last told the rebalance-insight metrics (`sync_insight`).
+    insight: InsightShown,
 }
 
 /// The answer for requests whose write failed: a write refused because another node owns the
@@ -92,6 +98,16 @@ fn failed_write_code(error: &StoreError) -> ErrorCode {
     }
 }
 
+/// The group's share of the insight gauges (groups stuck, groups with unowned partitions,
+/// open barriers), as last reported: changes are reported as they happen, and taken back
+/// when the actor stops.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct InsightShown {
+    stuck: bool,
+    unowned: bool,
+    barrier_since: Option<Millis>,
+}
+
 /// How often a group whose write failed tries to reload its durable record (it fails fast
 /// while the store is recovering).
 const RELOAD_RETRY: Duration = Duration::from_millis(200);
@@ -100,8 +116,10 @@ impl GroupActor {
     pub(crate) fn new(key: u64, group: Group<ReplyTo>, env: Arc<GroupEnv>) -> Self {
         let status = (group.state(), group.member_count() as u32);
         let owner_unrecorded = group.created_by().is_some();
+        let shard = env.placement.shard_of(group.group_id());
         Self {
             key,
+            shard,
             group,
             env,
             armed: None,
@@ -114,7 +132,44 @@ impl GroupActor {
             owner_unrecorded,
             relinquished: false,
             drained: Vec::new(),
+            insight: InsightShown::default(),
         }
+    }
+
+    /// Reports changes of the group's insight gauges. Called only after calls that emitted
+    /// events or changed the record (rebalance events): never after a plain heartbeat.
+    fn sync_insight(&mut self) {
+        let shown = InsightShown {
+            stuck: self.group.is_stuck(),
+            unowned: self.group.unowned_partition_count() > 0,
+            barrier_since: self.group.barrier_started_at(),
+        };
+        self.show_insight(shown);
+    }
+
+    fn show_insight(&mut self, shown: InsightShown) {
+        let was = self.insight;
+        if shown == was {
+            return;
+        }
+        if shown.stuck != was.stuck {
+            crate::metrics::groups_stuck(if shown.stuck { 1.0 } else { -1.0 });
+        }
+        if shown.unowned != was.unowned {
+            crate::metrics::groups_unowned(if shown.unowned { 1.0 } else { -1.0 });
+            if shown.unowned {
+                warn!(
+                    group_id = %logsafe(self.group.group_id()),
+                    generation = self.group.generation(),
+                    partitions = self.group.unowned_partition_count(),
+                    "subscribed partitions that no member owns (see `muster groups why`)"
+                );
+            }
+        }
+        if shown.barrier_since != was.barrier_since {
+            crate::metrics::barrier_open(self.key, shown.barrier_since);
+        }
+        self.insight = shown;
     }
 
     fn handle_call(&mut self, call: GroupCall, ctx: &mut Context<Self>) {
@@ -124,8 +179,9 @@ impl GroupActor {
             reply,
             client,
         } = call;
-        if self.reloading || self.relinquished {
-            let code = if self.relinquished {
+        let serving = self.env.placement.serving(self.shard);
+        if self.reloading || self.relinquished || !serving {
+            let code = if self.relinquished || !serving {
                 ErrorCode::NotCoordinator
             } else {
                 ErrorCode::CoordinatorNotAvailable
@@ -147,7 +203,7 @@ impl GroupActor {
         match request {
             Request::Heartbeat(r) => {
                 // The hot path: answered at once, no allocation, no timer work.
-                reply.send(self.heartbeat(now, &r));
+                reply.send(self.heartbeat(now, &r, serving));
                 return;
             }
             Request::JoinGroup(r) => {
@@ -183,10 +239,10 @@ impl GroupActor {
 
     /// A heartbeat's answer (a heartbeat changes nothing the actor must carry out: only the
     /// member's last-heard time, which pushes deadlines later).
-    fn heartbeat(&mut self, now: Millis, request: &HeartbeatRequest) -> Response {
+    fn heartbeat(&mut self, now: Millis, request: &HeartbeatRequest, serving: bool) -> Response {
         let code = if self.reloading {
             ErrorCode::CoordinatorNotAvailable
-        } else if self.relinquished {
+        } else if self.relinquished || !serving {
             ErrorCode::NotCoordinator
         } else {
             self.group.heartbeat(now, request)
@@ -256,8 +312,12 @@ impl GroupActor {
     /// A fresh `Output` per call, not a field reused: an idle group then keeps neither the
     /// vectors' capacity nor the field.
     fn finish(&mut self, out: Output<ReplyTo>, ctx: &mut Context<Self>) {
+        let rebalance_event = out.persist || !out.events.is_empty();
         for event in out.events {
             log_event(self.group.group_id(), &event);
+        }
+        if rebalance_event {
+            self.sync_insight();
         }
         if !out.expired_offsets.is_empty() {
             // Nobody waits on this write; a failure only means the offsets come back after a
@@ -311,14 +371,17 @@ impl GroupActor {
         }
         self.persist_in_flight = true;
         self.owner_unrecorded = false;
-        let mutation = if self.group.state() == GroupState::Dead {
-            Mutation::DeleteGroup {
+        let mut batch = Vec::with_capacity(2);
+        if self.group.state() == GroupState::Dead {
+            batch.push(Mutation::DeleteGroup {
                 group_id: self.group.group_id().to_owned(),
-            }
+            });
         } else {
-            Mutation::PutGroup(self.group.to_record())
-        };
-        let durable = self.env.store.apply(vec![mutation]);
+            batch.push(Mutation::PutGroup(self.group.to_record()));
+            // The journal entries that changed ride in the same batch (protocol §6.20).
+            batch.extend(self.group.take_journal_write());
+        }
+        let durable = self.env.store.apply(batch);
         let fut = durable.into_actor(self).map(move |result, act, ctx| {
             act.persist_in_flight = false;
             match result {
@@ -327,7 +390,9 @@ impl GroupActor {
                         to.send(response);
                     }
                 }
-                Err(e) if failed_write_code(&e) == ErrorCode::NotCoordinator => {
+                Err(e)
+                    if act.relinquished || failed_write_code(&e) == ErrorCode::NotCoordinator =>
+                {
                     // Another node owns the group now: what it holds is the truth, never
                     // reloaded here. The supervisor is told by the ownership loop and
                     // relinquishes the group; until then it answers NOT_COORDINATOR.
@@ -411,6 +476,12 @@ impl GroupActor {
     /// Rebuilds the group from what the store holds (as at startup: sessions start afresh),
     /// or tries again shortly while the store is recovering.
     fn reload(&mut self, ctx: &mut Context<Self>) {
+        if self.relinquished {
+            // Another node has the group now: nothing to reload, only to stop.
+            self.reloading = false;
+            self.stop_if_drained(ctx);
+            return;
+        }
         let stored = match self.env.store.load_group(self.group.group_id()) {
             Ok(stored) => stored,
             Err(e) => {
@@ -430,6 +501,7 @@ impl GroupActor {
                 group
             }
         };
+        group.restore_journal(stored.journal);
         // The creator is the registry's record of who holds the group's unit: it outlives
         // what the store held.
         group.set_created_by(self.group.created_by().cloned());
@@ -467,6 +539,48 @@ impl Actor for GroupActor {
         // A restored group may have deadlines (barrier, sessions) from the start.
         ctx.set_mailbox_capacity(1024);
         self.finish(Output::default(), ctx);
+        self.sync_insight();
+    }
+
+    fn stopped(&mut self, _: &mut Self::Context) {
+        // A stopped group is stuck, unowned or rebalancing no more.
+        self.show_insight(InsightShown::default());
+    }
+}
+
+impl Handler<History> for GroupActor {
+    type Result = MessageResult<History>;
+
+    fn handle(&mut self, msg: History, _: &mut Self::Context) -> Self::Result {
+        let error_code = if self.reloading {
+            ErrorCode::CoordinatorNotAvailable
+        } else {
+            ErrorCode::None
+        };
+        let rebalances = if self.reloading {
+            Vec::new()
+        } else {
+            self.group.history(msg.limit)
+        };
+        MessageResult(muster_protocol::GroupHistoryResponse {
+            error_code: error_code.code(),
+            rebalances,
+        })
+    }
+}
+
+impl Handler<Diagnose> for GroupActor {
+    type Result = MessageResult<Diagnose>;
+
+    fn handle(&mut self, _: Diagnose, _: &mut Self::Context) -> Self::Result {
+        let mut answer = self.group.diagnose(self.env.clock.now());
+        if self.reloading {
+            answer = muster_protocol::GroupDiagnosisResponse {
+                error_code: ErrorCode::CoordinatorNotAvailable.code(),
+                ..Default::default()
+            };
+        }
+        MessageResult(answer)
     }
 }
 
@@ -486,11 +600,15 @@ impl Handler<GroupBatch> for GroupActor {
     /// [`GroupActor::handle_call`] one by one, in order.
     fn handle(&mut self, mut batch: GroupBatch, ctx: &mut Self::Context) {
         let now = self.env.clock.now();
+        // Asked once per batch: a batch is handled in one go, at one instant.
+        let serving = self.env.placement.serving(self.shard);
         let calls = batch.take_calls();
         let mut answers = Vec::new();
         for (request, ticket) in calls {
             match request {
-                Request::Heartbeat(r) => answers.push(ticket.answer(self.heartbeat(now, &r))),
+                Request::Heartbeat(r) => {
+                    answers.push(ticket.answer(self.heartbeat(now, &r, serving)))
+                }
                 request => {
                     let call = GroupCall {
                         request,
@@ -584,7 +702,7 @@ impl Handler<Delete> for GroupActor {
                 ctx.stop();
                 ErrorCode::None
             }
-            Err(e) if failed_write_code(&e) == ErrorCode::NotCoordinator => {
+            Err(e) if act.relinquished || failed_write_code(&e) == ErrorCode::NotCoordinator => {
                 act.give_up(ctx);
                 ErrorCode::NotCoordinator
             }
@@ -708,6 +826,9 @@ fn log_event(group_id: &str, event: &Event) {
         Event::GroupRemoved => info!(%group_id, "empty group removed (retention)"),
         Event::EvictedAtBarrier { member_ids } => {
             warn!(%group_id, members = %logsafe_list(member_ids), "members did not rejoin before the rebalance timeout")
+        }
+        Event::RebalanceFinished { kind, total_ms } => {
+            crate::metrics::rebalance_finished(kind, *total_ms);
         }
         Event::EvictedAtSync { member_ids } => {
             warn!(%group_id, members = %logsafe_list(member_ids), "members did not sync before the rebalance timeout")

@@ -146,6 +146,19 @@ pub(crate) struct Forget {
 #[rtype(result = "DescribedGroup")]
 pub(crate) struct Describe;
 
+/// Supervisor → group: your rebalance journal, newest first (GroupHistory).
+#[derive(Debug, Message)]
+#[rtype(result = "muster_protocol::GroupHistoryResponse")]
+pub(crate) struct History {
+    /// 0: every entry kept.
+    pub limit: u32,
+}
+
+/// Supervisor → group: what you wait for now (GroupDiagnosis).
+#[derive(Debug, Message)]
+#[rtype(result = "muster_protocol::GroupDiagnosisResponse")]
+pub(crate) struct Diagnose;
+
 /// Supervisor → group: delete yourself if Empty (durably, offsets included).
 #[derive(Debug, Message)]
 #[rtype(result = "ErrorCode")]
@@ -179,12 +192,24 @@ pub struct AdoptShard {
     pub state: crate::storage::StoredState,
 }
 
-/// Give a shard's groups up. The answer comes once every write they had in flight is done
-/// (their shard can then be released in the store and handed over).
+/// Give a shard's groups up. The answer comes as soon as they are out of the registry (new
+/// requests for them are routed afresh, and the placement refuses them); it is a [`Drain`],
+/// which resolves once every write they had in flight is done. Waiting for the answer itself
+/// never times out: actix skips a message whose answer nobody awaits any more, and a skipped
+/// release would leave the groups running.
 #[derive(Debug, Message)]
-#[rtype(result = "()")]
+#[rtype(result = "Drain")]
 pub struct ReleaseShard {
     pub shard: u32,
+}
+
+/// Resolves, with the number of groups given up, once they have finished their writes.
+pub struct Drain(pub std::pin::Pin<Box<dyn std::future::Future<Output = usize> + Send>>);
+
+impl std::fmt::Debug for Drain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Drain")
+    }
 }
 
 /// The cluster's topic catalog changed (another node created or grew topics): install these.

@@ -5,14 +5,16 @@
 //! batch's [`ReplySink`]; the connection owns what is behind the sink.
 //!
 //! Module dependencies run one way: `supervisor` → `group` → `messages` → `reply`, plus
-//! `supervisor` → `timers`, `supervisor` → `admin_access`, `supervisor` → `registry` → `group`, and direct uses of `reply`. No module imports one that depends on
+//! `supervisor` → `timers`, `supervisor` → `admin_access`, `supervisor` → `insight` → `group`, `supervisor` → `registry` → `group`, and direct uses of `reply`. No module imports one that depends on
 //! it: the supervisor holds group actors' `Addr`s (it creates them), a group holds the
 //! supervisor as `Recipient`s, a session holds a group as a [`GroupLink`].
 
 mod admin_access;
 mod admin_limits;
 mod group;
+mod insight;
 mod messages;
+mod placement;
 mod registry;
 mod reply;
 mod supervisor;
@@ -20,7 +22,7 @@ mod timers;
 
 pub use group::GroupActor;
 pub use messages::{
-    AdminCall, AdoptShard, CatalogChanged, GroupBatch, GroupCall, GroupInbox, GroupLink,
+    AdminCall, AdoptShard, CatalogChanged, Drain, GroupBatch, GroupCall, GroupInbox, GroupLink,
     ReleaseShard, Route, Shutdown,
 };
 pub use reply::{Answer, Replies, ReplySink, ReplyTo, Ticket};

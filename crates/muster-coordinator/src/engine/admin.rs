@@ -79,6 +79,13 @@ impl<R> Group<R> {
             GroupState::Stable | GroupState::CompletingRebalance
         ) && self.subscribes_to_any(topics)
         {
+            let changed: Vec<&str> = topics
+                .iter()
+                .filter(|t| self.members.values().any(|m| m.topics.contains(t)))
+                .map(String::as_str)
+                .take(10)
+                .collect();
+            self.insight_hint_topics(&changed);
             self.prepare_rebalance(cx, RebalanceTrigger::TopicChange, out);
         }
     }

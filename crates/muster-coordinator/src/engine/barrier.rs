@@ -27,6 +27,8 @@ pub(super) struct Barrier {
     pub(super) deadline: Option<Millis>,
     /// Half-way through an ordinary barrier: warn the operator about who holds it up.
     pub(super) warn_at: Option<Millis>,
+    /// Since the half-way warning: the group is stuck (protocol §6.20).
+    pub(super) stuck_since: Option<Millis>,
     pub(super) initial_delay: Option<InitialDelay>,
 }
 
@@ -38,6 +40,7 @@ impl Barrier {
             trigger,
             deadline: None,
             warn_at: None,
+            stuck_since: None,
             initial_delay: None,
         }
     }
@@ -48,6 +51,7 @@ impl Barrier {
         let due = self.warn_at.is_some_and(|d| d <= now);
         if due {
             self.warn_at = None;
+            self.stuck_since = Some(now);
         }
         due.then(|| now.saturating_sub(self.started_at))
     }
@@ -116,6 +120,7 @@ impl<R> Group<R> {
         let deadline = barrier.deadline;
         self.barrier = Some(Box::new(barrier));
         self.set_state(GroupState::PreparingRebalance, now);
+        self.journal_barrier_opened(trigger, now);
         if let Some(due) = deadline {
             self.note_deadline(due);
         }
@@ -223,6 +228,7 @@ impl<R> Group<R> {
             .filter(|m| m.awaiting_join.is_none() && m.instance_id.is_none())
             .map(|m| m.member_id.to_string())
             .collect();
+        let evicted = laggards.clone();
         self.evict(laggards, out, |member_ids| Event::EvictedAtBarrier {
             member_ids,
         });
@@ -264,6 +270,7 @@ impl<R> Group<R> {
             self.assignor = None;
             self.leader = None;
             self.set_state(GroupState::Empty, now);
+            self.journal_barrier_closed(now, evicted, out);
             out.events.push(Event::RebalanceCompleted {
                 generation: self.generation,
                 members: 0,
@@ -292,6 +299,7 @@ impl<R> Group<R> {
                 .cloned();
         }
         self.set_state(GroupState::CompletingRebalance, now);
+        self.journal_barrier_closed(now, evicted, out);
 
         // Only members that rejoined are expected to sync; a static member that missed the
         // barrier is not removed for it (protocol §5 "Static membership").

@@ -123,7 +123,11 @@ impl<R> Group<R> {
                     let response = self.join_response(&member_id, is_leader, false, cx);
                     out.reply(reply, response);
                 } else {
+                    let reason = req.reason.clone();
                     self.update_member_and_await(cx, &member_id, req, reply, out);
+                    let kind = is_leader.then_some(super::journal::kind::LEADER_REJOINED);
+                    self.hint_cause(&member_id, kind);
+                    self.hint_detail(reason);
                     self.prepare_rebalance(cx, RebalanceTrigger::MetadataChange, out);
                 }
             }
@@ -245,19 +249,23 @@ impl<R> Group<R> {
             self.leader = Some(Arc::clone(&member_id));
         }
         let instance_id = req.group_instance_id.take();
+        let reason = req.reason.clone();
         let mut member = Member::new(Arc::clone(&member_id), instance_id, client.into(), now);
         member.update_from(req);
         member.new_since = NewSince::at(now);
         member.quota = quota;
         member.awaiting_join = Held::some(reply);
         Self::count_support(&mut self.assignor_support, &member.assignors, true);
-        self.members.insert(member_id, Box::new(member));
+        self.members
+            .insert(Arc::clone(&member_id), Box::new(member));
         self.num_awaiting_join += 1;
         self.note_deadline(now + Millis::from(self.config.new_member_join_timeout_ms));
         self.note_new_member();
         if self.state == GroupState::PreparingRebalance {
             self.maybe_complete_join(cx, out);
         } else {
+            self.hint_cause(&member_id, None);
+            self.hint_detail(reason);
             self.prepare_rebalance(cx, RebalanceTrigger::Join, out);
         }
     }
@@ -284,6 +292,7 @@ impl<R> Group<R> {
             out.reply(old, join_error(ErrorCode::RebalanceInProgress, member_id));
         } else {
             self.num_awaiting_join += 1;
+            self.journal_rejoined(member_id, cx.now);
         }
         if self.state == GroupState::PreparingRebalance {
             self.maybe_complete_join(cx, out);
@@ -362,11 +371,15 @@ impl<R> Group<R> {
                     out.reply(reply, response);
                 } else {
                     self.update_member_await_only(&new_member_id, reply);
+                    self.hint_cause(&new_member_id, Some(super::journal::kind::MEMBER_FENCED));
+                    self.hint_detail(Some(format!("replaced member {old_member_id}")));
                     self.prepare_rebalance(cx, RebalanceTrigger::MetadataChange, out);
                 }
             }
             GroupState::CompletingRebalance => {
                 self.update_member_await_only(&new_member_id, reply);
+                self.hint_cause(&new_member_id, Some(super::journal::kind::MEMBER_FENCED));
+                self.hint_detail(Some(format!("replaced member {old_member_id}")));
                 self.prepare_rebalance(cx, RebalanceTrigger::MetadataChange, out);
             }
             GroupState::PreparingRebalance => {
@@ -384,10 +397,13 @@ impl<R> Group<R> {
     }
 
     pub(super) fn update_member_await_only(&mut self, member_id: &str, reply: R) {
-        if let Some(m) = self.members.get_mut(member_id) {
-            if m.awaiting_join.replace(reply).is_none() {
-                self.num_awaiting_join += 1;
-            }
+        let rejoined_at = self.members.get_mut(member_id).and_then(|m| {
+            let first = m.awaiting_join.replace(reply).is_none();
+            first.then_some(m.last_heard)
+        });
+        if let Some(at) = rejoined_at {
+            self.num_awaiting_join += 1;
+            self.journal_rejoined(member_id, at);
         }
     }
 }

@@ -25,6 +25,7 @@ impl<R> Group<R> {
         let mut removed_any = false;
         let mut forgot_pending = false;
         for leaving in req.members {
+            let removed_before = removed_any;
             let code = if self.state == GroupState::Dead {
                 ErrorCode::CoordinatorNotAvailable
             } else if leaving.member_id.is_empty() {
@@ -52,6 +53,10 @@ impl<R> Group<R> {
                     Err(code) => code,
                 }
             };
+            if removed_any && !removed_before {
+                // The first member removed is the one the journal names, with its reason.
+                self.hint_detail(leaving.reason.clone());
+            }
             results.push(LeaveResult {
                 member_id: leaving.member_id,
                 group_instance_id: leaving.group_instance_id,

@@ -112,6 +112,7 @@ impl<R> Group<R> {
         let Some(mut m) = self.members.remove(member_id) else {
             return false;
         };
+        self.hint_removed(&m);
         Self::count_support(&mut self.assignor_support, &m.assignors, false);
         if m.answer_held(ErrorCode::UnknownMemberId, out) {
             self.num_awaiting_join -= 1;

@@ -29,13 +29,17 @@
 //! | OffsetCommit, OffsetFetch                | `offsets.rs`   |
 //! | DescribeGroups, DeleteGroups, Topics     | `admin.rs`     |
 //! | Durability (records, restore)            | `persist.rs`   |
+//! | Rebalance journal (§6.20)                | `journal.rs`   |
+//! | Stuck detector, GroupDiagnosis (§6.20)   | `diagnosis.rs` |
 
 mod absent;
 mod admin;
 mod answers;
 mod barrier;
+mod diagnosis;
 mod heartbeat;
 mod join;
+mod journal;
 mod leave;
 mod limits;
 mod member;
@@ -51,6 +55,7 @@ pub use absent::{
     absent_group, error_for, error_like, limit_error, validate_group_id, AbsentGroup,
     MAX_GROUP_ID_BYTES,
 };
+pub use journal::{kind as cause_kind, MAX_LISTED, MAX_LISTED_PARTITIONS};
 pub use limits::{check_request, PendingBudget};
 pub use topic_access::{refusal_for, unreadable_topics};
 
@@ -69,6 +74,7 @@ use crate::storage::records::CommittedOffset;
 /// Re-exported: the engine's callers have always found them here.
 pub use crate::types::{GroupState, Millis, RebalanceTrigger, TopicLookup};
 use barrier::Barrier;
+use journal::Insight;
 use sync::SyncWindow;
 
 /// The hasher of every map a group keeps: std's SipHash with random keys, as `RandomState`,
@@ -134,6 +140,12 @@ pub enum Event {
     EvictedAtBarrier { member_ids: Vec<String> },
     /// Members that did not send SyncGroup within the rebalance timeout.
     EvictedAtSync { member_ids: Vec<String> },
+    /// A rebalance got its assignment (or ended with no members), `total_ms` after its
+    /// barrier opened; `kind` is its journal cause kind.
+    RebalanceFinished {
+        kind: &'static str,
+        total_ms: Millis,
+    },
 }
 
 /// What the engine needs from the outside world for one call.
@@ -450,6 +462,9 @@ pub struct Group<R> {
     /// The principal that created the group (recorded, so that a restart charges its
     /// `max_groups` again); the unit itself is held by the caller's registry.
     created_by: Option<Arc<str>>,
+    /// The rebalance journal and what the stuck detector needs (`journal.rs`); `None` until
+    /// the group's first rebalance. Boxed: most groups are idle.
+    insight: Option<Box<Insight>>,
 }
 
 /// A group that goes (deleted, removed, or its actor stopped) gives its pending ids back to
@@ -483,6 +498,7 @@ impl<R> Group<R> {
             new_deadline: None,
             retention_held: false,
             created_by: None,
+            insight: None,
         };
         // A new group starts Empty: its retention clock runs from creation.
         group.note_retention_start(now);

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use super::barrier::Barrier;
+use super::journal::kind as cause_kind;
 use super::{Group, GroupState, Member, MemberClient, RebalanceTrigger};
 use crate::config::GroupConfig;
 use crate::quota::Quotas;
@@ -79,6 +80,7 @@ impl<R> Group<R> {
         }
         group.apply_offsets(offsets);
         group.members_at_last_generation = group.members.len();
+        group.restore_insight();
         group.state = match (record.state, group.members.is_empty()) {
             (_, true) => GroupState::Empty,
             (GroupState::Stable, false) => GroupState::Stable,
@@ -90,6 +92,7 @@ impl<R> Group<R> {
             let mut barrier = Barrier::new(now, RebalanceTrigger::MetadataChange);
             barrier.deadline = Some(now + group.rebalance_timeout_ms());
             group.barrier = Some(Box::new(barrier));
+            group.journal_barrier_opened_as(cause_kind::COORDINATOR_RESTART, now);
         }
         group.rearm();
         group

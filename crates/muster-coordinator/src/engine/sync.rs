@@ -57,7 +57,7 @@ impl<R> Group<R> {
                     }
                 }
                 if self.leader.as_deref() == Some(req.member_id.as_str()) {
-                    self.apply_assignment(req.assignments, cx.now, out);
+                    self.apply_assignment(req.assignments, cx, out);
                 }
             }
             GroupState::Stable => {
@@ -97,9 +97,10 @@ impl<R> Group<R> {
     pub(super) fn apply_assignment(
         &mut self,
         assignments: Vec<muster_protocol::MemberAssignment>,
-        now: Millis,
+        cx: Ctx<'_>,
         out: &mut Output<R>,
     ) {
+        let now = cx.now;
         for m in self.members.values_mut() {
             m.clear_assignment();
         }
@@ -110,6 +111,7 @@ impl<R> Group<R> {
             }
         }
         self.set_state(GroupState::Stable, now);
+        self.journal_assigned(now, Some(cx.topics), out);
         out.persist = true;
         for m in self.members.values_mut() {
             if let Some(r) = m.awaiting_sync.take() {

@@ -10,8 +10,8 @@ use std::sync::Mutex;
 use muster_protocol::TopicInfo;
 
 use super::{
-    CommittedOffset, Durable, GroupRecord, Mutation, OffsetWrite, Store, StoreError, StoredGroup,
-    StoredState,
+    CommittedOffset, Durable, GroupRecord, Mutation, OffsetWrite, RebalanceRecord, Store,
+    StoreError, StoredGroup, StoredState,
 };
 
 #[derive(Debug, Default)]
@@ -19,6 +19,7 @@ struct Inner {
     groups: BTreeMap<String, GroupRecord>,
     offsets: BTreeMap<String, BTreeMap<(String, i32), CommittedOffset>>,
     topics: BTreeMap<String, i32>,
+    journals: BTreeMap<String, BTreeMap<i32, RebalanceRecord>>,
 }
 
 /// Keeps everything in process memory.
@@ -77,6 +78,11 @@ impl Store for MemoryStore {
                     partitions,
                 })
                 .collect(),
+            journals: inner
+                .journals
+                .iter()
+                .map(|(group, entries)| (group.clone(), entries.values().cloned().collect()))
+                .collect(),
         })
     }
 
@@ -94,6 +100,11 @@ impl Store for MemoryStore {
                 .offsets
                 .get(group_id)
                 .map(offset_writes)
+                .unwrap_or_default(),
+            journal: inner
+                .journals
+                .get(group_id)
+                .map(|entries| entries.values().cloned().collect())
                 .unwrap_or_default(),
         })
     }
@@ -121,6 +132,7 @@ impl Store for MemoryStore {
                 Mutation::DeleteGroup { group_id } => {
                     inner.groups.remove(&group_id);
                     inner.offsets.remove(&group_id);
+                    inner.journals.remove(&group_id);
                 }
                 Mutation::PutOffsets { group_id, offsets } => {
                     let parts = inner.offsets.entry(group_id).or_default();
@@ -143,6 +155,22 @@ impl Store for MemoryStore {
                 }
                 Mutation::PutTopic(topic) => {
                     inner.topics.insert(topic.topic, topic.partitions);
+                }
+                Mutation::PutRebalances {
+                    group_id,
+                    entries,
+                    dropped,
+                } => {
+                    let journal = inner.journals.entry(group_id.clone()).or_default();
+                    for generation in dropped {
+                        journal.remove(&generation);
+                    }
+                    for entry in entries {
+                        journal.insert(entry.generation_id, entry);
+                    }
+                    if journal.is_empty() {
+                        inner.journals.remove(&group_id);
+                    }
                 }
             }
         }

@@ -24,12 +24,13 @@ pub mod suite;
 /// backends so that every store holds the same bytes for the same record.
 pub mod codec {
     pub use super::redb_store::codec::{
-        decode_group, decode_offset, encode_group, encode_offset, CodecError,
+        decode_group, decode_offset, decode_rebalance, encode_group, encode_offset,
+        encode_rebalance, CodecError,
     };
 }
 
 pub use memory::MemoryStore;
-pub use records::{CommittedOffset, GroupRecord, MemberRecord, OffsetWrite};
+pub use records::{CommittedOffset, GroupRecord, MemberRecord, OffsetWrite, RebalanceRecord};
 pub use redb_store::{RedbStore, WriterStats};
 
 use std::future::Future;
@@ -59,6 +60,14 @@ pub enum Mutation {
     },
     /// Create a topic or change its partition count.
     PutTopic(TopicInfo),
+    /// Upsert entries of a group's rebalance journal (each keyed by the generation it
+    /// reached) and delete the entries of the `dropped` generations (the journal keeps the
+    /// last `journal_size`). Deleting the group deletes its journal.
+    PutRebalances {
+        group_id: String,
+        entries: Vec<RebalanceRecord>,
+        dropped: Vec<i32>,
+    },
 }
 
 /// Everything a store holds, as loaded at startup.
@@ -68,6 +77,8 @@ pub struct StoredState {
     /// Offsets by group id (groups may have offsets and no metadata: simple commits).
     pub offsets: Vec<(String, Vec<OffsetWrite>)>,
     pub topics: Vec<TopicInfo>,
+    /// Rebalance journals by group id, each sorted by generation (oldest first).
+    pub journals: Vec<(String, Vec<RebalanceRecord>)>,
 }
 
 /// A storage failure.
@@ -131,6 +142,8 @@ pub enum StoreError {
 pub struct StoredGroup {
     pub record: Option<GroupRecord>,
     pub offsets: Vec<OffsetWrite>,
+    /// Its rebalance journal, oldest first.
+    pub journal: Vec<RebalanceRecord>,
 }
 
 /// A durable home for coordinator state. Implementations must apply batches atomically and in
@@ -153,6 +166,12 @@ pub trait Store: Send + Sync + 'static {
                 .into_iter()
                 .find(|(g, _)| g == group_id)
                 .map(|(_, offsets)| offsets)
+                .unwrap_or_default(),
+            journal: state
+                .journals
+                .into_iter()
+                .find(|(g, _)| g == group_id)
+                .map(|(_, journal)| journal)
                 .unwrap_or_default(),
         })
     }

@@ -6,6 +6,11 @@ use std::sync::Arc;
 
 use muster_protocol::{AssignorMetadata, TopicPartitions};
 
+/// One entry of a group's rebalance journal. Stored as its protocol encoding (protocol §3,
+/// `RebalanceRecord`), whose bytes the protocol contract freezes: the store format cannot
+/// drift from it unnoticed.
+pub use muster_protocol::RebalanceRecord;
+
 use crate::types::{GroupState, Millis};
 
 /// One committed offset.

@@ -6,11 +6,13 @@
 
 use std::future::Future;
 
-use muster_protocol::{AssignorMetadata, TopicInfo, TopicPartitions};
+use muster_protocol::{
+    AssignorMetadata, MemberChange, MemberWait, RebalanceCause, TopicInfo, TopicPartitions,
+};
 
 use super::{
-    CommittedOffset, GroupRecord, MemberRecord, Mutation, OffsetWrite, Store, StoreError,
-    StoredState,
+    CommittedOffset, GroupRecord, MemberRecord, Mutation, OffsetWrite, RebalanceRecord, Store,
+    StoreError, StoredState,
 };
 use crate::types::GroupState;
 
@@ -284,8 +286,132 @@ pub fn load_round_trips_everything(store: &dyn Store) {
             ("only-offsets".into(), vec![offset("a", 0, i64::MAX)]),
         ],
         topics: vec![topic("a", 2), topic("b", 3)],
+        journals: Vec::new(),
     };
     assert_eq!(load(store), expected);
+}
+
+/// A journal entry of `generation` with every kind of field filled.
+pub fn rebalance(generation: i32) -> RebalanceRecord {
+    RebalanceRecord {
+        generation_id: generation,
+        trigger: RebalanceCause {
+            kind: "session_expired".into(),
+            member_id: "m-ü".into(),
+            client_id: "worker".into(),
+            client_host: "10.0.0.1".into(),
+            detail: Some("reason".into()),
+        },
+        started_at_ms: 1_700_000_000_000,
+        barrier_ms: 3_000,
+        sync_ms: Some(5),
+        assignor: Some("range".into()),
+        leader_id: "m-1".into(),
+        members: 2,
+        waited_for: vec![
+            MemberWait {
+                member_id: "m-2".into(),
+                rejoin_ms: None,
+            },
+            MemberWait {
+                member_id: "m-1".into(),
+                rejoin_ms: Some(12),
+            },
+        ],
+        evicted: vec!["m-2".into()],
+        joined: vec![],
+        left: vec!["m-2".into()],
+        moved: Some(3),
+        changes: vec![MemberChange {
+            member_id: "m-1".into(),
+            gained: vec![TopicPartitions {
+                topic: "t".into(),
+                partitions: vec![0, 1, 2],
+            }],
+            revoked: vec![],
+        }],
+        omitted: 0,
+    }
+}
+
+fn put_rebalances(group_id: &str, generations: &[i32], dropped: &[i32]) -> Mutation {
+    Mutation::PutRebalances {
+        group_id: group_id.into(),
+        entries: generations.iter().map(|&g| rebalance(g)).collect(),
+        dropped: dropped.to_vec(),
+    }
+}
+
+pub fn journal_entries_are_upserted_and_trimmed(store: &dyn Store) {
+    commit(
+        store,
+        vec![
+            Mutation::PutGroup(group("g", 3)),
+            put_rebalances("g", &[1, 2], &[]),
+            put_rebalances("h", &[7], &[]),
+        ],
+    );
+    // The newest entry is completed later (its sync came), and the oldest dropped.
+    let mut synced = rebalance(3);
+    synced.sync_ms = None;
+    commit(
+        store,
+        vec![
+            put_rebalances("g", &[3], &[1]),
+            Mutation::PutRebalances {
+                group_id: "g".into(),
+                entries: vec![synced.clone()],
+                dropped: vec![],
+            },
+        ],
+    );
+    let state = load(store);
+    assert_eq!(
+        state.journals,
+        vec![
+            ("g".into(), vec![rebalance(2), synced.clone()]),
+            ("h".into(), vec![rebalance(7)]),
+        ]
+    );
+    assert_eq!(
+        store.load_group("g").expect("loads").journal,
+        vec![rebalance(2), synced]
+    );
+    // Dropping every entry leaves no journal.
+    commit(store, vec![put_rebalances("h", &[], &[7])]);
+    assert_eq!(store.load_group("h").expect("loads").journal, Vec::new());
+}
+
+pub fn delete_group_removes_its_journal_and_no_other(store: &dyn Store) {
+    commit(
+        store,
+        vec![
+            Mutation::PutGroup(group("g", 3)),
+            put_rebalances("g", &[1, 2, 3], &[]),
+            // A group id that "g"'s key range must not reach.
+            put_rebalances("g\u{1}", &[4], &[]),
+            put_rebalances("g2", &[5], &[]),
+        ],
+    );
+    commit(
+        store,
+        vec![Mutation::DeleteGroup {
+            group_id: "g".into(),
+        }],
+    );
+    let state = load(store);
+    assert_eq!(
+        state.journals,
+        vec![
+            ("g\u{1}".into(), vec![rebalance(4)]),
+            ("g2".into(), vec![rebalance(5)]),
+        ]
+    );
+    assert_eq!(store.load_group("g").expect("loads").journal, Vec::new());
+    assert_eq!(
+        store.load_group("g\u{1}").expect("loads").journal,
+        vec![rebalance(4)]
+    );
 }
 
 pub fn load_group_reads_one_group(store: &dyn Store) {
@@ -346,6 +472,8 @@ macro_rules! store_suite {
     load_round_trips_everything,
     an_empty_batch_is_durable_at_once,
     load_group_reads_one_group,
+    journal_entries_are_upserted_and_trimmed,
+    delete_group_removes_its_journal_and_no_other,
         );
     };
     (@cases $backend:expr; $($case:ident),* $(,)?) => {

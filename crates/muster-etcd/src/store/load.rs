@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use muster_coordinator::storage::{
-    codec, CommittedOffset, GroupRecord, OffsetWrite, StoreError, StoredGroup, StoredState,
+    codec, CommittedOffset, GroupRecord, OffsetWrite, RebalanceRecord, StoreError, StoredGroup,
+    StoredState,
 };
 use muster_protocol::TopicInfo;
 
@@ -89,6 +90,26 @@ pub(super) fn topic(keys: &KeyLayout, key: &[u8], value: &[u8]) -> Result<TopicI
     Ok(TopicInfo { topic, partitions })
 }
 
+type Journals = Vec<(String, Vec<RebalanceRecord>)>;
+
+fn journals(keys: &KeyLayout, kvs: Vec<KeyValue>) -> Result<Journals, StoreError> {
+    let mut by_group: BTreeMap<String, BTreeMap<i32, RebalanceRecord>> = BTreeMap::new();
+    for kv in kvs {
+        let (group_id, generation) = keys
+            .parse_journal(&kv.key)
+            .ok_or_else(|| corrupt(&kv.key, "not a journal key"))?;
+        let entry = codec::decode_rebalance(&kv.value).map_err(|e| corrupt(&kv.key, e))?;
+        by_group
+            .entry(group_id)
+            .or_default()
+            .insert(generation, entry);
+    }
+    Ok(by_group
+        .into_iter()
+        .map(|(group_id, entries)| (group_id, entries.into_values().collect()))
+        .collect())
+}
+
 fn topics(keys: &KeyLayout, kvs: Vec<KeyValue>) -> Result<Vec<TopicInfo>, StoreError> {
     let mut out = Vec::with_capacity(kvs.len());
     for kv in kvs {
@@ -127,10 +148,15 @@ pub(super) async fn everything(
         .range_prefix(&keys.topics_prefix(), revision)
         .await
         .map_err(read_failed)?;
+    let (journal_kvs, _) = client
+        .range_prefix(&keys.journals_prefix(), revision)
+        .await
+        .map_err(read_failed)?;
     Ok(StoredState {
         groups: groups(keys, group_kvs)?,
         offsets: offsets(keys, offset_kvs)?,
         topics: topics(keys, topic_kvs)?,
+        journals: journals(keys, journal_kvs)?,
     })
 }
 
@@ -148,10 +174,15 @@ pub(super) async fn shard(
         .range_prefix(&keys.shard_offsets_prefix(shard), revision)
         .await
         .map_err(read_failed)?;
+    let (journal_kvs, _) = client
+        .range_prefix(&keys.shard_journals_prefix(shard), revision)
+        .await
+        .map_err(read_failed)?;
     Ok(StoredState {
         groups: groups(keys, group_kvs)?,
         offsets: offsets(keys, offset_kvs)?,
         topics: Vec::new(),
+        journals: journals(keys, journal_kvs)?,
     })
 }
 
@@ -171,12 +202,21 @@ pub(super) async fn group(
         .range_exact(&keys.group(shard, group_id), revision)
         .await
         .map_err(read_failed)?;
+    let (journal_kvs, _) = client
+        .range_prefix(&keys.group_journal_prefix(shard, group_id), revision)
+        .await
+        .map_err(read_failed)?;
     Ok(StoredGroup {
         record: groups(keys, record_kvs)?.into_iter().next(),
         offsets: offsets(keys, offset_kvs)?
             .into_iter()
             .next()
             .map(|(_, writes)| writes)
+            .unwrap_or_default(),
+        journal: journals(keys, journal_kvs)?
+            .into_iter()
+            .next()
+            .map(|(_, entries)| entries)
             .unwrap_or_default(),
     })
 }

@@ -129,7 +129,35 @@ impl Shared {
 }
 
 /// A queued batch and whom to tell.
-type Queued = (Vec<Mutation>, DurableSender);
+/// A queued batch, whom to tell, and the ownership it was made under.
+type Queued = (Vec<Mutation>, DurableSender, Fence);
+
+/// Each shard a batch writes to, with its status when the batch was submitted. The batch is
+/// written only while that is still the status: a batch made before this node lost a shard
+/// and got it back (a new claim, a new revision) must not be written under the new claim.
+pub(crate) type Fence = Vec<(u32, ShardStatus)>;
+
+impl Shared {
+    /// The fence of a batch: the shards its mutations touch and their current status.
+    fn fence(&self, batch: &[Mutation]) -> Fence {
+        let mut fence: Fence = Vec::with_capacity(1);
+        for mutation in batch {
+            let group_id = match mutation {
+                Mutation::PutGroup(record) => &record.group_id,
+                Mutation::DeleteGroup { group_id }
+                | Mutation::PutOffsets { group_id, .. }
+                | Mutation::DeleteOffsets { group_id, .. }
+                | Mutation::PutRebalances { group_id, .. } => group_id,
+                Mutation::PutTopic(_) => continue,
+            };
+            let shard = shard_of(group_id, self.shards);
+            if !fence.iter().any(|(s, _)| *s == shard) {
+                fence.push((shard, self.status(shard)));
+            }
+        }
+        fence
+    }
+}
 
 /// The `Store` on etcd (module docs).
 pub struct EtcdStore {
@@ -295,10 +323,12 @@ impl Store for EtcdStore {
             return Durable::ready(Ok(()));
         }
         let (sender, durable) = Durable::pending();
+        let fence = self.shared.fence(&batch);
         let queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
         match queue.as_ref() {
             Some(tx) => {
-                if let Err(mpsc::error::SendError((_, sender))) = tx.send((batch, sender)) {
+                if let Err(mpsc::error::SendError((_, sender, _))) = tx.send((batch, sender, fence))
+                {
                     sender.complete(Err(StoreError::Closed));
                 }
             }

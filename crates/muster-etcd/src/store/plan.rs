@@ -82,6 +82,35 @@ pub(super) fn prepare(
                         prefix: keys.group_offsets_prefix(shard, &group_id),
                     },
                 });
+                ops.push(FencedOp {
+                    shard: Some(shard),
+                    op: KeyOp::DeletePrefix {
+                        prefix: keys.group_journal_prefix(shard, &group_id),
+                    },
+                });
+            }
+            Mutation::PutRebalances {
+                group_id,
+                entries,
+                dropped,
+            } => {
+                let shard = shard_of(&group_id, shards);
+                for generation in dropped {
+                    ops.push(FencedOp {
+                        shard: Some(shard),
+                        op: KeyOp::Delete {
+                            key: keys.journal(shard, &group_id, generation),
+                        },
+                    });
+                }
+                for entry in entries {
+                    let key = keys.journal(shard, &group_id, entry.generation_id);
+                    let value = codec::encode_rebalance(entry).map_err(rejected)?;
+                    ops.push(FencedOp {
+                        shard: Some(shard),
+                        op: KeyOp::Put { key, value },
+                    });
+                }
             }
             Mutation::PutOffsets { group_id, offsets } => {
                 let shard = shard_of(&group_id, shards);

@@ -9,7 +9,7 @@
 //! a transaction succeeds: a timed-out transaction may still have been applied, so what is in
 //! hand is not retried behind the caller's back.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -17,7 +17,7 @@ use muster_coordinator::storage::{DurableSender, StoreError};
 use tokio::sync::mpsc;
 
 use super::plan::{prepare, Added, FencedOp, KeyOp, TxnPlan};
-use super::{Queued, ShardStatus, Shared};
+use super::{Fence, Queued, ShardStatus, Shared};
 use crate::client::EtcdClient;
 use crate::generated::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
 use crate::generated::etcdserverpb::request_op::Request;
@@ -35,12 +35,8 @@ struct InFlight {
     ops: Vec<FencedOp>,
     next: usize,
     sender: DurableSender,
-}
-
-impl InFlight {
-    fn shards(&self) -> BTreeSet<u32> {
-        self.ops.iter().filter_map(|op| op.shard).collect()
-    }
+    /// The ownership the batch was made under (`Shared::fence`).
+    fence: Fence,
 }
 
 pub(super) async fn run(
@@ -51,12 +47,13 @@ pub(super) async fn run(
     let mut taken = Vec::new();
     while queue.recv_many(&mut taken, MAX_BATCHES_PER_ROUND).await > 0 {
         let mut batches = VecDeque::with_capacity(taken.len());
-        for (batch, sender) in taken.drain(..) {
+        for (batch, sender, fence) in taken.drain(..) {
             match prepare(&shared.keys, shared.shards, batch) {
                 Ok(ops) => batches.push_back(InFlight {
                     ops,
                     next: 0,
                     sender,
+                    fence,
                 }),
                 Err(e) => sender.complete(Err(e)),
             }
@@ -65,13 +62,20 @@ pub(super) async fn run(
     }
 }
 
-/// The first shard of `shards` this node may not write to, as the error to report.
-fn ownership_error(shared: &Shared, shards: &BTreeSet<u32>) -> Option<StoreError> {
-    shards.iter().find_map(|&shard| match shared.status(shard) {
-        ShardStatus::Owned { .. } => None,
-        ShardStatus::NotOwned => Some(StoreError::NotOwner { shard }),
-        ShardStatus::Lost => Some(StoreError::Fenced { shard }),
-    })
+/// The first shard of `fence` this node may not write to now, as the error to report: one no
+/// longer owned, or owned under another claim than the batch was made under.
+fn ownership_error(shared: &Shared, fence: &Fence) -> Option<StoreError> {
+    fence.iter().find_map(
+        |&(shard, made_under)| match (made_under, shared.status(shard)) {
+            (ShardStatus::Owned { .. }, now) if now == made_under => None,
+            // Made while the shard was not ours, or not ours now.
+            (ShardStatus::NotOwned, _) | (_, ShardStatus::NotOwned) => {
+                Some(StoreError::NotOwner { shard })
+            }
+            // Made under a claim that is over (lost, or replaced by a newer one).
+            _ => Some(StoreError::Fenced { shard }),
+        },
+    )
 }
 
 async fn write_all(shared: &Shared, client: &EtcdClient, mut batches: VecDeque<InFlight>) {
@@ -79,7 +83,7 @@ async fn write_all(shared: &Shared, client: &EtcdClient, mut batches: VecDeque<I
         // Batches for shards this node cannot write fail now, without a round trip.
         let mut writable = VecDeque::with_capacity(batches.len());
         for batch in batches.drain(..) {
-            match ownership_error(shared, &batch.shards()) {
+            match ownership_error(shared, &batch.fence) {
                 Some(error) => batch.sender.complete(Err(error)),
                 None => writable.push_back(batch),
             }
@@ -227,4 +231,82 @@ fn txn_request(shared: &Shared, plan: TxnPlan) -> Option<(TxnRequest, Vec<(u32, 
         failure,
     };
     Some((request, compared))
+}
+
+#[cfg(test)]
+mod fence_tests {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Mutex;
+
+    use muster_coordinator::storage::{Mutation, StoreError};
+    use tokio::sync::watch;
+
+    use super::ownership_error;
+    use crate::keys::KeyLayout;
+    use crate::store::{ShardStatus, Shared, TxnLimits};
+
+    fn shared() -> Shared {
+        Shared {
+            keys: KeyLayout::new("t").expect("a valid name"),
+            shards: 64,
+            limits: TxnLimits::default(),
+            ownership: Mutex::new(BTreeMap::new()),
+            lost: watch::channel(BTreeSet::new()).0,
+            healthy: AtomicBool::new(true),
+        }
+    }
+
+    fn commit_to(group: &str) -> Vec<Mutation> {
+        vec![Mutation::DeleteOffsets {
+            group_id: group.into(),
+            partitions: vec![("t".into(), 0)],
+        }]
+    }
+
+    #[test]
+    fn a_batch_is_written_only_under_the_claim_it_was_made_under() {
+        let shared = shared();
+        let shard = crate::shard_of("orders", 64);
+        let owned = |r| ShardStatus::Owned {
+            owner_mod_revision: r,
+        };
+        // Made before the shard was ours: never written.
+        let early = shared.fence(&commit_to("orders"));
+        shared.ownership().insert(shard, owned(5));
+        assert_eq!(
+            ownership_error(&shared, &early),
+            Some(StoreError::NotOwner { shard })
+        );
+        // Made under claim 5: written while claim 5 holds.
+        let made = shared.fence(&commit_to("orders"));
+        assert_eq!(ownership_error(&shared, &made), None);
+        // The shard was lost and claimed again (revision 9): the old batch is fenced, a new
+        // one is written.
+        shared.ownership().insert(shard, ShardStatus::Lost);
+        assert_eq!(
+            ownership_error(&shared, &made),
+            Some(StoreError::Fenced { shard })
+        );
+        shared.ownership().insert(shard, owned(9));
+        assert_eq!(
+            ownership_error(&shared, &made),
+            Some(StoreError::Fenced { shard })
+        );
+        assert_eq!(
+            ownership_error(&shared, &shared.fence(&commit_to("orders"))),
+            None
+        );
+        // Released: NotOwner. Topics are not fenced at all.
+        shared.ownership().remove(&shard);
+        assert_eq!(
+            ownership_error(&shared, &made),
+            Some(StoreError::NotOwner { shard })
+        );
+        let topic = vec![Mutation::PutTopic(muster_protocol::TopicInfo {
+            topic: "t".into(),
+            partitions: 1,
+        })];
+        assert!(shared.fence(&topic).is_empty());
+    }
 }

@@ -81,29 +81,36 @@ fn option_tag_two_is_refused() {
 
 #[test]
 fn enum_tag_out_of_range_is_refused() {
-    // Request has tags 0..=13; Response 0..=14.
-    for tag in [14, 15, 255, 0x0100, u32::MAX] {
+    // Request has tags 0..=15; Response 0..=16.
+    for tag in [16, 17, 255, 0x0100, u32::MAX] {
         let p = payload(tag, &[&[0; 32]]);
         assert!(
             matches!(decode_request(&p), Err(DecodeError::InvalidTag(_))),
             "request tag {tag}"
         );
     }
-    for tag in [15, 16, u32::MAX] {
+    for tag in [17, 18, u32::MAX] {
         let p = payload(tag, &[&[0; 32]]);
         assert!(
             matches!(decode_response(&p), Err(DecodeError::InvalidTag(_))),
             "response tag {tag}"
         );
     }
-    // Tag 14 is a valid response (DescribeCluster) but not a valid request.
+    // Tag 16 is a valid response (GroupDiagnosis) but not a valid request.
     let p = payload(
-        14,
+        16,
         &[
             &0i16.to_le_bytes(),
-            &string("c"),
-            &1u32.to_le_bytes(),
+            &string("Stable"),
+            &1i32.to_le_bytes(),
             &le64(0),
+            &[0],
+            &le64(0),
+            &[0],
+            &[0],
+            &0u32.to_le_bytes(),
+            &5u32.to_le_bytes(),
+            &le64(300_000),
         ],
     );
     assert!(decode_response(&p).is_ok());

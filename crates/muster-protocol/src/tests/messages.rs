@@ -107,6 +107,8 @@ message_tests! {
     request describe_topics_request => DescribeTopicsRequest;
     request find_coordinator_request => FindCoordinatorRequest;
     request describe_cluster_request => DescribeClusterRequest;
+    request group_history_request => GroupHistoryRequest;
+    request group_diagnosis_request => GroupDiagnosisRequest;
     response hello_response => HelloResponse;
     response join_group_response => JoinGroupResponse;
     response sync_group_response => SyncGroupResponse;
@@ -122,6 +124,8 @@ message_tests! {
     response error_response => ErrorResponse;
     response find_coordinator_response => FindCoordinatorResponse;
     response describe_cluster_response => DescribeClusterResponse;
+    response group_history_response => GroupHistoryResponse;
+    response group_diagnosis_response => GroupDiagnosisResponse;
 }
 
 /// The samples above cover every variant; the `match`es have no wildcard, so a new variant
@@ -143,6 +147,8 @@ fn samples_cover_every_variant() {
         samples::describe_topics_request(),
         samples::find_coordinator_request(),
         samples::describe_cluster_request(),
+        samples::group_history_request(),
+        samples::group_diagnosis_request(),
     ];
     let tags: Vec<u32> = requests
         .iter()
@@ -160,10 +166,12 @@ fn samples_cover_every_variant() {
             | Request::CreateTopics(_)
             | Request::DescribeTopics(_)
             | Request::FindCoordinator(_)
-            | Request::DescribeCluster(_) => f.request.tag(),
+            | Request::DescribeCluster(_)
+            | Request::GroupHistory(_)
+            | Request::GroupDiagnosis(_) => f.request.tag(),
         })
         .collect();
-    assert_eq!(tags, (0..14).collect::<Vec<_>>());
+    assert_eq!(tags, (0..16).collect::<Vec<_>>());
     // REQUEST_NAMES (metrics labels) is indexed by tag.
     for f in &requests {
         assert_eq!(REQUEST_NAMES[f.request.tag() as usize], f.request.name());
@@ -186,6 +194,8 @@ fn samples_cover_every_variant() {
         samples::error_response(),
         samples::find_coordinator_response(),
         samples::describe_cluster_response(),
+        samples::group_history_response(),
+        samples::group_diagnosis_response(),
     ];
     let tags: Vec<u32> = responses
         .iter()
@@ -204,10 +214,12 @@ fn samples_cover_every_variant() {
             | Response::DescribeTopics(_)
             | Response::Error(_)
             | Response::FindCoordinator(_)
-            | Response::DescribeCluster(_) => f.response.tag(),
+            | Response::DescribeCluster(_)
+            | Response::GroupHistory(_)
+            | Response::GroupDiagnosis(_) => f.response.tag(),
         })
         .collect();
-    assert_eq!(tags, (0..15).collect::<Vec<_>>());
+    assert_eq!(tags, (0..17).collect::<Vec<_>>());
 }
 
 /// The tag that `tag()` reports is the u32 LE that the encoding puts after the correlation id.

@@ -223,6 +223,25 @@ pub fn describe_cluster_request() -> RequestFrame {
     req(u32::MAX - 1, DescribeClusterRequest {})
 }
 
+pub fn group_history_request() -> RequestFrame {
+    req(
+        14,
+        GroupHistoryRequest {
+            group_id: "orders-ü".into(),
+            limit: u32::MAX,
+        },
+    )
+}
+
+pub fn group_diagnosis_request() -> RequestFrame {
+    req(
+        15,
+        GroupDiagnosisRequest {
+            group_id: "orders-ü".into(),
+        },
+    )
+}
+
 pub fn hello_response() -> ResponseFrame {
     resp(
         1,
@@ -497,6 +516,96 @@ pub fn describe_cluster_response() -> ResponseFrame {
                     shards: vec![],
                 },
             ],
+        },
+    )
+}
+
+pub fn group_history_response() -> ResponseFrame {
+    resp(
+        14,
+        GroupHistoryResponse {
+            error_code: 0,
+            rebalances: vec![
+                RebalanceRecord {
+                    generation_id: i32::MAX,
+                    trigger: RebalanceCause {
+                        kind: "session_expired".into(),
+                        member_id: "m-2".into(),
+                        client_id: "worker-β".into(),
+                        client_host: "10.0.0.7".into(),
+                        detail: None,
+                    },
+                    started_at_ms: u64::MAX,
+                    barrier_ms: 3_000,
+                    sync_ms: Some(12),
+                    assignor: Some("range".into()),
+                    leader_id: "m-1".into(),
+                    members: 2,
+                    waited_for: vec![
+                        MemberWait {
+                            member_id: "m-1".into(),
+                            rejoin_ms: Some(0),
+                        },
+                        MemberWait {
+                            member_id: "m-3".into(),
+                            rejoin_ms: None,
+                        },
+                    ],
+                    evicted: vec!["m-3".into()],
+                    joined: vec![],
+                    left: vec!["m-2".into(), "m-3".into()],
+                    moved: Some(4),
+                    changes: vec![MemberChange {
+                        member_id: "m-1".into(),
+                        gained: vec![tp("orders", &[2, 3])],
+                        revoked: vec![tp("orders", &[i32::MAX])],
+                    }],
+                    omitted: u32::MAX,
+                },
+                RebalanceRecord::default(),
+            ],
+        },
+    )
+}
+
+pub fn group_diagnosis_response() -> ResponseFrame {
+    resp(
+        15,
+        GroupDiagnosisResponse {
+            error_code: 0,
+            state: "PreparingRebalance".into(),
+            generation_id: -1,
+            now_ms: u64::MAX,
+            rebalance: Some(Box::new(RebalanceWait {
+                phase: "join".into(),
+                trigger: RebalanceCause {
+                    kind: "member_left".into(),
+                    member_id: "m-2".into(),
+                    client_id: "ü".into(),
+                    client_host: "::1".into(),
+                    detail: Some("shutting down".into()),
+                },
+                started_at_ms: 1,
+                phase_since_ms: 2,
+                deadline_ms: Some(u64::MAX),
+                stuck: true,
+                waiting_for: vec![WaitingMember {
+                    member_id: "m-3".into(),
+                    group_instance_id: Some("pod-3".into()),
+                    client_id: "worker".into(),
+                    client_host: "10.0.0.8".into(),
+                    last_heard_ms: 0,
+                    leader: true,
+                }],
+                omitted: 7,
+                pending_joins: u32::MAX,
+            })),
+            unowned: vec![tp("orders", &[0])],
+            unowned_since_ms: Some(5),
+            storm: true,
+            rebalances_in_window: 9,
+            storm_threshold: 5,
+            storm_window_ms: 300_000,
         },
     )
 }

@@ -171,6 +171,10 @@ pub fn request() -> impl Strategy<Value = Request> {
             .prop_map(|topics| Request::DescribeTopics(DescribeTopicsRequest { topics })),
         text().prop_map(|key| Request::FindCoordinator(FindCoordinatorRequest { key })),
         Just(Request::DescribeCluster(DescribeClusterRequest {})),
+        (text(), any::<u32>()).prop_map(|(group_id, limit)| Request::GroupHistory(
+            GroupHistoryRequest { group_id, limit }
+        )),
+        text().prop_map(|group_id| Request::GroupDiagnosis(GroupDiagnosisRequest { group_id })),
     ]
 }
 
@@ -377,6 +381,13 @@ pub fn response() -> impl Strategy<Value = Response> {
                 nodes,
             },
         );
+    let history =
+        (any::<i16>(), vec(rebalance_record(), 0..3)).prop_map(|(error_code, rebalances)| {
+            GroupHistoryResponse {
+                error_code,
+                rebalances,
+            }
+        });
     prop_oneof![
         hello.prop_map(Response::Hello),
         join.prop_map(Response::JoinGroup),
@@ -396,7 +407,185 @@ pub fn response() -> impl Strategy<Value = Response> {
         error.prop_map(Response::Error),
         find_coordinator.prop_map(Response::FindCoordinator),
         describe_cluster.prop_map(Response::DescribeCluster),
+        history.prop_map(Response::GroupHistory),
+        group_diagnosis().prop_map(Response::GroupDiagnosis),
     ]
+}
+
+fn rebalance_cause() -> impl Strategy<Value = RebalanceCause> {
+    (text(), text(), text(), text(), option::of(text())).prop_map(
+        |(kind, member_id, client_id, client_host, detail)| RebalanceCause {
+            kind,
+            member_id,
+            client_id,
+            client_host,
+            detail,
+        },
+    )
+}
+
+fn rebalance_record() -> impl Strategy<Value = RebalanceRecord> {
+    let wait = (text(), option::of(any::<u64>())).prop_map(|(member_id, rejoin_ms)| MemberWait {
+        member_id,
+        rejoin_ms,
+    });
+    let change = (
+        text(),
+        vec(topic_partitions(), 0..2),
+        vec(topic_partitions(), 0..2),
+    )
+        .prop_map(|(member_id, gained, revoked)| MemberChange {
+            member_id,
+            gained,
+            revoked,
+        });
+    let head = (
+        any::<i32>(),
+        rebalance_cause(),
+        any::<u64>(),
+        any::<u64>(),
+        option::of(any::<u64>()),
+        option::of(text()),
+        text(),
+        any::<u32>(),
+    );
+    let lists = (
+        vec(wait, 0..3),
+        texts(),
+        texts(),
+        texts(),
+        option::of(any::<u32>()),
+        vec(change, 0..2),
+        any::<u32>(),
+    );
+    (head, lists).prop_map(
+        |(
+            (
+                generation_id,
+                trigger,
+                started_at_ms,
+                barrier_ms,
+                sync_ms,
+                assignor,
+                leader_id,
+                members,
+            ),
+            (waited_for, evicted, joined, left, moved, changes, omitted),
+        )| RebalanceRecord {
+            generation_id,
+            trigger,
+            started_at_ms,
+            barrier_ms,
+            sync_ms,
+            assignor,
+            leader_id,
+            members,
+            waited_for,
+            evicted,
+            joined,
+            left,
+            moved,
+            changes,
+            omitted,
+        },
+    )
+}
+
+fn group_diagnosis() -> impl Strategy<Value = GroupDiagnosisResponse> {
+    let waiting = (
+        text(),
+        option::of(text()),
+        text(),
+        text(),
+        any::<u64>(),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(member_id, group_instance_id, client_id, client_host, last_heard_ms, leader)| {
+                WaitingMember {
+                    member_id,
+                    group_instance_id,
+                    client_id,
+                    client_host,
+                    last_heard_ms,
+                    leader,
+                }
+            },
+        );
+    let wait = (
+        text(),
+        rebalance_cause(),
+        any::<u64>(),
+        any::<u64>(),
+        option::of(any::<u64>()),
+        any::<bool>(),
+        vec(waiting, 0..3),
+        any::<u32>(),
+        any::<u32>(),
+    )
+        .prop_map(
+            |(
+                phase,
+                trigger,
+                started_at_ms,
+                phase_since_ms,
+                deadline_ms,
+                stuck,
+                waiting_for,
+                omitted,
+                pending_joins,
+            )| RebalanceWait {
+                phase,
+                trigger,
+                started_at_ms,
+                phase_since_ms,
+                deadline_ms,
+                stuck,
+                waiting_for,
+                omitted,
+                pending_joins,
+            },
+        );
+    (
+        any::<i16>(),
+        text(),
+        any::<i32>(),
+        any::<u64>(),
+        option::of(wait.prop_map(Box::new)),
+        vec(topic_partitions(), 0..3),
+        option::of(any::<u64>()),
+        any::<bool>(),
+        any::<u32>(),
+        any::<u32>(),
+        any::<u64>(),
+    )
+        .prop_map(
+            |(
+                error_code,
+                state,
+                generation_id,
+                now_ms,
+                rebalance,
+                unowned,
+                unowned_since_ms,
+                storm,
+                rebalances_in_window,
+                storm_threshold,
+                storm_window_ms,
+            )| GroupDiagnosisResponse {
+                error_code,
+                state,
+                generation_id,
+                now_ms,
+                rebalance,
+                unowned,
+                unowned_since_ms,
+                storm,
+                rebalances_in_window,
+                storm_threshold,
+                storm_window_ms,
+            },
+        )
 }
 
 pub fn response_frame() -> impl Strategy<Value = ResponseFrame> {

@@ -305,12 +305,18 @@ async fn run(mut own: Ownership, node: Registration, mut stop: oneshot::Receiver
         };
         keeper.abort();
         if stopping {
+            // Unregistered first: the other nodes' targets then count without this node, so
+            // each shard given away below is claimed at once.
+            if let Err(e) = own.client.delete(&own.keys.node(&own.me)).await {
+                warn!(error = %e, "cannot unregister before handing the shards over");
+            }
             own.give_everything().await;
             let _ = own.client.lease_revoke(own.lease).await;
             info!("left the cluster");
             break;
         }
         own.lose_everything().await;
+        // Revoked at once (when etcd answers): the others need not wait out the TTL.
         let _ = own.client.lease_revoke(own.lease).await;
         own.lease = 0;
         tokio::select! {

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::Addr;
-use muster_coordinator::actors::{AdoptShard, ReleaseShard, Supervisor};
+use muster_coordinator::actors::{AdoptShard, Drain, ReleaseShard, Supervisor};
 use muster_etcd::{balance, EtcdClient, EtcdError, EtcdStore, KeyLayout};
 use tracing::{debug, info, warn};
 
@@ -134,9 +134,33 @@ impl Ownership {
         Ok(())
     }
 
+    /// Sends the supervisor `ReleaseShard` and returns the drain of its groups (`None`: the
+    /// supervisor is gone, the server is stopping). The message itself is always awaited to
+    /// the end: actix would skip it if the wait were cut short.
+    async fn release_groups(&self, shard: u32) -> Option<Drain> {
+        self.supervisor.send(ReleaseShard { shard }).await.ok()
+    }
+
+    /// Waits for a drain, at most [`DRAIN_TIMEOUT`].
+    async fn drained(shard: u32, drain: Option<Drain>) {
+        if let Some(Drain(drain)) = drain {
+            if tokio::time::timeout(DRAIN_TIMEOUT, drain).await.is_err() {
+                warn!(
+                    shard,
+                    "the shard's groups did not finish their writes in time"
+                );
+            }
+        }
+    }
+
     /// Loads a shard we have just claimed and starts serving it.
     async fn take(&mut self, shard: u32, revision: i64) {
         self.table.set(shard, ShardState::Loading);
+        // Groups of the shard still here from an earlier ownership stop first: nothing they
+        // write may pass under the new claim (the store also fences each batch on the claim
+        // it was made under).
+        let stale = self.release_groups(shard).await;
+        Self::drained(shard, stale).await;
         self.store.own_shard(shard, revision);
         self.mine.insert(shard, revision);
         match self.store.read_shard(shard).await {
@@ -164,14 +188,8 @@ impl Ownership {
     /// Hands a shard over cleanly (module docs).
     pub(super) async fn give(&mut self, shard: u32) {
         self.table.set(shard, ShardState::NotOwned);
-        let drained =
-            tokio::time::timeout(DRAIN_TIMEOUT, self.supervisor.send(ReleaseShard { shard })).await;
-        if drained.is_err() {
-            warn!(
-                shard,
-                "the shard's groups did not finish their writes in time"
-            );
-        }
+        let drain = self.release_groups(shard).await;
+        Self::drained(shard, drain).await;
         self.store.release_shard(shard);
         if let Some(revision) = self.mine.remove(&shard) {
             match self
@@ -179,24 +197,26 @@ impl Ownership {
                 .delete_if_unchanged(&self.keys.owner(shard), revision)
                 .await
             {
-                Ok(_) => info!(shard, "shard handed over"),
+                Ok(true) => info!(shard, "shard handed over"),
+                Ok(false) => info!(shard, "shard given up (its owner key had changed already)"),
                 // The key goes with our lease anyway; the taker waits until then.
                 Err(e) => warn!(shard, error = %e, "cannot delete the shard's owner key"),
             }
         }
     }
 
-    /// Drops a shard another node owns now, writing nothing.
+    /// Drops a shard another node owns now (or may own: the lease is lost), writing nothing.
     pub(super) async fn lose(&mut self, shard: u32) {
         self.table.set(shard, ShardState::NotOwned);
         self.mine.remove(&shard);
-        let _ =
-            tokio::time::timeout(DRAIN_TIMEOUT, self.supervisor.send(ReleaseShard { shard })).await;
-        // After the drain: writes still in flight were fenced on the old revision.
+        // Nothing to wait for: whatever the groups still write is fenced (another node holds
+        // the owner key) or refused (released here).
         self.store.release_shard(shard);
+        let drain = self.release_groups(shard).await;
+        tokio::spawn(Self::drained(shard, drain));
     }
 
-    /// The lease is gone: every shard with it.
+    /// The lease is gone: every shard with it, at once.
     pub(super) async fn lose_everything(&mut self) {
         self.table.clear();
         let held: Vec<u32> = self.mine.keys().copied().collect();

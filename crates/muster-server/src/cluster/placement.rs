@@ -102,6 +102,10 @@ impl Placement for ShardTable {
     fn shard_of(&self, group_id: &str) -> u32 {
         muster_etcd::shard_of(group_id, self.shards())
     }
+
+    fn serving(&self, shard: u32) -> bool {
+        self.state(shard) == ShardState::Owned && self.lease_valid_at(Instant::now())
+    }
 }
 
 #[cfg(test)]
@@ -123,6 +127,7 @@ mod tests {
         table.set(shard, ShardState::Owned);
         // No keep-alive answered yet: not served.
         assert_eq!(table.refusal("orders"), Some(ErrorCode::NotCoordinator));
+        assert!(!table.serving(shard));
         table.lease_valid_until(Instant::now() + Duration::from_secs(5));
         assert_eq!(table.refusal("orders"), None);
         table.lease_valid_until(Instant::now());

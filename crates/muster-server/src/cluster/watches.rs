@@ -39,11 +39,20 @@ pub(super) async fn trigger_on_change(client: EtcdClient, prefix: Vec<u8>, chang
     }
 }
 
+/// How often the catalog is read in full even while its watch reports nothing: a watch on an
+/// etcd member that is cut off goes silent instead of failing.
+const REREAD: Duration = Duration::from_secs(30);
+
 /// Keeps the supervisor's topic catalog equal to the cluster's, forever.
 pub(super) async fn follow_topics(store: Arc<EtcdStore>, supervisor: Arc<Addr<Supervisor>>) {
     loop {
-        if let Err(e) = follow_topics_once(&store, &supervisor).await {
-            warn!(error = %e, "topic catalog watch failed; reading the catalog again shortly");
+        match tokio::time::timeout(REREAD, follow_topics_once(&store, &supervisor)).await {
+            // Time for a full read: at once.
+            Err(_) => continue,
+            Ok(Err(e)) => {
+                warn!(error = %e, "topic catalog watch failed; reading the catalog again shortly")
+            }
+            Ok(Ok(())) => {}
         }
         tokio::time::sleep(REOPEN).await;
     }

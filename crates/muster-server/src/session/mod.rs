@@ -383,7 +383,9 @@ impl Session {
             | Request::ListGroups(_)
             | Request::DeleteGroups(_)
             | Request::CreateTopics(_)
-            | Request::DescribeTopics(_) => {
+            | Request::DescribeTopics(_)
+            | Request::GroupHistory(_)
+            | Request::GroupDiagnosis(_) => {
                 self.refresh_identity();
                 let reply = self.reply(ticket);
                 let access = self.client.access.clone();

@@ -27,8 +27,8 @@ use crate::telemetry::RequestMetrics;
 /// may run many members on one connection), and their answers are bounded by the group caps.
 #[inline]
 pub(crate) const fn takes_large_slot(request_tag: u32) -> bool {
-    // OffsetFetch, DescribeGroups, ListGroups, DescribeTopics.
-    matches!(request_tag, 6 | 7 | 8 | 11)
+    // OffsetFetch, DescribeGroups, ListGroups, DescribeTopics, GroupHistory, GroupDiagnosis.
+    matches!(request_tag, 6 | 7 | 8 | 11 | 14 | 15)
 }
 
 /// Bytes the writer gathers from ready responses before one write.

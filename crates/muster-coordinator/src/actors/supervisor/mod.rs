@@ -22,6 +22,7 @@ use tracing::{debug, error, info};
 use super::admin_access::{self, may_describe_group};
 use super::admin_limits::{self, distinct, state_bit};
 use super::group::{GroupActor, GroupEnv, SupervisorLink};
+use super::insight;
 use super::messages::{
     AbortHeld, AdminCall, ArmTimer, Delete, Describe, Forget, GroupLink, Route, Shutdown,
     StatusChanged, Tick, TopicsChanged,
@@ -42,30 +43,7 @@ use crate::storage::{GroupRecord, Mutation, OffsetWrite, Store, StoredState};
 
 mod shards;
 
-/// Which groups this node coordinates. A single node owns every group; a clustered node
-/// answers NOT_COORDINATOR for the groups of shards another node owns, and
-/// COORDINATOR_LOAD_IN_PROGRESS for those of a shard it is loading.
-pub trait Placement: Send + Sync + 'static {
-    /// Why this node cannot serve `group_id` now (NOT_COORDINATOR or
-    /// COORDINATOR_LOAD_IN_PROGRESS), if it cannot.
-    fn refusal(&self, group_id: &str) -> Option<ErrorCode>;
-    /// The shard `group_id` belongs to (a single node has one: 0).
-    fn shard_of(&self, group_id: &str) -> u32;
-}
-
-/// The single-node placement: every group is ours.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct SingleNode;
-
-impl Placement for SingleNode {
-    fn refusal(&self, _group_id: &str) -> Option<ErrorCode> {
-        None
-    }
-
-    fn shard_of(&self, _group_id: &str) -> u32 {
-        0
-    }
-}
+pub use super::placement::{Placement, SingleNode};
 
 /// Everything the supervisor starts with.
 pub struct SupervisorOptions {
@@ -164,6 +142,7 @@ impl Supervisor {
                 catalog: Arc::clone(&self.catalog),
                 clock: self.clock,
                 quotas: self.quotas.clone(),
+                placement: Arc::clone(&self.placement),
                 supervisor: SupervisorLink {
                     arm_timer: ctx.address().recipient(),
                     status_changed: ctx.address().recipient(),
@@ -209,16 +188,19 @@ impl Supervisor {
     fn load(&mut self, initial: StoredState, ctx: &mut Context<Self>) {
         let now = self.clock.now();
         let mut offsets: HashMap<String, Vec<OffsetWrite>> = initial.offsets.into_iter().collect();
+        let mut journals: HashMap<String, _> = initial.journals.into_iter().collect();
         let groups = initial.groups.len();
         for record in initial.groups {
             let group_offsets = offsets.remove(&record.group_id).unwrap_or_default();
-            let group = Group::restore(
+            let journal = journals.remove(&record.group_id).unwrap_or_default();
+            let mut group = Group::restore(
                 record,
                 group_offsets,
                 Arc::clone(&self.config),
                 &self.quotas,
                 now,
             );
+            group.restore_journal(journal);
             // What exists is counted, even past a limit lowered since (never refused).
             let quota = group
                 .created_by()
@@ -729,6 +711,19 @@ impl Handler<AdminCall> for Supervisor {
                         topics,
                     }));
                 Box::pin(actix::fut::ready(()))
+            }
+            Request::GroupHistory(_) | Request::GroupDiagnosis(_) => {
+                let target = insight::target(&call.request, &call.access, |id| {
+                    let addr = self.groups.find(id).map(|(_, e)| Arc::clone(&e.addr));
+                    self.refusal(id)
+                        .map_or(addr.ok_or(ErrorCode::GroupIdNotFound), Err)
+                });
+                let reply = call.reply;
+                Box::pin(
+                    insight::answer(call.request, target)
+                        .into_actor(self)
+                        .map(move |response, _, _| reply.send(response)),
+                )
             }
             other => {
                 call.reply.send(Response::error(

@@ -10,14 +10,17 @@ use futures_util::future::join_all;
 use tracing::info;
 
 use super::Supervisor;
-use crate::actors::messages::{AdoptShard, CatalogChanged, ReleaseShard, Relinquish};
+use crate::actors::messages::{AdoptShard, CatalogChanged, Drain, ReleaseShard, Relinquish};
 use crate::logsafe::logsafe_list;
 use crate::types::TopicLookup;
 
 impl Supervisor {
     /// Takes every group of `shard` out of the registry and tells each to stop coordinating;
     /// the future resolves once they have all finished their writes.
-    fn relinquish_shard(&mut self, shard: u32) -> impl std::future::Future<Output = usize> {
+    fn relinquish_shard(
+        &mut self,
+        shard: u32,
+    ) -> impl std::future::Future<Output = usize> + Send + 'static {
         let ids: Vec<Arc<str>> = self
             .groups
             .values()
@@ -57,15 +60,16 @@ impl Handler<AdoptShard> for Supervisor {
 }
 
 impl Handler<ReleaseShard> for Supervisor {
-    type Result = ResponseFuture<()>;
+    type Result = MessageResult<ReleaseShard>;
 
     fn handle(&mut self, msg: ReleaseShard, _: &mut Self::Context) -> Self::Result {
         let shard = msg.shard;
         let stopping = self.relinquish_shard(shard);
-        Box::pin(async move {
+        MessageResult(Drain(Box::pin(async move {
             let groups = stopping.await;
             info!(shard, groups, "shard given up");
-        })
+            groups
+        })))
     }
 }
 
@@ -73,10 +77,16 @@ impl Handler<CatalogChanged> for Supervisor {
     type Result = ();
 
     fn handle(&mut self, msg: CatalogChanged, ctx: &mut Self::Context) {
+        // Partition counts only grow (CreateTopics never lowers one): a smaller count read
+        // from etcd is an older write landing late, never installed.
         let changed: Vec<_> = msg
             .0
             .into_iter()
-            .filter(|t| self.catalog.partitions(&t.topic) != Some(t.partitions))
+            .filter(|t| {
+                self.catalog
+                    .partitions(&t.topic)
+                    .is_none_or(|p| p < t.partitions)
+            })
             .collect();
         if changed.is_empty() {
             return;

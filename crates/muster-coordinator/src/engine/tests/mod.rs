@@ -13,6 +13,7 @@ mod admin;
 mod barrier;
 mod heartbeat;
 mod join;
+mod journal;
 mod layout;
 mod leave;
 mod limits;

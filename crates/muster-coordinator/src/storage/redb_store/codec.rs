@@ -4,7 +4,8 @@
 //!
 //! Version 2 appends the owners to version 1's group value: each member's principal and the
 //! group's creator (`Option<String>`, last field of each), so that a restart charges quotas
-//! again. Offsets are unchanged (`OffsetV1`).
+//! again. Offsets are unchanged (`OffsetV1`). Version 3 adds the rebalance journal's entries
+//! (`RebalanceV1`); group and offset values are as in version 2.
 //!
 //! Records are encoded with wincode from storage-only mirror structs, never from the engine's
 //! or the wire's types: a field added to `GroupRecord` or to a protocol message must not change
@@ -16,7 +17,9 @@ use muster_protocol::{AssignorMetadata, TopicPartitions};
 use wincode::config::Configuration;
 use wincode::{SchemaRead, SchemaWrite};
 
-use crate::storage::{CommittedOffset, GroupRecord, MemberRecord};
+use muster_protocol::{MemberChange, MemberWait, RebalanceCause};
+
+use crate::storage::{CommittedOffset, GroupRecord, MemberRecord, RebalanceRecord};
 use crate::types::GroupState;
 
 /// The largest single sequence a decode may preallocate. Far above any real group (it allows
@@ -92,6 +95,135 @@ struct OffsetV1 {
     offset: i64,
     commit_timestamp_ms: u64,
     metadata: Option<String>,
+}
+
+/// One rebalance journal entry (format version 3), field for field as `RebalanceRecord`.
+#[derive(Debug, PartialEq, Eq, SchemaWrite, SchemaRead)]
+struct RebalanceV1 {
+    generation: i32,
+    cause: CauseV1,
+    started_at_ms: u64,
+    barrier_ms: u64,
+    sync_ms: Option<u64>,
+    assignor: Option<String>,
+    leader_id: String,
+    members: u32,
+    waited_for: Vec<(String, Option<u64>)>,
+    evicted: Vec<String>,
+    joined: Vec<String>,
+    left: Vec<String>,
+    moved: Option<u32>,
+    changes: Vec<ChangeV1>,
+    omitted: u32,
+}
+
+#[derive(Debug, PartialEq, Eq, SchemaWrite, SchemaRead)]
+struct CauseV1 {
+    kind: String,
+    member_id: String,
+    client_id: String,
+    client_host: String,
+    detail: Option<String>,
+}
+
+#[derive(Debug, PartialEq, Eq, SchemaWrite, SchemaRead)]
+struct ChangeV1 {
+    member_id: String,
+    gained: Vec<TopicPartitionsV1>,
+    revoked: Vec<TopicPartitionsV1>,
+}
+
+fn tps_to(tps: Vec<TopicPartitions>) -> Vec<TopicPartitionsV1> {
+    tps.into_iter().map(Into::into).collect()
+}
+
+fn tps_from(tps: Vec<TopicPartitionsV1>) -> Vec<TopicPartitions> {
+    tps.into_iter().map(Into::into).collect()
+}
+
+/// A journal entry's value (its key holds the group and the generation).
+pub fn encode_rebalance(entry: RebalanceRecord) -> Result<Vec<u8>, CodecError> {
+    let c = entry.trigger;
+    let stored = RebalanceV1 {
+        generation: entry.generation_id,
+        cause: CauseV1 {
+            kind: c.kind,
+            member_id: c.member_id,
+            client_id: c.client_id,
+            client_host: c.client_host,
+            detail: c.detail,
+        },
+        started_at_ms: entry.started_at_ms,
+        barrier_ms: entry.barrier_ms,
+        sync_ms: entry.sync_ms,
+        assignor: entry.assignor,
+        leader_id: entry.leader_id,
+        members: entry.members,
+        waited_for: entry
+            .waited_for
+            .into_iter()
+            .map(|w| (w.member_id, w.rejoin_ms))
+            .collect(),
+        evicted: entry.evicted,
+        joined: entry.joined,
+        left: entry.left,
+        moved: entry.moved,
+        changes: entry
+            .changes
+            .into_iter()
+            .map(|c| ChangeV1 {
+                member_id: c.member_id,
+                gained: tps_to(c.gained),
+                revoked: tps_to(c.revoked),
+            })
+            .collect(),
+        omitted: entry.omitted,
+    };
+    wincode::config::serialize(&stored, FORMAT)
+        .map_err(|e| CodecError(format!("cannot encode a rebalance journal entry: {e}")))
+}
+
+pub fn decode_rebalance(bytes: &[u8]) -> Result<RebalanceRecord, CodecError> {
+    let s: RebalanceV1 = wincode::config::deserialize_exact(bytes, FORMAT)
+        .map_err(|e| CodecError(format!("rebalance journal value: {e}")))?;
+    Ok(RebalanceRecord {
+        generation_id: s.generation,
+        trigger: RebalanceCause {
+            kind: s.cause.kind,
+            member_id: s.cause.member_id,
+            client_id: s.cause.client_id,
+            client_host: s.cause.client_host,
+            detail: s.cause.detail,
+        },
+        started_at_ms: s.started_at_ms,
+        barrier_ms: s.barrier_ms,
+        sync_ms: s.sync_ms,
+        assignor: s.assignor,
+        leader_id: s.leader_id,
+        members: s.members,
+        waited_for: s
+            .waited_for
+            .into_iter()
+            .map(|(member_id, rejoin_ms)| MemberWait {
+                member_id,
+                rejoin_ms,
+            })
+            .collect(),
+        evicted: s.evicted,
+        joined: s.joined,
+        left: s.left,
+        moved: s.moved,
+        changes: s
+            .changes
+            .into_iter()
+            .map(|c| MemberChange {
+                member_id: c.member_id,
+                gained: tps_from(c.gained),
+                revoked: tps_from(c.revoked),
+            })
+            .collect(),
+        omitted: s.omitted,
+    })
 }
 
 /// Stored state numbers: explicit, never renumbered.

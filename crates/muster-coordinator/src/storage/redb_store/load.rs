@@ -11,8 +11,10 @@ use muster_protocol::TopicInfo;
 use redb::{Database, ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
 use super::codec;
-use super::{GROUPS, OFFSETS, TOPICS};
-use crate::storage::{GroupRecord, OffsetWrite, StoreError, StoredGroup, StoredState};
+use super::{GROUPS, JOURNAL, OFFSETS, TOPICS};
+use crate::storage::{
+    GroupRecord, OffsetWrite, RebalanceRecord, StoreError, StoredGroup, StoredState,
+};
 
 type Offsets = Vec<(String, Vec<OffsetWrite>)>;
 
@@ -40,6 +42,7 @@ pub(super) fn load(db: &Database, path: &Path) -> Result<StoredState, StoreError
         groups: groups?,
         offsets: offsets?,
         topics: load_topics(txn, path)?,
+        journals: load_journals(txn, path)?,
     })
 }
 
@@ -87,7 +90,55 @@ pub(super) fn load_group(
             committed,
         });
     }
-    Ok(StoredGroup { record, offsets })
+    let table = txn
+        .open_table(JOURNAL)
+        .map_err(|e| read_error(path, e.into()))?;
+    let mut journal = Vec::new();
+    for entry in table
+        .range((group_id, i32::MIN)..(after.as_str(), i32::MIN))
+        .map_err(|e| read_error(path, e.into()))?
+    {
+        let (key, value) = entry.map_err(|e| read_error(path, e.into()))?;
+        journal.push(decode_entry(path, key.value(), value.value())?);
+    }
+    Ok(StoredGroup {
+        record,
+        offsets,
+        journal,
+    })
+}
+
+fn decode_entry(
+    path: &Path,
+    (group_id, generation): (&str, i32),
+    bytes: &[u8],
+) -> Result<RebalanceRecord, StoreError> {
+    codec::decode_rebalance(bytes).map_err(|e| {
+        corrupt(
+            path,
+            format!("journal entry of {group_id:?} generation {generation}: {e}"),
+        )
+    })
+}
+
+type Journals = Vec<(String, Vec<RebalanceRecord>)>;
+
+fn load_journals(txn: &ReadTransaction, path: &Path) -> Result<Journals, StoreError> {
+    let table = txn
+        .open_table(JOURNAL)
+        .map_err(|e| read_error(path, e.into()))?;
+    let mut journals: Journals = Vec::new();
+    for entry in table.iter().map_err(|e| read_error(path, e.into()))? {
+        let (key, value) = entry.map_err(|e| read_error(path, e.into()))?;
+        let record = decode_entry(path, key.value(), value.value())?;
+        let group_id = key.value().0;
+        // Keys are in group order, then generation order.
+        match journals.last_mut() {
+            Some((last, entries)) if last == group_id => entries.push(record),
+            _ => journals.push((group_id.to_owned(), vec![record])),
+        }
+    }
+    Ok(journals)
 }
 
 fn load_groups(txn: &ReadTransaction, path: &Path) -> Result<Vec<GroupRecord>, StoreError> {

@@ -10,13 +10,14 @@
 //! commit (see `writer`) is what makes throughput: one dedicated thread drains everything
 //! waiting, writes it in one transaction and fsyncs once for all of it.
 //!
-//! Layout (format version 2):
+//! Layout (format version 3):
 //!
 //! ```text
-//! meta     "format_version"               -> u64 (2)
+//! meta     "format_version"               -> u64 (3)
 //! groups   group_id                       -> GroupV2 (wincode, see `codec`)
 //! offsets  (group_id, topic, partition)   -> OffsetV1 (wincode)
 //! topics   topic                          -> partitions (i32)
+//! journal  (group_id, generation)         -> RebalanceV1 (wincode)
 //! ```
 //!
 //! Offset keys order by group first, so a group's offsets are one contiguous range: deleting a
@@ -25,6 +26,9 @@
 //! Version 2 added the owners of groups and members (for quotas). A version 1 file is
 //! migrated when opened: every group value is rewritten as version 2 with no owners, and the
 //! version bumped, in one transaction (a crash leaves it version 1, to migrate again).
+//! Version 3 added the `journal` table (each group's last rebalances); a version 2 file is
+//! migrated by creating it (empty) and bumping the version, in one transaction; a version 1
+//! file goes through both steps in one transaction.
 //!
 //! Opening never resets anything: a locked, unreadable, foreign, corrupt or newer-format file
 //! is an error naming the path and what to do. Every open verifies the checksums of the whole
@@ -63,6 +67,7 @@ const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const GROUPS: TableDefinition<&str, &[u8]> = TableDefinition::new("groups");
 const OFFSETS: TableDefinition<(&str, &str, i32), &[u8]> = TableDefinition::new("offsets");
 const TOPICS: TableDefinition<&str, i32> = TableDefinition::new("topics");
+const JOURNAL: TableDefinition<(&str, i32), &[u8]> = TableDefinition::new("journal");
 
 const FORMAT_VERSION_KEY: &str = "format_version";
 
@@ -161,7 +166,7 @@ impl RedbStore {
     pub const FILE_NAME: &'static str = "muster.redb";
 
     /// The store format this build reads and writes.
-    pub const FORMAT_VERSION: u64 = 2;
+    pub const FORMAT_VERSION: u64 = 3;
     /// redb's page cache (its write buffer takes at most half). The store is written, not read,
     /// after startup; the cache only spares the writer re-reading the B-tree pages it updates,
     /// and those reads hit the OS page cache. 16 MiB held every page of a 1 000-group store in
@@ -407,14 +412,15 @@ fn check_format(db: &Database, path: &Path) -> Result<(), StoreError> {
             check_table(&txn, GROUPS).map_err(&corrupt)?;
             check_table(&txn, OFFSETS).map_err(&corrupt)?;
             check_table(&txn, TOPICS).map_err(&corrupt)?;
+            check_table(&txn, JOURNAL).map_err(&corrupt)?;
             Ok(())
         }
-        Some(1) => {
+        Some(old @ (1 | 2)) => {
             check_table(&txn, GROUPS).map_err(&corrupt)?;
             check_table(&txn, OFFSETS).map_err(&corrupt)?;
             check_table(&txn, TOPICS).map_err(&corrupt)?;
             drop(txn);
-            migrate_from_v1(db).map_err(|e| match e {
+            migrate(db, old).map_err(|e| match e {
                 MigrationError::Store(e) => unreadable(e),
                 MigrationError::Codec(e) => corrupt(e.to_string()),
             })
@@ -458,31 +464,39 @@ impl<E: Into<redb::Error>> From<E> for MigrationError {
     }
 }
 
-/// Format version 1 → 2: rewrites every group value with no owners recorded (its groups and
-/// members count against no principal until they are next written by a principal's
-/// request), and bumps the version, in one transaction.
-fn migrate_from_v1(db: &Database) -> Result<(), MigrationError> {
+/// Migrates a file of format version `from` (1 or 2) to the current one, in one transaction
+/// (a crash leaves it at `from`, to migrate again).
+///
+/// - 1 → 2: rewrites every group value with no owners recorded (its groups and members count
+///   against no principal until they are next written by a principal's request).
+/// - 2 → 3: creates the (empty) `journal` table: groups have no history yet.
+fn migrate(db: &Database, from: u64) -> Result<(), MigrationError> {
     let txn = db.begin_write()?;
     let migrated = {
         let mut groups = txn.open_table(GROUPS)?;
         let mut rewritten = Vec::new();
-        for entry in groups.iter()? {
-            let (key, value) = entry?;
-            let record = codec::decode_group_v1(key.value(), value.value())
-                .map_err(MigrationError::Codec)?;
-            rewritten.push(codec::encode_group(record).map_err(MigrationError::Codec)?);
+        if from == 1 {
+            for entry in groups.iter()? {
+                let (key, value) = entry?;
+                let record = codec::decode_group_v1(key.value(), value.value())
+                    .map_err(MigrationError::Codec)?;
+                rewritten.push(codec::encode_group(record).map_err(MigrationError::Codec)?);
+            }
         }
         for (group_id, bytes) in &rewritten {
             groups.insert(group_id.as_str(), bytes.as_slice())?;
         }
+        txn.open_table(JOURNAL)?;
         let mut meta = txn.open_table(META)?;
         meta.insert(FORMAT_VERSION_KEY, RedbStore::FORMAT_VERSION)?;
         rewritten.len()
     };
     txn.commit()?;
     info!(
-        groups = migrated,
-        "store migrated from format version 1 to 2"
+        groups_rewritten = migrated,
+        from,
+        to = RedbStore::FORMAT_VERSION,
+        "store format migrated"
     );
     Ok(())
 }
@@ -496,6 +510,7 @@ fn initialize(db: &Database) -> Result<(), redb::Error> {
         txn.open_table(GROUPS)?;
         txn.open_table(OFFSETS)?;
         txn.open_table(TOPICS)?;
+        txn.open_table(JOURNAL)?;
     }
     txn.commit()?;
     Ok(())

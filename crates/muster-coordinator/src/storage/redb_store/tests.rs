@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use redb::{Database, TableDefinition};
 
-use super::{RedbStore, GROUPS, META};
-use crate::storage::suite::{block_on, commit, group, offset, put_offsets};
+use super::{RedbStore, GROUPS, JOURNAL, META};
+use crate::storage::suite::{block_on, commit, group, offset, put_offsets, rebalance};
 use crate::storage::{Mutation, OffsetWrite, Store, StoreError, StoredState};
 
 fn open(dir: &Path) -> RedbStore {
@@ -93,22 +93,22 @@ fn a_newer_format_version_is_refused_and_left_alone() {
         commit(&store, vec![Mutation::PutGroup(group("g", 1))]);
         store.path().to_path_buf()
     };
-    set_format_version(&path, 3);
+    set_format_version(&path, 4);
     let error = open_err(dir.path());
     assert_eq!(
         error,
         StoreError::UnsupportedFormat {
             path: path.clone(),
-            found: 3,
-            supported: 2
+            found: 4,
+            supported: 3
         }
     );
     let message = error.to_string();
     assert!(message.contains(&path.display().to_string()), "{message}");
+    assert!(message.contains("version 4"), "{message}");
     assert!(message.contains("version 3"), "{message}");
-    assert!(message.contains("version 2"), "{message}");
     // Nothing was reset: put the version back and the data is all there.
-    set_format_version(&path, 2);
+    set_format_version(&path, 3);
     assert_eq!(
         open(dir.path()).load().expect("loads").groups,
         vec![group("g", 1)]
@@ -143,6 +143,8 @@ fn a_version_1_store_is_migrated_with_no_owners() {
             let mut meta = txn.open_table(META).expect("meta table");
             meta.insert("format_version", 1).expect("insert");
         }
+        // Version 1 had no journal table.
+        assert!(txn.delete_table(JOURNAL).expect("delete"));
         txn.commit().expect("commit");
     }
     let owner_less = |id: &str, generation: i32| {
@@ -157,12 +159,63 @@ fn a_version_1_store_is_migrated_with_no_owners() {
     let loaded = store.load().expect("loads");
     assert_eq!(loaded.groups, vec![owner_less("g", 1), owner_less("h", 2)]);
     assert_eq!(loaded.offsets.len(), 1, "offsets are untouched");
-    // Migrated on disk: version 2, and new writes carry owners.
+    // Migrated on disk: the current version, and new writes carry owners.
     commit(&store, vec![Mutation::PutGroup(group("g", 3))]);
     drop(store);
-    assert_eq!(format_version(&path), 2);
+    assert_eq!(format_version(&path), RedbStore::FORMAT_VERSION);
     let loaded = open(dir.path()).load().expect("loads");
     assert_eq!(loaded.groups, vec![group("g", 3), owner_less("h", 2)]);
+}
+
+/// A store as format version 2 left it (no journal table): migrated to version 3 when opened,
+/// its groups and offsets untouched, its journal empty and writable.
+#[test]
+fn a_version_2_store_is_migrated_with_an_empty_journal() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let path = {
+        let store = open(dir.path());
+        commit(&store, vec![Mutation::PutGroup(group("g", 1))]);
+        commit(&store, vec![put_offsets("g", vec![offset("t", 0, 5)])]);
+        store.path().to_path_buf()
+    };
+    {
+        let db = Database::open(&path).expect("redb opens the file");
+        let txn = db.begin_write().expect("write txn");
+        assert!(txn.delete_table(JOURNAL).expect("delete"));
+        txn.open_table(META)
+            .expect("meta table")
+            .insert("format_version", 2)
+            .expect("insert");
+        txn.commit().expect("commit");
+    }
+    let store = open(dir.path());
+    assert_eq!(format_version_of(&store), RedbStore::FORMAT_VERSION);
+    let loaded = store.load().expect("loads");
+    assert_eq!(loaded.groups, vec![group("g", 1)]);
+    assert_eq!(loaded.offsets.len(), 1, "offsets are untouched");
+    assert!(loaded.journals.is_empty());
+    commit(
+        &store,
+        vec![Mutation::PutRebalances {
+            group_id: "g".into(),
+            entries: vec![rebalance(2)],
+            dropped: vec![],
+        }],
+    );
+    drop(store);
+    assert_eq!(format_version(&path), RedbStore::FORMAT_VERSION);
+    let loaded = open(dir.path()).load().expect("loads");
+    assert_eq!(loaded.journals, vec![("g".into(), vec![rebalance(2)])]);
+}
+
+fn format_version_of(store: &RedbStore) -> u64 {
+    let db = store.shared.database().expect("open");
+    let txn = redb::ReadableDatabase::begin_read(&*db).expect("read txn");
+    let meta = txn.open_table(META).expect("meta table");
+    meta.get("format_version")
+        .expect("read")
+        .expect("a version")
+        .value()
 }
 
 fn format_version(path: &Path) -> u64 {

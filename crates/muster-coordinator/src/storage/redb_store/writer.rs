@@ -20,7 +20,7 @@ use tracing::{trace, warn};
 
 use super::codec::{self, CodecError};
 use super::recovery::{self, Backoff};
-use super::{runtime_error, Command, Shared, GROUPS, OFFSETS, TOPICS};
+use super::{runtime_error, Command, Shared, GROUPS, JOURNAL, OFFSETS, TOPICS};
 use crate::storage::{DurableSender, Mutation, StoreError};
 
 /// One mutation, encoded and ready to write.
@@ -44,6 +44,12 @@ pub(super) enum Op {
     PutTopic {
         topic: String,
         partitions: i32,
+    },
+    PutRebalances {
+        group_id: String,
+        /// (generation, encoded entry)
+        entries: Vec<(i32, Vec<u8>)>,
+        dropped: Vec<i32>,
     },
 }
 
@@ -111,6 +117,21 @@ pub(super) fn prepare(batch: Vec<Mutation>) -> Result<Vec<Op>, StoreError> {
                 Mutation::PutTopic(topic) => Op::PutTopic {
                     topic: topic.topic,
                     partitions: topic.partitions,
+                },
+                Mutation::PutRebalances {
+                    group_id,
+                    entries,
+                    dropped,
+                } => Op::PutRebalances {
+                    group_id,
+                    entries: entries
+                        .into_iter()
+                        .map(|e| {
+                            let generation = e.generation_id;
+                            Ok((generation, codec::encode_rebalance(e).map_err(rejected)?))
+                        })
+                        .collect::<Result<_, StoreError>>()?,
+                    dropped,
                 },
             })
         })
@@ -191,6 +212,7 @@ fn commit<'a>(db: &Database, batches: impl Iterator<Item = &'a [Op]>) -> Result<
         let mut groups = txn.open_table(GROUPS).map_err(runtime_error)?;
         let mut offsets = txn.open_table(OFFSETS).map_err(runtime_error)?;
         let mut topics = txn.open_table(TOPICS).map_err(runtime_error)?;
+        let mut journal = txn.open_table(JOURNAL).map_err(runtime_error)?;
         for op in batches.flatten() {
             match op {
                 Op::PutGroup { group_id, value } => {
@@ -206,6 +228,12 @@ fn commit<'a>(db: &Database, batches: impl Iterator<Item = &'a [Op]>) -> Result<
                     offsets
                         .retain_in(
                             (group_id.as_str(), "", i32::MIN)..(after.as_str(), "", i32::MIN),
+                            |_, _| false,
+                        )
+                        .map_err(runtime_error)?;
+                    journal
+                        .retain_in(
+                            (group_id.as_str(), i32::MIN)..(after.as_str(), i32::MIN),
                             |_, _| false,
                         )
                         .map_err(runtime_error)?;
@@ -237,6 +265,22 @@ fn commit<'a>(db: &Database, batches: impl Iterator<Item = &'a [Op]>) -> Result<
                     topics
                         .insert(topic.as_str(), *partitions)
                         .map_err(runtime_error)?;
+                }
+                Op::PutRebalances {
+                    group_id,
+                    entries,
+                    dropped,
+                } => {
+                    for generation in dropped {
+                        journal
+                            .remove((group_id.as_str(), *generation))
+                            .map_err(runtime_error)?;
+                    }
+                    for (generation, value) in entries {
+                        journal
+                            .insert((group_id.as_str(), *generation), value.as_slice())
+                            .map_err(runtime_error)?;
+                    }
                 }
             }
         }
