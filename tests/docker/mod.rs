@@ -210,7 +210,7 @@ pub struct Compose {
     engine: &'static Engine,
     project: String,
     dir: PathBuf,
-    file: PathBuf,
+    files: Vec<PathBuf>,
     env: Vec<(String, String)>,
     down: bool,
 }
@@ -246,10 +246,16 @@ impl Compose {
             engine,
             project,
             dir,
-            file: file.to_owned(),
+            files: vec![file.to_owned()],
             env,
             down: false,
         }
+    }
+
+    /// Adds an override file (`-f`), merged over the ones before as compose merges them.
+    pub fn with_file(mut self, file: &Path) -> Self {
+        self.files.push(file.to_owned());
+        self
     }
 
     /// Sets `key` in the environment compose reads the file with (`${KEY}` substitutions).
@@ -267,10 +273,11 @@ impl Compose {
         let mut cmd = Command::new(&self.engine.compose[0]);
         cmd.args(&self.engine.compose[1..])
             .arg("-p")
-            .arg(&self.project)
-            .arg("-f")
-            .arg(&self.file)
-            .args(args)
+            .arg(&self.project);
+        for file in &self.files {
+            cmd.arg("-f").arg(file);
+        }
+        cmd.args(args)
             .current_dir(&self.dir)
             .envs(self.env.iter().map(|(k, v)| (k, v)));
         cmd
