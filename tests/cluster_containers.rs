@@ -189,8 +189,21 @@ fn explain(compose: &Compose) -> impl Drop + '_ {
     impl Drop for Explain<'_> {
         fn drop(&mut self) {
             if std::thread::panicking() {
-                for service in ETCD_MEMBERS.iter().chain(&NODES).chain(&WORKERS) {
+                for service in ETCD_MEMBERS.iter().chain(&WORKERS) {
                     eprintln!("--- {service} ---\n{}", self.0.logs(service));
+                }
+                // A node logs a line per shard it takes: its warnings and errors say more.
+                for node in NODES {
+                    let logs = self.0.logs_tail(node, "all");
+                    let notable: Vec<&str> = logs
+                        .lines()
+                        .filter(|l| l.contains("\"WARN\"") || l.contains("\"ERROR\""))
+                        .collect();
+                    let from = notable.len().saturating_sub(40);
+                    eprintln!(
+                        "--- {node} (warnings and errors) ---\n{}",
+                        notable[from..].join("\n")
+                    );
                 }
             }
         }
@@ -427,9 +440,18 @@ fn the_cluster_carries_on_when_its_three_member_etcd_loses_its_leader() {
             // A probe that fails (a loaded machine) proves nothing either way; a view that
             // differs fails the test.
             if let Ok(now) = view(&compose, node) {
-                assert_eq!(
-                    now, owners,
-                    "{node}'s view changed after etcd lost {leader}"
+                let gained: Vec<String> = now
+                    .iter()
+                    .map(|(n, shards)| {
+                        let had = owners.get(n).cloned().unwrap_or_default();
+                        let new: Vec<&u64> = shards.iter().filter(|s| !had.contains(s)).collect();
+                        format!("{n} gained {new:?}")
+                    })
+                    .collect();
+                assert!(
+                    now == owners,
+                    "{:.1?} after etcd lost {leader}, {node} sees shards moved: {gained:?}\nbefore: {owners:?}\nnow: {now:?}",
+                    killed.elapsed()
                 );
                 seen += 1;
             }

@@ -402,8 +402,13 @@ impl Compose {
 
     /// The last lines `service` logged, for a failure message.
     pub fn logs(&self, service: &str) -> String {
+        self.logs_tail(service, "40")
+    }
+
+    /// The last `lines` lines `service` logged ("all": everything).
+    pub fn logs_tail(&self, service: &str, lines: &str) -> String {
         let out = self
-            .command(&["logs", "--no-color", "--tail", "40", service])
+            .command(&["logs", "--no-color", "--tail", lines, service])
             .output()
             .map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
         out.unwrap_or_default()
