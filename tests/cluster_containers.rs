@@ -317,6 +317,23 @@ fn a_cluster_node_cut_off_its_network_loses_its_shards_and_takes_a_fair_share_ba
     assert!(last >= during, "generation {during} → {last}");
     let after = offsets(&compose, &NODES).expect("offsets");
     none_went_back(&before, &after);
+
+    // Owning and serving shards again, it says it is ready (its health check passes), whether
+    // or not one of its groups has written since.
+    wait_for(&format!("{victim} ready again"), STEP, || {
+        let out = compose.exec(
+            &victim,
+            &[],
+            &["curl", "-sS", "-m", "5", "http://127.0.0.1:7451/readyz"],
+        );
+        let said = String::from_utf8_lossy(&out.stdout).into_owned();
+        (said.trim() == "ready").then_some(()).ok_or_else(|| {
+            format!(
+                "{victim} owns {} shards and answers /readyz {said:?}",
+                counts[&victim]
+            )
+        })
+    });
 }
 
 #[test]
