@@ -5,7 +5,8 @@
 //! goes on there at the same generation with every committed offset; a node cut off its
 //! network → it stops serving, its shards move, and once back on the network it takes a fair
 //! share again; the whole cluster taken down (etcd's volume kept) and brought up → groups and
-//! offsets are still there.
+//! offsets are still there; with three etcd members (deploy/cluster/etcd3.yml), the etcd
+//! leader's container killed → no node loses its lease, no shard moves, commits go on.
 //!
 //! Everything is asked with the `muster` CLI inside a node's container (the nodes advertise
 //! names that resolve on the compose network only), of the nodes that are up. The lease TTL
@@ -396,4 +397,91 @@ fn a_cluster_taken_down_and_up_again_keeps_groups_and_offsets_in_etcd() {
         Vec::<String>::new(),
         "down -v removes the project's containers, volume and network"
     );
+}
+
+/// The etcd member that leads, asking each member's status (etcd's JSON gateway).
+fn etcd_leader(compose: &Compose) -> Result<&'static str, String> {
+    let mut leader = None;
+    let mut ids = BTreeMap::new();
+    for member in ETCD_MEMBERS {
+        let status = json(&compose.exec(
+            member,
+            &[],
+            &[
+                "curl",
+                "-fsS",
+                "-m",
+                "5",
+                "-X",
+                "POST",
+                "-d",
+                "{}",
+                "http://127.0.0.1:2379/v3/maintenance/status",
+            ],
+        ))?;
+        let id = status["header"]["member_id"].as_str().map(str::to_owned);
+        let leads = status["leader"].as_str().map(str::to_owned);
+        match (id, leads) {
+            (Some(id), Some(leads)) => {
+                ids.insert(id, member);
+                leader = Some(leads);
+            }
+            _ => return Err(format!("{member}: {status}")),
+        }
+    }
+    leader
+        .and_then(|l| ids.get(&l).copied())
+        .ok_or_else(|| format!("no member leads: {ids:?}"))
+}
+
+#[test]
+fn the_cluster_carries_on_when_its_three_member_etcd_loses_its_leader() {
+    let Some(engine) = engine("the_cluster_carries_on_when_its_three_member_etcd_loses_its_leader")
+    else {
+        return;
+    };
+    let compose = cluster(engine).with_file(&repo().join("deploy/cluster/etcd3.yml"));
+    let _explain = explain(&compose);
+    let (generation, _) = up_and_settled(&compose);
+    let owners = wait_for("the shard owners", STEP, || view(&compose, NODES[0]));
+    let leader = wait_for("etcd's leader", STEP, || etcd_leader(&compose));
+
+    let killed = Instant::now();
+    docker::docker(&["kill", &compose.container(leader)]);
+    let at_kill = offsets(&compose, &NODES).expect("offsets");
+    // For three lease TTLs no node loses its lease: no shard moves.
+    let mut seen = 0;
+    while killed.elapsed() < TTL * 3 {
+        for node in NODES {
+            // A probe that fails (a loaded machine) proves nothing either way; a view that
+            // differs fails the test.
+            if let Ok(now) = view(&compose, node) {
+                let gained: Vec<String> = now
+                    .iter()
+                    .map(|(n, shards)| {
+                        let had = owners.get(n).cloned().unwrap_or_default();
+                        let new: Vec<&u64> = shards.iter().filter(|s| !had.contains(s)).collect();
+                        format!("{n} gained {new:?}")
+                    })
+                    .collect();
+                assert!(
+                    now == owners,
+                    "{:.1?} after etcd lost {leader}, {node} sees shards moved: {gained:?}\nbefore: {owners:?}\nnow: {now:?}",
+                    killed.elapsed()
+                );
+                seen += 1;
+            }
+        }
+    }
+    assert!(seen >= 3, "only {seen} views read in {:?}", TTL * 3);
+    // Commits are acknowledged (etcd took them) and the group never rebalanced.
+    let after = wait_for("commits after the etcd member's death", STEP, || {
+        let now = offsets(&compose, &NODES)?;
+        (now != at_kill)
+            .then_some(now)
+            .ok_or("unchanged".to_owned())
+    });
+    none_went_back(&at_kill, &after);
+    assert_eq!(wait_stable(&compose, &NODES), generation);
+    assert_eq!(view(&compose, NODES[0]), Ok(owners), "no shard moved");
 }
