@@ -16,11 +16,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use docker::group::{stable_with, PARTITIONS};
 use docker::{docker, engine, image, json, repo, wait_for, Compose};
 use serde_json::Value;
 
-/// Partitions the example workers create their topic with.
-const PARTITIONS: i64 = 6;
 /// Long enough for a compose step on a loaded 2-core machine; a step normally takes seconds.
 const STEP: Duration = Duration::from_secs(90);
 
@@ -29,43 +28,6 @@ fn cli(compose: &Compose, env: &[(&str, &str)], args: &[&str]) -> Result<Value, 
     let mut argv = vec!["muster", "--json"];
     argv.extend_from_slice(args);
     json(&compose.exec("musterd", env, &argv))
-}
-
-/// The group is Stable with exactly the workers `names` (client ids), every partition of
-/// `topic` owned by exactly one of them and each owning some. Gives the generation.
-fn stable_with(group: &Value, topic: &str, names: &[&str]) -> Result<i64, String> {
-    let state = group["state"].as_str().unwrap_or_default();
-    let members = group["members"].as_array().cloned().unwrap_or_default();
-    let mut clients: Vec<&str> = members
-        .iter()
-        .filter_map(|m| m["client_id"].as_str())
-        .collect();
-    clients.sort_unstable();
-    if state != "Stable" || clients != names {
-        return Err(format!("{state} with {clients:?}"));
-    }
-    let mut owned: Vec<i64> = Vec::new();
-    for member in &members {
-        let mine: Vec<i64> = member["assignment"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|a| a["topic"] == topic)
-            .flat_map(|a| a["partitions"].as_array().cloned().unwrap_or_default())
-            .filter_map(|p| p.as_i64())
-            .collect();
-        if mine.is_empty() {
-            return Err(format!("{} owns nothing: {group}", member["client_id"]));
-        }
-        owned.extend(mine);
-    }
-    owned.sort_unstable();
-    if owned != (0..PARTITIONS).collect::<Vec<_>>() {
-        return Err(format!("partitions owned {owned:?}: {group}"));
-    }
-    group["generation"]
-        .as_i64()
-        .ok_or_else(|| format!("no generation: {group}"))
 }
 
 /// Waits until `group` is Stable with `names` sharing `topic`; its generation.
@@ -88,13 +50,11 @@ fn wait_stable(
 
 /// The demo group's committed offsets, partition → offset.
 fn offsets(compose: &Compose) -> Result<BTreeMap<i64, i64>, String> {
-    let got = cli(compose, &[], &["offsets", "get", "demo"])?;
-    Ok(got["offsets"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|o| Some((o["partition"].as_i64()?, o["offset"].as_i64()?)))
-        .collect())
+    Ok(docker::group::offsets(&cli(
+        compose,
+        &[],
+        &["offsets", "get", "demo"],
+    )?))
 }
 
 const WORKERS: [&str; 3] = ["worker-1", "worker-2", "worker-3"];

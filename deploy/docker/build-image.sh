@@ -26,8 +26,6 @@ set -eu
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 image="${MUSTER_IMAGE:-muster:local}"
 base="${MUSTER_BASE_IMAGE:-muster-base:bookworm}"
-suite=bookworm
-mirror="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 context="$repo/target/image"
 stage="$context/bin"
 build_cargo=1
@@ -39,65 +37,12 @@ for arg in "$@"; do
     esac
 done
 
-say() { printf 'build-image: %s\n' "$*" >&2; }
-
-docker info >/dev/null 2>&1 || { say "no Docker engine reachable (docker info failed)"; exit 1; }
-
-# One run at a time per machine: two debootstraps or two imports of one tag would race.
-lock="${TMPDIR:-/tmp}/muster-build-image.lock"
-exec 9>"$lock"
-if command -v flock >/dev/null 2>&1; then
-    flock 9
-fi
+# The engine check, the lock and debian_image (shared with build-etcd-image.sh).
+script=build-image
+# shellcheck source=deploy/docker/debian-image.sh
+. "$repo/deploy/docker/debian-image.sh"
 
 # ---- 1. The base image ------------------------------------------------------------------
-# debian_image TAG PACKAGES: a minimal Debian $suite with PACKAGES (comma-separated), unless
-# TAG exists already with the same recipe (the image carries its hash as a label, so a change
-# here makes a new one). Another image from Debian's packages (an etcd for a cluster compose,
-# from etcd-server) is one more call.
-debian_image() {
-    tag=$1 packages=$2
-    recipe="debootstrap --variant=minbase --include=$packages $suite; trim v1"
-    recipe_id=$(printf '%s' "$recipe" | sha256sum | cut -c1-16)
-    have=$(docker image inspect -f '{{ index .Config.Labels "org.muster.base-recipe" }}' "$tag" 2>/dev/null || true)
-    if [ "$have" = "$recipe_id" ]; then
-        say "base image $tag is up to date"
-        return
-    fi
-    command -v debootstrap >/dev/null 2>&1 || {
-        say "debootstrap is needed to make the base image $tag: apt-get install debootstrap"
-        exit 1
-    }
-    [ "$(id -u)" = 0 ] || { say "making the base image $tag needs root (debootstrap)"; exit 1; }
-    started=$(date +%s)
-    rootfs=$(mktemp -d "${TMPDIR:-/var/tmp}/muster-base.XXXXXX")
-    trap 'rm -rf "$rootfs" "$rootfs.log"' EXIT
-    say "debootstrap $suite (minbase + $packages) from $mirror, for $tag"
-    debootstrap --variant=minbase --include="$packages" "$suite" "$rootfs" "$mirror" \
-        >"$rootfs.log" 2>&1 || {
-        tail -n 30 "$rootfs.log" >&2
-        say "debootstrap failed"
-        exit 1
-    }
-    # What a container never uses: package lists and downloaded .debs (apt-get update fetches
-    # them again), documentation, manual pages, translations.
-    rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/cache/apt/*.bin \
-        "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/log/* "$rootfs"/tmp/* \
-        "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* \
-        "$rootfs"/usr/share/locale/*
-    # The container's name and resolver are docker's (it mounts both).
-    : >"$rootfs/etc/hostname"
-    : >"$rootfs/etc/resolv.conf"
-    tar --numeric-owner -C "$rootfs" -c . | docker import \
-        --change "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
-        --change "LABEL org.muster.base-recipe=$recipe_id" \
-        --change 'CMD ["/bin/bash"]' \
-        - "$tag" >/dev/null
-    rm -rf "$rootfs" "$rootfs.log"
-    trap - EXIT
-    say "made base image $tag in $(($(date +%s) - started)) s"
-}
-
 # curl for the health check (HTTP, and HTTPS when TLS is on), CA certificates for it.
 debian_image "$base" curl,ca-certificates
 

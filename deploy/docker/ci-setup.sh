@@ -1,8 +1,9 @@
 #!/bin/sh
-# CI's part for the container tests (tests/containers.rs): makes sure a Docker engine answers
-# (starting the daemon when it is installed but down), installs what is missing from Debian's
-# packages (debootstrap for the base image, docker-compose when neither `docker compose` nor
-# `docker-compose` exists), then builds the image so that the tests find it ready.
+# CI's part for the container tests (tests/containers.rs, tests/cluster_containers.rs): makes
+# sure a Docker engine answers (starting the daemon when it is installed but down), installs
+# what is missing from Debian's packages (debootstrap for the base images, docker-compose when
+# neither `docker compose` nor `docker-compose` exists), then builds the images (muster's, and
+# etcd's for the cluster compose) so that the tests find them ready.
 #
 # Fails loudly when there is no engine to be had: CI requires the container tests
 # (MUSTER_REQUIRE_DOCKER=1), it never skips them. Needs root for apt-get.
@@ -43,4 +44,5 @@ fi
 
 started=$(date +%s)
 deploy/docker/build-image.sh
-say "image ready in $(($(date +%s) - started)) s"
+deploy/docker/build-etcd-image.sh
+say "images ready in $(($(date +%s) - started)) s"

@@ -1,7 +1,7 @@
 //! Running the containers for real: finding a Docker engine and a compose tool (or saying why
-//! the test is skipped), building the image with deploy/docker/build-image.sh once per test
-//! process, and a [`Compose`] project with a unique name that is always taken down (`down
-//! -v`) when the test ends, passed or not.
+//! the test is skipped), building the images with deploy/docker/build-image.sh (and, for the
+//! cluster compose, build-etcd-image.sh) once per test process, and a [`Compose`] project
+//! with a unique name that is always taken down (`down -v`) when the test ends, passed or not.
 //!
 //! A test calls [`engine`] first and returns when it gives `None`: no engine is reachable and
 //! the run does not require one. CI (`CI` set) or `MUSTER_REQUIRE_DOCKER=1` turns that into a
@@ -9,9 +9,12 @@
 //! `cargo test` shows them.
 //!
 //! Services are reached inside their containers (`docker exec`), and the compose files'
-//! published ports are set to 0 (any free port), so parallel runs never collide. Works with
-//! `docker compose` (v2) and Debian's `docker-compose` (1.29).
+//! published ports are set to 0 (any free port), so parallel runs never collide. A container
+//! can be cut off its network and put back under the same names ([`Compose::disconnect`]).
+//! Works with `docker compose` (v2) and Debian's `docker-compose` (1.29).
 #![allow(dead_code)]
+
+pub mod group;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -119,36 +122,59 @@ pub fn docker(args: &[&str]) -> String {
     stdout(&run(Command::new("docker").args(args)))
 }
 
+/// A tag for this checkout: two checkouts on one machine never run each other's images.
+fn checkout_tag(name: &str) -> String {
+    format!(
+        "{name}:test-{:08x}",
+        repo()
+            .to_string_lossy()
+            .bytes()
+            .fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b))
+                .wrapping_mul(0x0100_0193))
+    )
+}
+
+/// Runs the build script `script` (under deploy/docker/) with `var` = `tag`; the tag.
+fn build(script: &str, var: &str, tag: String) -> Result<String, String> {
+    let root = repo();
+    let out = Command::new("sh")
+        .arg(root.join("deploy/docker").join(script))
+        .env(var, &tag)
+        .current_dir(&root)
+        .output()
+        .map_err(|e| format!("cannot run {script}: {e}"))?;
+    if out.status.success() {
+        Ok(tag)
+    } else {
+        Err(format!(
+            "{script} failed ({}):\n{}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
 /// The image the tests run, built once per test process by deploy/docker/build-image.sh
-/// (quick when `.ci/run` or an earlier run built it). Tagged per checkout, so that two
-/// checkouts on one machine never run each other's image.
+/// (quick when `.ci/run` or an earlier run built it). Tagged per checkout.
 pub fn image() -> &'static str {
     static IMAGE: OnceLock<Result<String, String>> = OnceLock::new();
+    match IMAGE.get_or_init(|| build("build-image.sh", "MUSTER_IMAGE", checkout_tag("muster"))) {
+        Ok(tag) => tag,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// The etcd image of the cluster compose, built once per test process by
+/// deploy/docker/build-etcd-image.sh (quick once its base exists). Tagged per checkout.
+pub fn etcd_image() -> &'static str {
+    static IMAGE: OnceLock<Result<String, String>> = OnceLock::new();
     let built = IMAGE.get_or_init(|| {
-        let root = repo();
-        let tag = format!(
-            "muster:test-{:08x}",
-            root.to_string_lossy()
-                .bytes()
-                .fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b))
-                    .wrapping_mul(0x0100_0193))
-        );
-        let out = Command::new("sh")
-            .arg(root.join("deploy/docker/build-image.sh"))
-            .env("MUSTER_IMAGE", &tag)
-            .current_dir(&root)
-            .output()
-            .map_err(|e| format!("cannot run build-image.sh: {e}"))?;
-        if out.status.success() {
-            Ok(tag)
-        } else {
-            Err(format!(
-                "build-image.sh failed ({}):\n{}\n{}",
-                out.status,
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ))
-        }
+        build(
+            "build-etcd-image.sh",
+            "MUSTER_ETCD_IMAGE",
+            checkout_tag("muster-etcd"),
+        )
     });
     match built {
         Ok(tag) => tag,
@@ -184,7 +210,7 @@ pub struct Compose {
     engine: &'static Engine,
     project: String,
     dir: PathBuf,
-    file: PathBuf,
+    files: Vec<PathBuf>,
     env: Vec<(String, String)>,
     down: bool,
 }
@@ -220,10 +246,23 @@ impl Compose {
             engine,
             project,
             dir,
-            file: file.to_owned(),
+            files: vec![file.to_owned()],
             env,
             down: false,
         }
+    }
+
+    /// Adds an override file (`-f`), merged over the ones before as compose merges them.
+    pub fn with_file(mut self, file: &Path) -> Self {
+        self.files.push(file.to_owned());
+        self
+    }
+
+    /// Sets `key` in the environment compose reads the file with (`${KEY}` substitutions).
+    pub fn with_env(mut self, key: &str, value: &str) -> Self {
+        self.env.retain(|(k, _)| k != key);
+        self.env.push((key.to_owned(), value.to_owned()));
+        self
     }
 
     pub fn project(&self) -> &str {
@@ -234,10 +273,11 @@ impl Compose {
         let mut cmd = Command::new(&self.engine.compose[0]);
         cmd.args(&self.engine.compose[1..])
             .arg("-p")
-            .arg(&self.project)
-            .arg("-f")
-            .arg(&self.file)
-            .args(args)
+            .arg(&self.project);
+        for file in &self.files {
+            cmd.arg("-f").arg(file);
+        }
+        cmd.args(args)
             .current_dir(&self.dir)
             .envs(self.env.iter().map(|(k, v)| (k, v)));
         cmd
@@ -306,10 +346,69 @@ impl Compose {
         .collect()
     }
 
+    /// Cuts `service`'s container off its one network (`docker network disconnect`). What
+    /// [`Compose::reconnect`] needs to put it back as it was.
+    pub fn disconnect(&self, service: &str) -> Cut {
+        let container = self.container(service);
+        let networks: Value = serde_json::from_str(&docker(&[
+            "inspect",
+            "-f",
+            "{{json .NetworkSettings.Networks}}",
+            &container,
+        ]))
+        .expect("docker inspect's networks are JSON");
+        let (network, settings) = networks
+            .as_object()
+            .and_then(|n| n.iter().next())
+            .unwrap_or_else(|| panic!("{service} is on no network: {networks}"));
+        // Compose's aliases (the service name the others resolve): a plain `network connect`
+        // would not give them back. Docker adds the short container id itself.
+        let aliases = settings["Aliases"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .filter(|a| !container.starts_with(a))
+            .map(str::to_owned)
+            .collect();
+        docker(&["network", "disconnect", network, &container]);
+        Cut {
+            container,
+            network: network.clone(),
+            aliases,
+        }
+    }
+
+    /// Puts a container cut off by [`Compose::disconnect`] back on its network, under the
+    /// same names.
+    pub fn reconnect(&self, cut: Cut) {
+        let mut args = vec!["network", "connect"];
+        for alias in &cut.aliases {
+            args.extend(["--alias", alias]);
+        }
+        args.extend([cut.network.as_str(), cut.container.as_str()]);
+        docker(&args);
+    }
+
+    /// Whether `service`'s container is running.
+    pub fn running(&self, service: &str) -> bool {
+        docker(&[
+            "inspect",
+            "-f",
+            "{{.State.Running}}",
+            &self.container(service),
+        ]) == "true"
+    }
+
     /// The last lines `service` logged, for a failure message.
     pub fn logs(&self, service: &str) -> String {
+        self.logs_tail(service, "40")
+    }
+
+    /// The last `lines` lines `service` logged ("all": everything).
+    pub fn logs_tail(&self, service: &str, lines: &str) -> String {
         let out = self
-            .command(&["logs", "--no-color", "--tail", "40", service])
+            .command(&["logs", "--no-color", "--tail", lines, service])
             .output()
             .map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
         out.unwrap_or_default()
@@ -346,6 +445,14 @@ impl Drop for Compose {
                 .output();
         }
     }
+}
+
+/// A container cut off its network by [`Compose::disconnect`].
+#[derive(Debug)]
+pub struct Cut {
+    container: String,
+    network: String,
+    aliases: Vec<String>,
 }
 
 /// Parses a command's JSON output, or says what it printed instead.
