@@ -272,6 +272,13 @@ impl EtcdStore {
         self.shared.healthy.store(true, Ordering::Relaxed);
     }
 
+    /// Says etcd did not answer this node (its periodic read failed, or its lease could not be
+    /// renewed): the store reports itself unhealthy (`/readyz` says not ready) until etcd
+    /// answers again, even when no write has failed yet.
+    pub fn unreachable(&self) {
+        self.shared.healthy.store(false, Ordering::Relaxed);
+    }
+
     /// As [`EtcdStore::load_shard`], awaited (from any tokio runtime: the ownership loop's).
     pub async fn read_shard(&self, shard: u32) -> Result<StoredState, StoreError> {
         load::shard(&self.client, &self.shared.keys, shard).await

@@ -315,6 +315,8 @@ async fn run(mut own: Ownership, node: Registration, mut stop: oneshot::Receiver
             info!("left the cluster");
             break;
         }
+        // Not ready until registered again (etcd did not confirm a renewal in a whole TTL).
+        own.store.unreachable();
         own.lose_everything().await;
         // Revoked at once (when etcd answers): the others need not wait out the TTL.
         let _ = own.client.lease_revoke(own.lease).await;
@@ -322,7 +324,10 @@ async fn run(mut own: Ownership, node: Registration, mut stop: oneshot::Receiver
         tokio::select! {
             _ = &mut stop => break,
             registered = node.register(false) => match registered {
-                Ok(lease) => own.lease = lease,
+                Ok(lease) => {
+                    own.lease = lease;
+                    own.store.reachable();
+                }
                 Err(_) => break,
             },
         }
@@ -334,6 +339,7 @@ async fn run(mut own: Ownership, node: Registration, mut stop: oneshot::Receiver
 
 async fn reconcile(own: &mut Ownership) {
     if let Err(e) = own.reconcile().await {
+        own.store.unreachable();
         warn!(error = %e, "cannot read the cluster's nodes and shard owners; retrying");
     }
 }
