@@ -93,6 +93,7 @@
 
 pub mod codec;
 mod error;
+mod insight;
 mod state;
 mod types;
 
@@ -106,5 +107,6 @@ pub use codec::{
     MIN_PROTOCOL_VERSION, PROTOCOL_VERSION,
 };
 pub use error::ErrorCode;
+pub use insight::*;
 pub use state::{GroupState, UnknownGroupState};
 pub use types::*;
