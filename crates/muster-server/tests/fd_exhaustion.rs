@@ -125,9 +125,13 @@ fn out_of_file_descriptors_backs_off_logs_little_and_recovers() -> Result<()> {
             Response::ListGroups(l) => ensure!(l.error_code == 0, "{l:?}"),
             other => bail!("unexpected {other:?}"),
         }
+        // A back-off episode logs a pair (failing, accepting again). While the flood holds the
+        // descriptors, a loaded machine frees one now and then (a connection of the flood
+        // closing), so a few episodes happen; a loop without back-off would log thousands of
+        // lines in the half second. (Seen: 8 lines on a loaded CI run; 4 usually.)
         let warns = lines_with(&log, &["WARN"]);
         ensure!(
-            warns.len() <= 6,
+            warns.len() <= 12,
             "a few WARN lines, not one per failed accept: {} of them, e.g. {:?}",
             warns.len(),
             &warns[..warns.len().min(5)]
