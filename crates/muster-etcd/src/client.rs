@@ -174,12 +174,7 @@ impl EtcdClient {
                 revision,
                 ..RangeRequest::default()
             };
-            let response = self
-                .call(|channel| {
-                    let request = request.clone();
-                    async move { KvClient::new(channel).range(request).await }
-                })
-                .await?;
+            let response = self.kv_range(&request).await?;
             if revision == 0 {
                 revision = response.header.as_ref().map_or(0, |h| h.revision);
             }
@@ -207,12 +202,7 @@ impl EtcdClient {
             revision,
             ..RangeRequest::default()
         };
-        let response = self
-            .call(|channel| {
-                let request = request.clone();
-                async move { KvClient::new(channel).range(request).await }
-            })
-            .await?;
+        let response = self.kv_range(&request).await?;
         let revision = response.header.as_ref().map_or(revision, |h| h.revision);
         Ok((response.kvs, revision))
     }
@@ -246,12 +236,7 @@ impl EtcdClient {
             range_end: prefix_end(prefix),
             ..DeleteRangeRequest::default()
         };
-        let response = self
-            .call(|channel| {
-                let request = request.clone();
-                async move { KvClient::new(channel).delete_range(request).await }
-            })
-            .await?;
+        let response = self.kv_delete_range(&request).await?;
         Ok(response.deleted)
     }
 
@@ -261,13 +246,32 @@ impl EtcdClient {
             key: key.to_vec(),
             ..DeleteRangeRequest::default()
         };
-        let response = self
-            .call(|channel| {
-                let request = request.clone();
-                async move { KvClient::new(channel).delete_range(request).await }
-            })
-            .await?;
+        let response = self.kv_delete_range(&request).await?;
         Ok(response.deleted > 0)
+    }
+
+    /// One range request (a page, or one key), on whichever member answers.
+    async fn kv_range(
+        &self,
+        request: &RangeRequest,
+    ) -> Result<crate::generated::etcdserverpb::RangeResponse, EtcdError> {
+        self.call(|channel| {
+            let request = request.clone();
+            async move { KvClient::new(channel).range(request).await }
+        })
+        .await
+    }
+
+    /// One delete request (a key, or a prefix), on whichever member answers.
+    async fn kv_delete_range(
+        &self,
+        request: &DeleteRangeRequest,
+    ) -> Result<crate::generated::etcdserverpb::DeleteRangeResponse, EtcdError> {
+        self.call(|channel| {
+            let request = request.clone();
+            async move { KvClient::new(channel).delete_range(request).await }
+        })
+        .await
     }
 
     /// One transaction.
