@@ -559,6 +559,76 @@ mod tests {
         );
     }
 
+    /// A journal entry with every field set, including a member that never rejoined.
+    fn sample_rebalance() -> RebalanceRecord {
+        RebalanceRecord {
+            generation_id: 3,
+            trigger: RebalanceCause {
+                kind: "member_left".into(),
+                member_id: "m2".into(),
+                client_id: "c".into(),
+                client_host: "h".into(),
+                detail: Some("bye".into()),
+            },
+            started_at_ms: 100,
+            barrier_ms: 5,
+            sync_ms: Some(2),
+            assignor: Some("range".into()),
+            leader_id: "m1".into(),
+            members: 1,
+            waited_for: vec![
+                MemberWait {
+                    member_id: "m1".into(),
+                    rejoin_ms: Some(4),
+                },
+                MemberWait {
+                    member_id: "m2".into(),
+                    rejoin_ms: None,
+                },
+            ],
+            evicted: vec!["m2".into()],
+            joined: vec![],
+            left: vec!["m2".into()],
+            moved: Some(1),
+            changes: vec![MemberChange {
+                member_id: "m1".into(),
+                gained: vec![TopicPartitions {
+                    topic: "t".into(),
+                    partitions: vec![1],
+                }],
+                revoked: vec![],
+            }],
+            omitted: 0,
+        }
+    }
+
+    /// Format version 3's journal entry, byte for byte (as `format_is_pinned` for groups).
+    #[test]
+    fn rebalance_format_is_pinned() {
+        let entry = sample_rebalance();
+        let bytes = encode_rebalance(entry.clone()).expect("encodes");
+        assert_eq!(hex(&bytes), REBALANCE_V1_HEX);
+        assert_eq!(decode_rebalance(&bytes).expect("decodes"), entry);
+        for len in 0..bytes.len() {
+            assert!(
+                decode_rebalance(&bytes[..len]).is_err(),
+                "prefix of {len} bytes"
+            );
+        }
+    }
+
+    const REBALANCE_V1_HEX: &str = concat!(
+        "030000000b000000000000006d656d6265725f6c65667402000000000000006d",
+        "3201000000000000006301000000000000006801030000000000000062796564",
+        "0000000000000005000000000000000102000000000000000105000000000000",
+        "0072616e676502000000000000006d3101000000020000000000000002000000",
+        "000000006d3101040000000000000002000000000000006d3200010000000000",
+        "000002000000000000006d320000000000000000010000000000000002000000",
+        "000000006d320101000000010000000000000002000000000000006d31010000",
+        "0000000000010000000000000074010000000000000001000000000000000000",
+        "000000000000",
+    );
+
     /// Version 1 bytes, as the previous release wrote them, read as owner-less records; they
     /// are not version 2 bytes (the migration must not be skipped).
     #[test]
