@@ -97,18 +97,19 @@ struct OffsetV1 {
     metadata: Option<String>,
 }
 
-/// One rebalance journal entry (format version 3), field for field as `RebalanceRecord`.
+/// One rebalance journal entry (format version 3), field for field as `RebalanceRecord` (field
+/// names are not in the bytes; their order and types are).
 #[derive(Debug, PartialEq, Eq, SchemaWrite, SchemaRead)]
 struct RebalanceV1 {
-    generation: i32,
-    cause: CauseV1,
+    generation_id: i32,
+    trigger: CauseV1,
     started_at_ms: u64,
     barrier_ms: u64,
     sync_ms: Option<u64>,
     assignor: Option<String>,
     leader_id: String,
     members: u32,
-    waited_for: Vec<(String, Option<u64>)>,
+    waited_for: Vec<WaitV1>,
     evicted: Vec<String>,
     joined: Vec<String>,
     left: Vec<String>,
@@ -126,6 +127,13 @@ struct CauseV1 {
     detail: Option<String>,
 }
 
+/// A member the barrier waited for: the bytes of a `(String, Option<u64>)` pair.
+#[derive(Debug, PartialEq, Eq, SchemaWrite, SchemaRead)]
+struct WaitV1 {
+    member_id: String,
+    rejoin_ms: Option<u64>,
+}
+
 #[derive(Debug, PartialEq, Eq, SchemaWrite, SchemaRead)]
 struct ChangeV1 {
     member_id: String,
@@ -133,97 +141,16 @@ struct ChangeV1 {
     revoked: Vec<TopicPartitionsV1>,
 }
 
-fn tps_to(tps: Vec<TopicPartitions>) -> Vec<TopicPartitionsV1> {
-    tps.into_iter().map(Into::into).collect()
-}
-
-fn tps_from(tps: Vec<TopicPartitionsV1>) -> Vec<TopicPartitions> {
-    tps.into_iter().map(Into::into).collect()
-}
-
 /// A journal entry's value (its key holds the group and the generation).
 pub fn encode_rebalance(entry: RebalanceRecord) -> Result<Vec<u8>, CodecError> {
-    let c = entry.trigger;
-    let stored = RebalanceV1 {
-        generation: entry.generation_id,
-        cause: CauseV1 {
-            kind: c.kind,
-            member_id: c.member_id,
-            client_id: c.client_id,
-            client_host: c.client_host,
-            detail: c.detail,
-        },
-        started_at_ms: entry.started_at_ms,
-        barrier_ms: entry.barrier_ms,
-        sync_ms: entry.sync_ms,
-        assignor: entry.assignor,
-        leader_id: entry.leader_id,
-        members: entry.members,
-        waited_for: entry
-            .waited_for
-            .into_iter()
-            .map(|w| (w.member_id, w.rejoin_ms))
-            .collect(),
-        evicted: entry.evicted,
-        joined: entry.joined,
-        left: entry.left,
-        moved: entry.moved,
-        changes: entry
-            .changes
-            .into_iter()
-            .map(|c| ChangeV1 {
-                member_id: c.member_id,
-                gained: tps_to(c.gained),
-                revoked: tps_to(c.revoked),
-            })
-            .collect(),
-        omitted: entry.omitted,
-    };
-    wincode::config::serialize(&stored, FORMAT)
+    wincode::config::serialize(&RebalanceV1::from(entry), FORMAT)
         .map_err(|e| CodecError(format!("cannot encode a rebalance journal entry: {e}")))
 }
 
 pub fn decode_rebalance(bytes: &[u8]) -> Result<RebalanceRecord, CodecError> {
-    let s: RebalanceV1 = wincode::config::deserialize_exact(bytes, FORMAT)
+    let stored: RebalanceV1 = wincode::config::deserialize_exact(bytes, FORMAT)
         .map_err(|e| CodecError(format!("rebalance journal value: {e}")))?;
-    Ok(RebalanceRecord {
-        generation_id: s.generation,
-        trigger: RebalanceCause {
-            kind: s.cause.kind,
-            member_id: s.cause.member_id,
-            client_id: s.cause.client_id,
-            client_host: s.cause.client_host,
-            detail: s.cause.detail,
-        },
-        started_at_ms: s.started_at_ms,
-        barrier_ms: s.barrier_ms,
-        sync_ms: s.sync_ms,
-        assignor: s.assignor,
-        leader_id: s.leader_id,
-        members: s.members,
-        waited_for: s
-            .waited_for
-            .into_iter()
-            .map(|(member_id, rejoin_ms)| MemberWait {
-                member_id,
-                rejoin_ms,
-            })
-            .collect(),
-        evicted: s.evicted,
-        joined: s.joined,
-        left: s.left,
-        moved: s.moved,
-        changes: s
-            .changes
-            .into_iter()
-            .map(|c| MemberChange {
-                member_id: c.member_id,
-                gained: tps_from(c.gained),
-                revoked: tps_from(c.revoked),
-            })
-            .collect(),
-        omitted: s.omitted,
-    })
+    Ok(stored.into())
 }
 
 /// Stored state numbers: explicit, never renumbered.
@@ -248,79 +175,69 @@ fn state_from_u8(value: u8) -> Result<GroupState, CodecError> {
     })
 }
 
-impl From<TopicPartitions> for TopicPartitionsV1 {
-    fn from(tp: TopicPartitions) -> Self {
-        Self {
-            topic: tp.topic,
-            partitions: tp.partitions,
+/// `From` both ways between a storage mirror and its domain type, field for field: the plain
+/// fields moved as they are, `into` fields (one mirrored value) and `each` fields (a sequence
+/// of mirrored values) converted; `unstored` fields of the domain type, which the mirror does
+/// not hold, get the given value when read back. Field names only pair the fields up: the
+/// mirror's declaration order is what is on disk.
+macro_rules! mirror {
+    (
+        $stored:ident <=> $domain:ident {
+            $($field:ident),* $(,)?
+            $(; into $($conv:ident),+ $(,)?)?
+            $(; each $($each:ident),+ $(,)?)?
+            $(; unstored $($extra:ident: $default:expr),+ $(,)?)?
         }
-    }
+    ) => {
+        impl From<$domain> for $stored {
+            fn from(d: $domain) -> Self {
+                Self {
+                    $($field: d.$field,)*
+                    $($($conv: d.$conv.into(),)+)?
+                    $($($each: d.$each.into_iter().map(Into::into).collect(),)+)?
+                }
+            }
+        }
+
+        impl From<$stored> for $domain {
+            fn from(s: $stored) -> Self {
+                Self {
+                    $($field: s.$field,)*
+                    $($($conv: s.$conv.into(),)+)?
+                    $($($each: s.$each.into_iter().map(Into::into).collect(),)+)?
+                    $($($extra: $default,)+)?
+                }
+            }
+        }
+    };
 }
 
-impl From<TopicPartitionsV1> for TopicPartitions {
-    fn from(tp: TopicPartitionsV1) -> Self {
-        Self {
-            topic: tp.topic,
-            partitions: tp.partitions,
-        }
-    }
-}
-
-impl From<AssignorMetadata> for AssignorV1 {
-    fn from(a: AssignorMetadata) -> Self {
-        Self {
-            name: a.name,
-            user_data: a.user_data,
-        }
-    }
-}
-
-impl From<AssignorV1> for AssignorMetadata {
-    fn from(a: AssignorV1) -> Self {
-        Self {
-            name: a.name,
-            user_data: a.user_data,
-        }
-    }
-}
+mirror!(TopicPartitionsV1 <=> TopicPartitions { topic, partitions });
+mirror!(AssignorV1 <=> AssignorMetadata { name, user_data });
+mirror!(OffsetV1 <=> CommittedOffset { offset, commit_timestamp_ms, metadata });
+mirror!(CauseV1 <=> RebalanceCause { kind, member_id, client_id, client_host, detail });
+mirror!(WaitV1 <=> MemberWait { member_id, rejoin_ms });
+mirror!(ChangeV1 <=> MemberChange { member_id; each gained, revoked });
+mirror!(RebalanceV1 <=> RebalanceRecord {
+    generation_id, started_at_ms, barrier_ms, sync_ms, assignor, leader_id, members, evicted,
+    joined, left, moved, omitted;
+    into trigger;
+    each waited_for, changes
+});
+// A version 1 member recorded no principal.
+mirror!(MemberV1 <=> MemberRecord {
+    member_id, group_instance_id, client_id, client_host, session_timeout_ms,
+    rebalance_timeout_ms, topics, assignment_user_data;
+    each assignors, owned_partitions, assignment;
+    unstored principal: None
+});
 
 impl From<MemberRecord> for MemberV2 {
-    fn from(m: MemberRecord) -> Self {
-        Self {
-            member: MemberV1 {
-                member_id: m.member_id,
-                group_instance_id: m.group_instance_id,
-                client_id: m.client_id,
-                client_host: m.client_host,
-                session_timeout_ms: m.session_timeout_ms,
-                rebalance_timeout_ms: m.rebalance_timeout_ms,
-                topics: m.topics,
-                assignors: m.assignors.into_iter().map(Into::into).collect(),
-                owned_partitions: m.owned_partitions.into_iter().map(Into::into).collect(),
-                assignment: m.assignment.into_iter().map(Into::into).collect(),
-                assignment_user_data: m.assignment_user_data,
-            },
-            principal: m.principal,
-        }
-    }
-}
-
-/// A member with no recorded principal (version 1 recorded none).
-impl From<MemberV1> for MemberRecord {
-    fn from(m: MemberV1) -> Self {
-        Self {
-            member_id: m.member_id,
-            group_instance_id: m.group_instance_id,
-            client_id: m.client_id,
-            client_host: m.client_host,
-            session_timeout_ms: m.session_timeout_ms,
-            rebalance_timeout_ms: m.rebalance_timeout_ms,
-            topics: m.topics,
-            assignors: m.assignors.into_iter().map(Into::into).collect(),
-            owned_partitions: m.owned_partitions.into_iter().map(Into::into).collect(),
-            assignment: m.assignment.into_iter().map(Into::into).collect(),
-            assignment_user_data: m.assignment_user_data,
-            principal: None,
+    fn from(mut m: MemberRecord) -> Self {
+        let principal = m.principal.take();
+        MemberV2 {
+            member: m.into(),
+            principal,
         }
     }
 }
@@ -405,7 +322,7 @@ pub(super) fn encode_group_v1(record: GroupRecord) -> Result<(String, Vec<u8>), 
         members: record
             .members
             .into_iter()
-            .map(|m| MemberV2::from(m).member)
+            .map(MemberV1::from)
             .collect(),
         state_since_ms: record.state_since_ms,
     };
@@ -415,23 +332,14 @@ pub(super) fn encode_group_v1(record: GroupRecord) -> Result<(String, Vec<u8>), 
 }
 
 pub fn encode_offset(committed: CommittedOffset) -> Result<Vec<u8>, CodecError> {
-    let stored = OffsetV1 {
-        offset: committed.offset,
-        commit_timestamp_ms: committed.commit_timestamp_ms,
-        metadata: committed.metadata,
-    };
-    wincode::config::serialize(&stored, FORMAT)
+    wincode::config::serialize(&OffsetV1::from(committed), FORMAT)
         .map_err(|e| CodecError(format!("cannot encode an offset: {e}")))
 }
 
 pub fn decode_offset(bytes: &[u8]) -> Result<CommittedOffset, CodecError> {
     let stored: OffsetV1 = wincode::config::deserialize_exact(bytes, FORMAT)
         .map_err(|e| CodecError(format!("offset value: {e}")))?;
-    Ok(CommittedOffset {
-        offset: stored.offset,
-        metadata: stored.metadata,
-        commit_timestamp_ms: stored.commit_timestamp_ms,
-    })
+    Ok(stored.into())
 }
 
 #[cfg(test)]
