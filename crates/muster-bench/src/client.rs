@@ -10,8 +10,12 @@
 //!                                            decode, take `pending[id]`, answer the oneshot
 //! ```
 //!
-//! It does not depend on `muster-client`: the benchmark must see the server's behaviour, not a
-//! client library's retries and timers.
+//! It is not `muster-client`'s connection: the benchmark must see the server's behaviour, not a
+//! client library's retries and timers (the bench takes only its option parsing and TLS
+//! settings from `muster-client`).
+//!
+//! Every connection the bench opens starts here: [`open`] (the transport in force, then
+//! [`hello`]) for [`Conn`] and the load driver, [`hello`] alone over the attacks' plain TCP.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -24,9 +28,7 @@ use muster_protocol::{
     decode_response, encode_request, ErrorCode, HelloRequest, Request, RequestFrame, Response,
     PROTOCOL_VERSION,
 };
-use tokio::io::AsyncWriteExt;
-use tokio::io::{ReadHalf, WriteHalf};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
 
 use crate::transport::{self, Stream};
 use tokio::sync::{mpsc, oneshot};
@@ -62,9 +64,9 @@ pub struct Conn {
 }
 
 impl Conn {
-    /// Connects and says Hello.
+    /// Connects and says Hello ([`open`]).
     pub async fn connect(addr: SocketAddr, client_id: &str) -> Result<Conn> {
-        let stream = transport::connect(addr).await?;
+        let stream = open(addr, client_id).await?;
         let (read, write) = tokio::io::split(stream);
         let pending: Pending = Arc::default();
         let (tx, rx) = mpsc::unbounded_channel();
@@ -73,18 +75,7 @@ impl Conn {
             FramedRead::new(read, codec(MAX_RESPONSE_BYTES)),
             pending,
         ));
-        let conn = Conn { tx };
-        let hello = conn
-            .call(HelloRequest {
-                protocol_version: PROTOCOL_VERSION,
-                client_id: client_id.to_owned(),
-                auth_token: transport::token(),
-            })
-            .await?;
-        match hello {
-            Response::Hello(h) if h.error_code == ErrorCode::None.code() => Ok(conn),
-            other => bail!("Hello refused: {other:?}"),
-        }
+        Ok(Conn { tx })
     }
 
     /// Sends one request and waits for its answer.
@@ -112,14 +103,48 @@ impl Conn {
     }
 }
 
-/// Opens a plain TCP connection with Nagle off, whatever the transport (the attacks speak
-/// plaintext on purpose).
-pub async fn connect_stream(addr: SocketAddr) -> Result<TcpStream> {
-    let stream = TcpStream::connect(addr)
-        .await
-        .with_context(|| format!("cannot connect to {addr}"))?;
-    stream.set_nodelay(true)?;
+/// Connects with the transport in force ([`transport::connect`]) and says Hello with its
+/// token: the one way every connection of the bench's own client, and of the load driver,
+/// starts.
+pub async fn open(addr: SocketAddr, client_id: &str) -> Result<Stream> {
+    let mut stream = transport::connect(addr).await?;
+    hello(&mut stream, client_id, transport::token()).await?;
     Ok(stream)
+}
+
+/// Sends Hello (correlation id 0) on a fresh `stream` and reads its answer: an error unless
+/// the server accepts. Nothing may follow the answer, which is read without buffering past it
+/// (the caller reads the stream from here on).
+pub async fn hello<S>(stream: &mut S, client_id: &str, auth_token: Option<String>) -> Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut buf = Vec::new();
+    encode_request(
+        &RequestFrame::new(
+            0,
+            HelloRequest {
+                protocol_version: PROTOCOL_VERSION,
+                client_id: client_id.to_owned(),
+                auth_token,
+            },
+        ),
+        &mut buf,
+    )?;
+    stream.write_all(&buf).await?;
+    let mut frames = FramedRead::new(stream, codec(MAX_RESPONSE_BYTES));
+    let frame = frames
+        .next()
+        .await
+        .context("connection closed before the Hello answer")??;
+    match decode_response(&frame)?.response {
+        Response::Hello(h) if h.error_code == ErrorCode::None.code() => {}
+        other => bail!("Hello refused: {other:?}"),
+    }
+    if !frames.read_buffer().is_empty() {
+        bail!("unexpected bytes after the Hello answer");
+    }
+    Ok(())
 }
 
 /// Opens `n` connections, a few at a time (a burst of thousands overflows the listen backlog).

@@ -11,21 +11,17 @@
 //! answer is decoded; only answers received inside the measurement window (after the warm-up)
 //! count, for throughput and for latency alike.
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _, Result};
 use futures_util::{FutureExt as _, StreamExt as _};
-use muster_protocol::{
-    decode_response, encode_request, ErrorCode, HelloRequest, Request, RequestFrame, Response,
-    PROTOCOL_VERSION,
-};
+use muster_protocol::{decode_response, encode_request, Request, RequestFrame, Response};
 use tokio::io::AsyncWriteExt as _;
 use tokio_util::codec::FramedRead;
 
 use crate::client::{codec, MAX_RESPONSE_BYTES};
 use crate::stats::Latencies;
-use crate::transport::{self, Stream};
+use crate::transport::Stream;
 
 /// What one connection sends, and how it judges each answer.
 pub trait Source: Send + 'static {
@@ -73,37 +69,6 @@ pub struct ConnStats {
     pub latencies: Latencies,
     /// The first failing answer, to show the operator.
     pub first_failure: Option<String>,
-}
-
-/// Connects, says Hello, and returns the stream ready for [`drive`].
-pub async fn open(addr: SocketAddr, client_id: &str) -> Result<Stream> {
-    let mut stream = transport::connect(addr).await?;
-    let mut buf = Vec::new();
-    encode_request(
-        &RequestFrame::new(
-            0,
-            HelloRequest {
-                protocol_version: PROTOCOL_VERSION,
-                client_id: client_id.to_owned(),
-                auth_token: transport::token(),
-            },
-        ),
-        &mut buf,
-    )?;
-    stream.write_all(&buf).await?;
-    let mut frames = FramedRead::new(&mut stream, codec(MAX_RESPONSE_BYTES));
-    let frame = frames
-        .next()
-        .await
-        .context("connection closed before the Hello answer")??;
-    match decode_response(&frame)?.response {
-        Response::Hello(h) if h.error_code == ErrorCode::None.code() => {}
-        other => bail!("Hello refused: {other:?}"),
-    }
-    if !frames.read_buffer().is_empty() {
-        bail!("unexpected bytes after the Hello answer");
-    }
-    Ok(stream)
 }
 
 /// Runs `source` over `stream` with `depth` requests in flight until `window.until`.

@@ -8,7 +8,8 @@ use clap::{Parser, Subcommand};
 use muster_bench::attack::Attack;
 use muster_bench::scenario::{self, Common, Report};
 use muster_bench::target::{locate_musterd, Target, MUSTERD_ENV};
-use muster_bench::transport::{self, Transport};
+use muster_bench::transport::{self, Tls, Transport};
+use muster_client::args::ConnectArgs;
 
 /// Benchmarks for musterd.
 #[derive(Debug, Parser)]
@@ -42,40 +43,9 @@ struct Cli {
     #[arg(long, global = true)]
     json: bool,
 
-    /// Auth token sent in every Hello (for a server with an auth file).
-    #[arg(long, global = true, env = "MUSTER_TOKEN", hide_env_values = true)]
-    token: Option<String>,
-
-    /// Connect with TLS, trusting this CA (PEM).
-    #[arg(long, global = true, env = "MUSTER_TLS_CA", value_name = "FILE")]
-    tls_ca: Option<PathBuf>,
-
-    /// Client certificate (PEM) for mTLS; needs --tls-client-key and --tls-ca.
-    #[arg(
-        long,
-        global = true,
-        env = "MUSTER_TLS_CLIENT_CERT",
-        value_name = "FILE"
-    )]
-    tls_client_cert: Option<PathBuf>,
-
-    /// The key of --tls-client-cert (PEM).
-    #[arg(
-        long,
-        global = true,
-        env = "MUSTER_TLS_CLIENT_KEY",
-        value_name = "FILE"
-    )]
-    tls_client_key: Option<PathBuf>,
-
-    /// The name the server's certificate must carry (default: the host of --server).
-    #[arg(
-        long,
-        global = true,
-        env = "MUSTER_TLS_SERVER_NAME",
-        value_name = "NAME"
-    )]
-    tls_server_name: Option<String>,
+    /// `--token` and `--tls-*`, as the CLI and the worker example take them.
+    #[command(flatten)]
+    connect: ConnectArgs,
 
     /// Worker threads of the client's runtime (default: one per core).
     #[arg(long, global = true)]
@@ -280,27 +250,14 @@ impl LoadArgs {
     }
 }
 
-/// The transport the flags ask for.
+/// The transport the flags ask for (the name to verify defaults to the host of --server).
 fn transport_from(cli: &Cli) -> Result<Transport> {
-    let client = match (&cli.tls_client_cert, &cli.tls_client_key) {
-        (Some(cert), Some(key)) => Some((cert.as_path(), key.as_path())),
-        (None, None) => None,
-        _ => anyhow::bail!("--tls-client-cert and --tls-client-key go together"),
-    };
-    let tls = match &cli.tls_ca {
-        Some(ca) => {
-            let host = cli
-                .server
-                .rsplit_once(':')
-                .map_or(cli.server.as_str(), |(h, _)| h);
-            let name = cli.tls_server_name.as_deref().unwrap_or(host);
-            Some(Transport::tls_from_files(ca, client, name)?)
-        }
-        None if client.is_some() => anyhow::bail!("--tls-client-cert needs --tls-ca"),
+    let tls = match cli.connect.tls()? {
+        Some(tls) => Some(Tls::new(&tls, &cli.server)?),
         None => None,
     };
     Ok(Transport {
-        token: cli.token.clone(),
+        token: cli.connect.token.clone(),
         tls,
     })
 }

@@ -85,6 +85,15 @@ impl std::fmt::Display for LatencySummary {
     }
 }
 
+/// `  (N failed)` after a figure line, or nothing when no request failed.
+pub fn failed_note(failed: u64) -> String {
+    if failed > 0 {
+        format!("  ({failed} failed)")
+    } else {
+        String::new()
+    }
+}
+
 /// A microsecond figure with a sensible unit.
 pub fn fmt_us(us: f64) -> String {
     if us >= 10_000.0 {

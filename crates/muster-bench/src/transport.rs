@@ -4,12 +4,11 @@
 //! switches it between its phases, which run one after the other.
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::{Arc, PoisonError, RwLock};
 
-use anyhow::{anyhow, Context as _, Result};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use anyhow::{Context as _, Result};
+use muster_client::TlsConfig;
+use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
@@ -18,7 +17,8 @@ use tokio_util::either::Either;
 /// A connection to the server: TCP, or TLS over TCP.
 pub type Stream = Either<TcpStream, TlsStream<TcpStream>>;
 
-/// TLS settings of the client side.
+/// TLS settings of the client side (built by `muster-client`'s [`TlsConfig`], which parses
+/// and checks the PEM files; the bench only wraps its own sockets with them).
 #[derive(Clone)]
 pub struct Tls {
     pub config: Arc<rustls::ClientConfig>,
@@ -49,76 +49,31 @@ pub fn current() -> Arc<Transport> {
         .unwrap_or_default()
 }
 
-impl Transport {
-    /// TLS trusting the CA in `ca_pem`, presenting `client` (certificate chain and key PEM) if
-    /// given, expecting the server to be `server_name`.
-    pub fn tls_from_pem(
-        ca_pem: &[u8],
-        client: Option<(&[u8], &[u8])>,
-        server_name: &str,
-    ) -> Result<Tls> {
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(ca_pem) {
-            roots
-                .add(cert.context("unreadable CA certificate")?)
-                .context("unusable CA certificate")?;
-        }
-        if roots.is_empty() {
-            return Err(anyhow!("no CA certificate in the CA file"));
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let builder = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .context("TLS protocol versions")?
-            .with_root_certificates(roots);
-        let config = match client {
-            None => builder.with_no_client_auth(),
-            Some((chain, key)) => {
-                let chain = CertificateDer::pem_slice_iter(chain)
-                    .collect::<Result<Vec<_>, _>>()
-                    .context("unreadable client certificate")?;
-                let key = PrivateKeyDer::from_pem_slice(key).context("unreadable client key")?;
-                builder
-                    .with_client_auth_cert(chain, key)
-                    .context("unusable client certificate or key")?
-            }
-        };
+impl Tls {
+    /// The rustls side of `tls` for a server at `server` (`HOST:PORT`; its host is the name
+    /// to verify unless `tls` names one): the settings `muster-client` connects with.
+    pub fn new(tls: &TlsConfig, server: &str) -> Result<Tls> {
+        let (config, server_name) = tls.for_addr(server)?;
         Ok(Tls {
-            config: Arc::new(config),
-            server_name: ServerName::try_from(server_name.to_owned())
-                .with_context(|| format!("{server_name:?} is not a server name"))?,
-        })
-    }
-
-    /// [`Transport::tls_from_pem`] from files.
-    pub fn tls_from_files(
-        ca: &Path,
-        client: Option<(&Path, &Path)>,
-        server_name: &str,
-    ) -> Result<Tls> {
-        let read = |path: &Path| {
-            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
-        };
-        let ca = read(ca)?;
-        let client = match client {
-            Some((cert, key)) => Some((read(cert)?, read(key)?)),
-            None => None,
-        };
-        Self::tls_from_pem(
-            &ca,
-            client.as_ref().map(|(c, k)| (c.as_slice(), k.as_slice())),
+            config,
             server_name,
-        )
+        })
     }
 }
 
-/// Opens a TCP connection with Nagle off (requests are small and latency is measured), then
-/// TLS over it if the transport says so.
-pub async fn connect(addr: SocketAddr) -> Result<Stream> {
+/// Opens a plain TCP connection with Nagle off (requests are small and latency is measured),
+/// whatever the transport (the attacks speak plaintext on purpose).
+pub async fn connect_tcp(addr: SocketAddr) -> Result<TcpStream> {
     let stream = TcpStream::connect(addr)
         .await
         .with_context(|| format!("cannot connect to {addr}"))?;
     stream.set_nodelay(true)?;
+    Ok(stream)
+}
+
+/// [`connect_tcp`], then TLS over it if the transport says so.
+pub async fn connect(addr: SocketAddr) -> Result<Stream> {
+    let stream = connect_tcp(addr).await?;
     let transport = current();
     match &transport.tls {
         None => Ok(Either::Left(stream)),

@@ -3,9 +3,8 @@
 //! here talks to a server.
 //! A wrong command line exits with code 2 (clap's own).
 
-use std::path::PathBuf;
-
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use muster_client::args::ConnectArgs;
 use muster_client::GroupState;
 
 use crate::exit;
@@ -71,40 +70,9 @@ pub struct Global {
     )]
     pub timeout_ms: u64,
 
-    /// Credentials, for a server configured with tokens.
-    #[arg(long, global = true, env = "MUSTER_TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
-
-    /// Speak TLS, trusting the CA certificates in this PEM file.
-    #[arg(long, global = true, env = "MUSTER_TLS_CA", value_name = "FILE")]
-    pub tls_ca: Option<PathBuf>,
-
-    /// Client certificate (PEM), for a server that requires one (with --tls-client-key).
-    #[arg(
-        long,
-        global = true,
-        env = "MUSTER_TLS_CLIENT_CERT",
-        value_name = "FILE"
-    )]
-    pub tls_client_cert: Option<PathBuf>,
-
-    /// The client certificate's private key (PEM).
-    #[arg(
-        long,
-        global = true,
-        env = "MUSTER_TLS_CLIENT_KEY",
-        value_name = "FILE"
-    )]
-    pub tls_client_key: Option<PathBuf>,
-
-    /// The name the server's certificate must carry [default: the host of --server].
-    #[arg(
-        long,
-        global = true,
-        env = "MUSTER_TLS_SERVER_NAME",
-        value_name = "NAME"
-    )]
-    pub tls_server_name: Option<String>,
+    /// `--token` and `--tls-*`, as the bench and the worker example take them.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
 }
 
 #[derive(Debug, Subcommand)]

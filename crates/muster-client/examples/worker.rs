@@ -23,13 +23,13 @@
 //! the host of `--server`).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+use muster_client::args::ConnectArgs;
 use muster_client::partition::display_partitions;
 use muster_client::{
-    Admin, Client, ClientConfig, ConnectionConfig, Event, MemberConfig, TlsConfig, TopicPartition,
+    Admin, Client, ClientConfig, ConnectionConfig, Event, MemberConfig, TopicPartition,
 };
 
 #[derive(Debug, Parser)]
@@ -73,21 +73,8 @@ struct Args {
     /// How often positions are committed.
     #[arg(long, default_value_t = 2000)]
     commit_interval_ms: u64,
-    /// Credentials, for a server configured with tokens.
-    #[arg(long, env = "MUSTER_TOKEN", hide_env_values = true)]
-    token: Option<String>,
-    /// Speak TLS, trusting the CA certificates in this PEM file.
-    #[arg(long, env = "MUSTER_TLS_CA", value_name = "FILE")]
-    tls_ca: Option<PathBuf>,
-    /// Client certificate (PEM), for a server that requires one (with --tls-client-key).
-    #[arg(long, env = "MUSTER_TLS_CLIENT_CERT", value_name = "FILE")]
-    tls_client_cert: Option<PathBuf>,
-    /// The client certificate's private key (PEM).
-    #[arg(long, env = "MUSTER_TLS_CLIENT_KEY", value_name = "FILE")]
-    tls_client_key: Option<PathBuf>,
-    /// The name the server's certificate must carry [default: the host of --server].
-    #[arg(long, env = "MUSTER_TLS_SERVER_NAME", value_name = "NAME")]
-    tls_server_name: Option<String>,
+    #[command(flatten)]
+    connect: ConnectArgs,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -103,18 +90,9 @@ async fn main() -> anyhow::Result<()> {
     let name = args.name.clone();
 
     let first = args.server.first().cloned().unwrap_or_default();
-    let mut config = ConnectionConfig::new(first).client_id(&args.name);
-    if let Some(token) = &args.token {
-        config = config.auth_token(token.clone());
-    }
-    if let Some(tls) = TlsConfig::from_options(
-        args.tls_ca.as_deref(),
-        args.tls_client_cert.as_deref(),
-        args.tls_client_key.as_deref(),
-        args.tls_server_name.as_deref(),
-    )? {
-        config = config.tls(tls);
-    }
+    let config = args
+        .connect
+        .apply(ConnectionConfig::new(first).client_id(&args.name))?;
     let client = Client::connect(ClientConfig {
         bootstrap: args.server.clone(),
         connection: config,

@@ -18,6 +18,9 @@
 //! - [`Admin`]: topics, groups, offsets, and the cluster (which node coordinates a group:
 //!   [`Node`]; the nodes and their shards: [`Cluster`]).
 //!
+//! With the `clap` feature, [`args::ConnectArgs`] is the `--token` and `--tls-*` options of a
+//! program that connects (the `muster` CLI, `muster-bench` and the worker example share it).
+//!
 //! Errors are [`ClientError`]s; those the server sent keep their wire code
 //! ([`ClientError::error_code`], and [`ErrorCodeExt`] to classify a code).
 //!
@@ -66,6 +69,8 @@
 //! - [`error`], [`backoff`], [`partition`]: the vocabulary shared by the above.
 
 pub mod admin;
+#[cfg(feature = "clap")]
+pub mod args;
 pub mod assignor;
 pub mod backoff;
 pub mod client;

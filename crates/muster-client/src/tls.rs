@@ -246,8 +246,10 @@ impl TlsConfig {
         self.identity.is_some()
     }
 
-    /// The rustls configuration and the name to verify for a server at `addr`.
-    pub(crate) fn for_addr(
+    /// The rustls configuration and the name to verify for a server at `addr` (`host:port`),
+    /// as a [`Connection`](crate::Connection) uses them: for a program that opens its own
+    /// sockets (muster-bench) with the same TLS.
+    pub fn for_addr(
         &self,
         addr: &str,
     ) -> Result<(Arc<ClientConfig>, ServerName<'static>), TlsError> {

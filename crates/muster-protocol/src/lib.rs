@@ -42,7 +42,9 @@
 //!   for the payload alone);
 //! - [`check_frame_length`], [`split_frame`], [`correlation_hint`]: the framing rules;
 //! - [`ErrorCode`]: the wire error codes, with names and descriptions, from one table;
-//! - [`Request::group_id`]: the group a group-scoped request is addressed to.
+//! - [`Request::group_id`]: the group a group-scoped request is addressed to;
+//! - with the `serde` feature, `view`: the JSON shape of a described member that the CLI and
+//!   the dashboard share (presentation of a decoded answer, not part of the codec).
 //!
 //! # Why wincode
 //!
@@ -96,6 +98,8 @@ mod error;
 mod insight;
 mod state;
 mod types;
+#[cfg(feature = "serde")]
+pub mod view;
 
 #[cfg(test)]
 mod tests;

@@ -22,12 +22,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context as _, Result};
+use anyhow::{Context as _, Result};
 use futures_util::StreamExt as _;
 use muster_protocol::{
-    decode_response, encode_request, AssignorMetadata, ErrorCode, HelloRequest, JoinGroupRequest,
+    decode_response, encode_request, AssignorMetadata, ErrorCode, JoinGroupRequest,
     OffsetCommitPartition, OffsetCommitRequest, OffsetCommitTopic, Request, RequestFrame, Response,
-    PROTOCOL_VERSION,
 };
 use serde::Serialize;
 use tokio::io::AsyncWriteExt as _;
@@ -35,7 +34,8 @@ use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 use tokio_util::codec::FramedRead;
 
-use crate::client::{codec, connect_stream, MAX_RESPONSE_BYTES};
+use crate::client::{codec, hello, MAX_RESPONSE_BYTES};
+use crate::transport::connect_tcp;
 
 /// The attacks, in the order `hostile` runs them by default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -294,26 +294,8 @@ const STALL: Duration = Duration::from_secs(2);
 /// Connects and says Hello with `client_id`; `None` (counted) if the server refuses.
 async fn open(addr: SocketAddr, client_id: &str, tally: &Tally) -> Option<TcpStream> {
     let attempt = async {
-        let mut stream = connect_stream(addr).await?;
-        let mut buf = Vec::new();
-        encode_request(
-            &RequestFrame::new(
-                0,
-                HelloRequest {
-                    protocol_version: PROTOCOL_VERSION,
-                    client_id: client_id.to_owned(),
-                    auth_token: None,
-                },
-            ),
-            &mut buf,
-        )?;
-        stream.write_all(&buf).await?;
-        let mut frames = FramedRead::new(&mut stream, codec(MAX_RESPONSE_BYTES));
-        let answer = frames.next().await.context("closed before Hello")??;
-        match decode_response(&answer)?.response {
-            Response::Hello(h) if h.error_code == ErrorCode::None.code() => {}
-            other => bail!("Hello refused: {other:?}"),
-        }
+        let mut stream = connect_tcp(addr).await?;
+        hello(&mut stream, client_id, None).await?;
         anyhow::Ok(stream)
     };
     match tokio::time::timeout(STALL, attempt).await {

@@ -15,9 +15,9 @@ use muster_protocol::{
 use serde::Serialize;
 
 use super::{Common, Report, CLIENT_ID};
-use crate::client::Conn;
+use crate::client::{self, Conn};
 use crate::load::{self, Source};
-use crate::stats::LatencySummary;
+use crate::stats::{failed_note, LatencySummary};
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -90,7 +90,7 @@ pub async fn run(common: &Common, opts: &Options) -> Result<Report> {
         let at = super::coordinator(common, group_id).await?;
         coordinators.entry(at).or_default().push(group_id.clone());
         conns.push((
-            load::open(at, CLIENT_ID).await?,
+            client::open(at, CLIENT_ID).await?,
             Commits {
                 group_id: group_id.clone(),
                 partitions,
@@ -127,11 +127,7 @@ pub async fn run(common: &Common, opts: &Options) -> Result<Report> {
         figures.commits_per_second,
         figures.partition_offsets_per_second,
         figures.latency,
-        if stats.failed > 0 {
-            format!("  ({} failed)", stats.failed)
-        } else {
-            String::new()
-        }
+        failed_note(stats.failed)
     );
     Ok(Report::new(text, &figures))
 }

@@ -16,12 +16,12 @@ use muster_protocol::{ErrorCode, HeartbeatRequest, Request, Response};
 use serde::Serialize;
 
 use super::{Common, Report, CLIENT_ID};
-use crate::client::connect_many;
+use crate::client::{self, connect_many};
 use crate::cohort::Cohort;
 use crate::echo::EchoServer;
 use crate::load::{self, Repeat, Source};
 use crate::member::MemberConfig;
-use crate::stats::LatencySummary;
+use crate::stats::{failed_note, LatencySummary};
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -74,11 +74,7 @@ impl LoadFigures {
             self.target,
             self.per_second,
             self.latency,
-            if self.failed > 0 {
-                format!("  ({} failed)", self.failed)
-            } else {
-                String::new()
-            }
+            failed_note(self.failed)
         )
     }
 }
@@ -102,7 +98,7 @@ async fn load(
     let mut conns = Vec::with_capacity(requests.len());
     for request in requests {
         conns.push((
-            load::open(addr, CLIENT_ID).await?,
+            client::open(addr, CLIENT_ID).await?,
             Heartbeats(Repeat::new(request.clone())?),
         ));
     }

@@ -18,6 +18,7 @@ use std::ffi::OsString;
 
 use anyhow::{bail, Context as _, Result};
 use muster_auth::TokenHash;
+use muster_client::TlsConfig;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair,
     KeyUsagePurpose,
@@ -27,7 +28,7 @@ use serde::Serialize;
 use super::heartbeat::{self, LoadFigures};
 use super::{Common, Report};
 use crate::target::Target;
-use crate::transport::{self, Transport};
+use crate::transport::{self, Tls, Transport};
 
 /// The principal the bench authenticates as (its token, and its client certificate's CN).
 const PRINCIPAL: &str = "bench";
@@ -121,6 +122,16 @@ impl Material {
         self.dir.path().join(file).into_os_string()
     }
 
+    /// TLS trusting the run's CA, presenting the client certificate if `mtls`, to the
+    /// spawned server (its certificate is for `localhost`).
+    fn tls(&self, mtls: bool) -> Result<Tls> {
+        let mut tls = TlsConfig::from_ca_pem(self.ca_pem.as_bytes())?;
+        if mtls {
+            tls = tls.client_cert_pem(self.client_pem.as_bytes(), self.client_key.as_bytes())?;
+        }
+        Tls::new(&tls, "localhost")
+    }
+
     /// The server's flags and the client's transport for a phase.
     fn phase(&self, phase: Phase) -> Result<(Vec<OsString>, Transport)> {
         let auth = vec!["--auth-file".into(), self.path("auth.toml")];
@@ -138,11 +149,7 @@ impl Material {
                 [auth, tls].concat(),
                 Transport {
                     token,
-                    tls: Some(Transport::tls_from_pem(
-                        self.ca_pem.as_bytes(),
-                        None,
-                        "localhost",
-                    )?),
+                    tls: Some(self.tls(false)?),
                 },
             ),
             Phase::Mtls => (
@@ -154,11 +161,7 @@ impl Material {
                 .concat(),
                 Transport {
                     token: None,
-                    tls: Some(Transport::tls_from_pem(
-                        self.ca_pem.as_bytes(),
-                        Some((self.client_pem.as_bytes(), self.client_key.as_bytes())),
-                        "localhost",
-                    )?),
+                    tls: Some(self.tls(true)?),
                 },
             ),
         })

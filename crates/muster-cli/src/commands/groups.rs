@@ -7,8 +7,9 @@
 //! `describe` reports that as not found; DeleteGroups answers `GROUP_ID_NOT_FOUND`.
 
 use muster_client::admin::{GroupListing, NodeGroup};
-use muster_client::protocol::{DescribedGroup, DescribedMember};
-use muster_client::{GroupState, TopicPartitions};
+use muster_client::protocol::view::{AssignedPartitions, MemberRow};
+use muster_client::protocol::DescribedGroup;
+use muster_client::GroupState;
 use serde::Serialize;
 
 use super::Context;
@@ -144,53 +145,8 @@ pub struct GroupDescription {
     pub assignor: Option<String>,
     /// The leader's member id; `null` without a leader.
     pub leader: Option<String>,
+    /// `muster_protocol::view::MemberRow`, the dashboard's member fields too.
     pub members: Vec<MemberRow>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct MemberRow {
-    pub member_id: String,
-    /// The static membership id; `null` for a dynamic member.
-    pub instance_id: Option<String>,
-    pub client_id: String,
-    /// The member's address as the server saw it.
-    pub host: String,
-    /// The member's subscription.
-    pub topics: Vec<String>,
-    pub assignment: Vec<AssignedPartitions>,
-    pub session_timeout_ms: u32,
-    pub last_seen_ms_ago: u64,
-    /// A rebalance is in progress and waits for this member.
-    pub holding_rebalance: bool,
-}
-
-#[derive(Debug, Serialize)]
-pub struct AssignedPartitions {
-    pub topic: String,
-    pub partitions: Vec<i32>,
-}
-
-impl From<DescribedMember> for MemberRow {
-    fn from(m: DescribedMember) -> Self {
-        MemberRow {
-            member_id: m.member_id,
-            instance_id: m.group_instance_id,
-            client_id: m.client_id,
-            host: m.client_host,
-            topics: m.topics,
-            assignment: m
-                .assignment
-                .into_iter()
-                .map(|TopicPartitions { topic, partitions }| AssignedPartitions {
-                    topic,
-                    partitions,
-                })
-                .collect(),
-            session_timeout_ms: m.session_timeout_ms,
-            last_seen_ms_ago: m.last_seen_ms_ago,
-            holding_rebalance: m.holding_rebalance,
-        }
-    }
 }
 
 impl From<DescribedGroup> for GroupDescription {
@@ -311,8 +267,8 @@ pub async fn delete(ctx: &Context, group: &str) -> Result<GroupDeleted, Failure>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use muster_client::protocol::ListedGroup;
-    use muster_client::{ClientError, Node};
+    use muster_client::protocol::{DescribedMember, ListedGroup};
+    use muster_client::{ClientError, Node, TopicPartitions};
 
     fn node(id: &str, port: u16) -> Node {
         Node {

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use muster_client::{Admin, Client, ClientConfig, ClientError, ConnectionConfig, TlsConfig};
+use muster_client::{Admin, Client, ClientConfig, ClientError, ConnectionConfig};
 
 use crate::cli::{
     AuthCommand, Cli, ClusterCommand, Command, GroupsCommand, OffsetsCommand, TopicsCommand,
@@ -43,24 +43,15 @@ pub async fn connect(cli: &Cli) -> Result<Context, Failure> {
     let server = servers.join(",");
     let timeout = Duration::from_millis(cli.global.timeout_ms);
     let first = servers.first().cloned().unwrap_or_default();
-    let mut config = ConnectionConfig::new(first)
+    let config = ConnectionConfig::new(first)
         .client_id(CLIENT_ID)
         .request_timeout(timeout)
         .connect_timeout(timeout);
-    if let Some(token) = &cli.global.token {
-        config = config.auth_token(token.clone());
-    }
-    let global = &cli.global;
-    let tls = TlsConfig::from_options(
-        global.tls_ca.as_deref(),
-        global.tls_client_cert.as_deref(),
-        global.tls_client_key.as_deref(),
-        global.tls_server_name.as_deref(),
-    )
-    .map_err(|e| Failure::new(Status::Usage, format!("TLS: {e}")))?;
-    if let Some(tls) = tls {
-        config = config.tls(tls);
-    }
+    let config = cli
+        .global
+        .connect
+        .apply(config)
+        .map_err(|e| Failure::new(Status::Usage, format!("TLS: {e}")))?;
     let config = ClientConfig {
         bootstrap: servers,
         connection: config,

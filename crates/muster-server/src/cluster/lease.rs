@@ -48,23 +48,26 @@ pub(super) async fn keep_alive(
             Ok(Err(e)) => warn!(lease = id, error = %e, "lease renewal failed; retrying"),
             Err(_) => warn!(lease = id, "lease renewal unanswered; retrying"),
         }
-        if !table.lease_valid_at(Instant::now()) {
-            warn!(
-                lease = id,
-                "no lease renewal confirmed for a whole TTL; giving every shard up"
-            );
-            let _ = lost.send(true);
+        if lapsed(&table, id, &lost) {
             return;
         }
         let renewed = table.lease_valid_at(Instant::now() + ttl - period);
         tokio::time::sleep(if renewed { period } else { RETRY }).await;
-        if !table.lease_valid_at(Instant::now()) {
-            warn!(
-                lease = id,
-                "no lease renewal confirmed for a whole TTL; giving every shard up"
-            );
-            let _ = lost.send(true);
+        if lapsed(&table, id, &lost) {
             return;
         }
     }
+}
+
+/// Whether the last renewal etcd confirmed is a whole TTL old: then it says so and sets `lost`.
+fn lapsed(table: &ShardTable, id: i64, lost: &watch::Sender<bool>) -> bool {
+    if table.lease_valid_at(Instant::now()) {
+        return false;
+    }
+    warn!(
+        lease = id,
+        "no lease renewal confirmed for a whole TTL; giving every shard up"
+    );
+    let _ = lost.send(true);
+    true
 }

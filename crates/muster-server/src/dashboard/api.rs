@@ -8,9 +8,6 @@
 //!   [`AdminCall`] a client's request becomes, so the same authorization applies), its members,
 //!   the assignment by topic, its rebalance journal and the diagnosis (`insight.rs`).
 
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
-
 use actix::Addr;
 use futures_util::future::join_all;
 use http_body_util::Full;
@@ -18,16 +15,16 @@ use hyper::body::Bytes;
 use hyper::{Response, StatusCode};
 use muster_coordinator::access::Access;
 use muster_coordinator::actors::{
-    AdminCall, Answer, GroupSummary, ListOverview, OverviewQuery, ReplySink, ReplyTo, Supervisor,
-    Ticket, MAX_OVERVIEW_PAGE,
+    GroupSummary, ListOverview, OverviewQuery, Supervisor, MAX_OVERVIEW_PAGE,
 };
 use muster_coordinator::engine::GroupState;
+use muster_protocol::view::MemberRow;
 use muster_protocol::{
-    DescribeGroupsRequest, DescribedGroup, DescribedMember, ErrorCode, Request, Response as Wire,
+    DescribeGroupsRequest, DescribedGroup, ErrorCode, Request, Response as Wire,
 };
 use serde::Serialize;
-use tokio::sync::oneshot;
 
+use super::ask::ask;
 use super::http::{json, json_error, query_value};
 use super::insight::{self, GroupInsight, RowInsight};
 
@@ -197,25 +194,12 @@ struct GroupView {
     insight: GroupInsight,
 }
 
+/// A member as `muster groups describe --json` shows it, and whether it leads.
 #[derive(Serialize)]
 struct MemberView {
-    member_id: String,
-    instance_id: Option<String>,
-    client_id: String,
-    host: String,
-    topics: Vec<String>,
-    assignment: Vec<Partitions>,
-    session_timeout_ms: u32,
-    last_seen_ms_ago: u64,
-    /// A rebalance is in progress and waits for this member's JoinGroup.
-    holding_rebalance: bool,
+    #[serde(flatten)]
+    row: MemberRow,
     leader: bool,
-}
-
-#[derive(Serialize)]
-pub(super) struct Partitions {
-    pub topic: String,
-    pub partitions: Vec<i32>,
 }
 
 #[derive(Serialize)]
@@ -228,28 +212,6 @@ struct TopicOwners {
 struct Owner {
     partition: i32,
     member_id: String,
-}
-
-fn member_view(m: DescribedMember, leader_id: &str) -> MemberView {
-    MemberView {
-        leader: m.member_id == leader_id,
-        member_id: m.member_id,
-        instance_id: m.group_instance_id,
-        client_id: m.client_id,
-        host: m.client_host,
-        topics: m.topics,
-        assignment: m
-            .assignment
-            .into_iter()
-            .map(|tp| Partitions {
-                topic: tp.topic,
-                partitions: tp.partitions,
-            })
-            .collect(),
-        session_timeout_ms: m.session_timeout_ms,
-        last_seen_ms_ago: m.last_seen_ms_ago,
-        holding_rebalance: m.holding_rebalance,
-    }
 }
 
 fn group_view(g: DescribedGroup, insight: GroupInsight) -> GroupView {
@@ -288,7 +250,10 @@ fn group_view(g: DescribedGroup, insight: GroupInsight) -> GroupView {
     GroupView {
         members: members
             .into_iter()
-            .map(|m| member_view(m, &g.leader_id))
+            .map(|m| MemberView {
+                leader: m.member_id == g.leader_id,
+                row: m.into(),
+            })
             .collect(),
         group_id: g.group_id,
         state: g.state,
@@ -339,46 +304,4 @@ pub(super) async fn group(
             ),
         ),
     }
-}
-
-/// The one answer to one [`AdminCall`], handed to whoever awaits it.
-#[derive(Debug)]
-struct OneAnswer(Mutex<Option<oneshot::Sender<Wire>>>);
-
-impl ReplySink for OneAnswer {
-    fn send(&self, answer: Answer) {
-        let sender = self.0.lock().unwrap_or_else(PoisonError::into_inner).take();
-        if let Some(sender) = sender {
-            let _ = sender.send(answer.response);
-        }
-    }
-
-    fn send_all(&self, answers: Vec<Answer>) {
-        for answer in answers {
-            self.send(answer);
-        }
-    }
-}
-
-/// Asks the supervisor an admin request as a client's connection would, with `access`.
-pub(super) async fn ask(
-    supervisor: &Addr<Supervisor>,
-    request: Request,
-    access: Access,
-) -> Result<Wire, &'static str> {
-    let (sender, answer) = oneshot::channel();
-    let ticket = Ticket {
-        correlation_id: 0,
-        request_tag: request.tag(),
-        arrived: Instant::now(),
-    };
-    let reply = ReplyTo::new(Arc::new(OneAnswer(Mutex::new(Some(sender)))), ticket);
-    supervisor
-        .try_send(AdminCall {
-            request,
-            reply,
-            access,
-        })
-        .map_err(|_| "the server is stopping")?;
-    answer.await.map_err(|_| "the server is stopping")
 }

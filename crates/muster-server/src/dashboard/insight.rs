@@ -13,13 +13,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use actix::Addr;
 use muster_coordinator::access::Access;
 use muster_coordinator::actors::Supervisor;
+use muster_protocol::view::AssignedPartitions;
 use muster_protocol::{
     ErrorCode, GroupDiagnosisRequest, GroupDiagnosisResponse, GroupHistoryRequest, RebalanceCause,
-    RebalanceRecord, RebalanceWait, Request, Response as Wire, TopicPartitions, WaitingMember,
+    RebalanceRecord, RebalanceWait, Request, Response as Wire, WaitingMember,
 };
 use serde::Serialize;
 
-use super::api::{ask, Partitions};
+use super::ask::ask;
 
 /// Rebalances a group page shows (the journal keeps 50 by default).
 const JOURNAL_SHOWN: u32 = 50;
@@ -42,15 +43,6 @@ fn cause(c: RebalanceCause) -> Cause {
         host: some(c.client_host),
         detail: c.detail,
     }
-}
-
-fn partitions(tps: Vec<TopicPartitions>) -> Vec<Partitions> {
-    tps.into_iter()
-        .map(|tp| Partitions {
-            topic: tp.topic,
-            partitions: tp.partitions,
-        })
-        .collect()
 }
 
 /// One journal entry (the CLI's `history --json` names, plus `ago_ms`).
@@ -84,8 +76,8 @@ struct Waited {
 #[derive(Serialize)]
 struct Change {
     member_id: String,
-    gained: Vec<Partitions>,
-    revoked: Vec<Partitions>,
+    gained: Vec<AssignedPartitions>,
+    revoked: Vec<AssignedPartitions>,
 }
 
 fn rebalance(r: RebalanceRecord, now_ms: u64) -> Rebalance {
@@ -116,8 +108,8 @@ fn rebalance(r: RebalanceRecord, now_ms: u64) -> Rebalance {
             .into_iter()
             .map(|c| Change {
                 member_id: c.member_id,
-                gained: partitions(c.gained),
-                revoked: partitions(c.revoked),
+                gained: AssignedPartitions::all(c.gained),
+                revoked: AssignedPartitions::all(c.revoked),
             })
             .collect(),
         omitted: r.omitted,
@@ -130,7 +122,7 @@ pub(super) struct Diagnosis {
     /// A rebalance is in progress and past half its timeout.
     stuck: bool,
     rebalance: Option<InProgress>,
-    unowned: Vec<Partitions>,
+    unowned: Vec<AssignedPartitions>,
     unowned_since_ms_ago: Option<u64>,
     storm: bool,
     rebalances_in_window: u32,
@@ -199,7 +191,7 @@ fn diagnosis(d: GroupDiagnosisResponse) -> Diagnosis {
     Diagnosis {
         stuck: rebalance.as_ref().is_some_and(|r| r.stuck),
         rebalance,
-        unowned: partitions(d.unowned),
+        unowned: AssignedPartitions::all(d.unowned),
         unowned_since_ms_ago: d.unowned_since_ms.map(|at| now.saturating_sub(at)),
         storm: d.storm,
         rebalances_in_window: d.rebalances_in_window,

@@ -14,6 +14,7 @@
 //! spaced out per address like failed Hellos (docs/security.md).
 
 mod api;
+mod ask;
 mod http;
 mod insight;
 

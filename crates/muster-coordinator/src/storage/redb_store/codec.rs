@@ -280,6 +280,41 @@ pub fn encode_group(record: GroupRecord) -> Result<(String, Vec<u8>), CodecError
 pub fn decode_group(group_id: &str, bytes: &[u8]) -> Result<GroupRecord, CodecError> {
     let stored: GroupV2 = wincode::config::deserialize_exact(bytes, FORMAT)
         .map_err(|e| CodecError(format!("group {group_id:?}: {e}")))?;
+    group_record(group_id, stored)
+}
+
+/// A format version 1 group value (for the migration to version 2): no owners recorded.
+pub(super) fn decode_group_v1(group_id: &str, bytes: &[u8]) -> Result<GroupRecord, CodecError> {
+    let GroupV1 {
+        state,
+        generation,
+        assignor,
+        leader,
+        members,
+        state_since_ms,
+    } = wincode::config::deserialize_exact(bytes, FORMAT)
+        .map_err(|e| CodecError(format!("group {group_id:?} (format version 1): {e}")))?;
+    let members = members
+        .into_iter()
+        .map(|member| MemberV2 {
+            member,
+            principal: None,
+        })
+        .collect();
+    let stored = GroupV2 {
+        state,
+        generation,
+        assignor,
+        leader,
+        members,
+        state_since_ms,
+        created_by: None,
+    };
+    group_record(group_id, stored)
+}
+
+/// The record of `group_id` from its decoded value.
+fn group_record(group_id: &str, stored: GroupV2) -> Result<GroupRecord, CodecError> {
     Ok(GroupRecord {
         group_id: group_id.to_owned(),
         state: state_from_u8(stored.state)
@@ -293,23 +328,6 @@ pub fn decode_group(group_id: &str, bytes: &[u8]) -> Result<GroupRecord, CodecEr
     })
 }
 
-/// A format version 1 group value (for the migration to version 2): no owners recorded.
-pub(super) fn decode_group_v1(group_id: &str, bytes: &[u8]) -> Result<GroupRecord, CodecError> {
-    let stored: GroupV1 = wincode::config::deserialize_exact(bytes, FORMAT)
-        .map_err(|e| CodecError(format!("group {group_id:?} (format version 1): {e}")))?;
-    Ok(GroupRecord {
-        group_id: group_id.to_owned(),
-        state: state_from_u8(stored.state)
-            .map_err(|e| CodecError(format!("group {group_id:?}: {e}")))?,
-        generation: stored.generation,
-        assignor: stored.assignor,
-        leader: stored.leader,
-        members: stored.members.into_iter().map(Into::into).collect(),
-        state_since_ms: stored.state_since_ms,
-        created_by: None,
-    })
-}
-
 /// Encodes a group in format version 1, as the previous release wrote it (tests make v1
 /// stores with it to test the migration).
 #[cfg(test)]
@@ -319,11 +337,7 @@ pub(super) fn encode_group_v1(record: GroupRecord) -> Result<(String, Vec<u8>), 
         generation: record.generation,
         assignor: record.assignor,
         leader: record.leader,
-        members: record
-            .members
-            .into_iter()
-            .map(MemberV1::from)
-            .collect(),
+        members: record.members.into_iter().map(MemberV1::from).collect(),
         state_since_ms: record.state_since_ms,
     };
     let bytes = wincode::config::serialize(&stored, FORMAT)
