@@ -16,6 +16,8 @@ docker info >/dev/null 2>&1 || { say "no Docker engine reachable (docker info fa
 # would race.
 lock="${TMPDIR:-/tmp}/muster-build-image.lock"
 exec 9>"$lock"
+# Whoever makes it (root, through `cargo xtask test` and sudo), everyone may take it after.
+chmod a+rw "$lock" 2>/dev/null || true
 if command -v flock >/dev/null 2>&1; then
     flock 9
 fi

@@ -5,7 +5,7 @@
 //!
 //! A test calls [`engine`] first and returns when it gives `None`: no engine is reachable and
 //! the run does not require one. CI (`CI` set) or `MUSTER_REQUIRE_DOCKER=1` turns that into a
-//! failure. Skips are written straight to the terminal (not to the captured test output), so
+//! failure; `MUSTER_REQUIRE_DOCKER=0` skips them even with an engine (but not with `CI` set). Skips are written straight to the terminal (not to the captured test output), so
 //! `cargo test` shows them.
 //!
 //! Services are reached inside their containers (`docker exec`), and the compose files'
@@ -30,6 +30,12 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Whether the run asked for no container tests (`MUSTER_REQUIRE_DOCKER=0`, which
+/// `cargo xtask test --no-containers` sets): each one then says SKIPPED, even with an engine.
+fn refused() -> bool {
+    std::env::var("MUSTER_REQUIRE_DOCKER").is_ok_and(|v| v == "0")
+}
+
 /// Why this run must have an engine, if it must.
 fn required() -> Option<&'static str> {
     if std::env::var("MUSTER_REQUIRE_DOCKER").is_ok_and(|v| v == "1") {
@@ -51,7 +57,12 @@ pub struct Engine {
 /// instead when the run requires an engine.
 pub fn engine(test: &str) -> Option<&'static Engine> {
     static ENGINE: OnceLock<Result<Engine, String>> = OnceLock::new();
-    match ENGINE.get_or_init(probe) {
+    let found: Result<&'static Engine, String> = if refused() {
+        Err("MUSTER_REQUIRE_DOCKER=0 (cargo xtask test --no-containers)".to_owned())
+    } else {
+        ENGINE.get_or_init(probe).as_ref().map_err(Clone::clone)
+    };
+    match found {
         Ok(engine) => Some(engine),
         Err(why) => {
             if let Some(reason) = required() {

@@ -1,0 +1,217 @@
+//! `cargo xtask`: the workspace's own commands (the alias is in .cargo/config.toml).
+//!
+//! - `cargo xtask test [--no-containers] [-- ARGS]`: every test on a fresh machine. Installs
+//!   what the tests run that is missing (etcd, chromium, debootstrap, a Docker CLI and compose
+//!   tool, mount, kill) with Debian's packages, starts the Docker engine when it is down,
+//!   builds the binaries and the container images, raises the open-files limit, then runs
+//!   `cargo test --workspace --locked ARGS` with the container tests required
+//!   (`MUSTER_REQUIRE_DOCKER=1`).
+//! - `cargo xtask install TOOL...`: installs the named tools when missing (CI uses it for
+//!   protoc and python3).
+
+mod containers;
+mod tools;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{bail, Context as _, Result};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(name = "cargo xtask", about = "The Muster workspace's own commands")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Install what the tests need, build what they run, and run every test.
+    Test {
+        /// Without the container tests: no Docker engine, compose tool or debootstrap is
+        /// needed, and each container test prints `SKIPPED` (refused when CI is set).
+        #[arg(long)]
+        no_containers: bool,
+        /// Passed on to `cargo test --workspace --locked` (e.g. `-- --test groups`).
+        #[arg(last = true)]
+        cargo_args: Vec<String>,
+    },
+    /// Install the named tools when they are missing (Debian packages).
+    Install {
+        /// Any of: etcd, chromium, mount, kill, docker, compose, debootstrap, protoc, python3.
+        #[arg(required = true)]
+        tools: Vec<String>,
+    },
+}
+
+/// A step message.
+pub fn say(message: &str) {
+    eprintln!("xtask: {message}");
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().command {
+        Cmd::Test {
+            no_containers,
+            cargo_args,
+        } => test(!no_containers, &cargo_args),
+        Cmd::Install { tools: names } => {
+            let wanted = names
+                .iter()
+                .map(|n| tools::named(n))
+                .collect::<Result<Vec<_>>>()?;
+            tools::ensure(&wanted)
+        }
+    }
+}
+
+/// The tools `cargo test --workspace` runs, with or without the container tests.
+fn test_tools(containers: bool) -> Vec<tools::Tool> {
+    let names: &[&str] = if containers {
+        &[
+            "etcd",
+            "chromium",
+            "mount",
+            "kill",
+            "docker",
+            "compose",
+            "debootstrap",
+        ]
+    } else {
+        &["etcd", "chromium", "mount", "kill"]
+    };
+    tools::ALL
+        .iter()
+        .copied()
+        .filter(|t| names.contains(&t.name))
+        .collect()
+}
+
+fn test(containers: bool, cargo_args: &[String]) -> Result<()> {
+    let started = Instant::now();
+    let ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
+    if !containers && ci {
+        bail!("--no-containers with CI set: CI runs the container tests, it never skips them");
+    }
+    let repo = repo()?;
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let steps = if containers { 5 } else { 4 };
+    let mut step = 0;
+    let mut next = |what: &str| {
+        step += 1;
+        say(&format!(
+            "[{step}/{steps}] {what} ({:.0} s in)",
+            started.elapsed().as_secs_f64()
+        ));
+    };
+
+    next("the tools the tests run");
+    tools::ensure(&test_tools(containers))?;
+
+    next("cargo build --workspace --locked --bins --examples (what the tests spawn)");
+    let mut build = Command::new(&cargo);
+    build
+        .args(["build", "--workspace", "--locked", "--bins", "--examples"])
+        .current_dir(&repo);
+    tools::run_checked(&mut build)?;
+    let bin_dir = target_dir(&cargo, &repo)?.join("debug");
+
+    if containers {
+        next("the Docker engine and the container images");
+        containers::ensure_engine(&std::env::temp_dir().join("muster-xtask-dockerd.log"))?;
+        containers::build_images(&repo, &bin_dir)?;
+    }
+
+    next("the open-files limit (the connection-flood and fd-exhaustion tests)");
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => say(&format!("  open files: {limit}")),
+        Err(e) => say(&format!(
+            "  cannot raise the open-files limit ({e}); going on"
+        )),
+    }
+
+    next(&format!(
+        "cargo test --workspace --locked {}",
+        cargo_args.join(" ")
+    ));
+    let mut test = Command::new(&cargo);
+    test.args(["test", "--workspace", "--locked"])
+        .args(cargo_args)
+        .env("MUSTER_BIN_DIR", &bin_dir)
+        .env("MUSTER_REQUIRE_DOCKER", if containers { "1" } else { "0" })
+        .current_dir(&repo);
+    let status = test.status().context("cannot run cargo test")?;
+    let took = started.elapsed().as_secs();
+    if !status.success() {
+        bail!("cargo test failed ({status}) after {took} s");
+    }
+    say(&format!("every test passed ({took} s)"));
+    Ok(())
+}
+
+/// The workspace root (this crate's parent directory).
+fn repo() -> Result<PathBuf> {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(PathBuf::from)
+        .context("xtask outside the workspace")
+}
+
+/// Cargo's target directory for this workspace (honours CARGO_TARGET_DIR and config).
+fn target_dir(cargo: &std::ffi::OsStr, repo: &std::path::Path) -> Result<PathBuf> {
+    let out = Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--no-deps", "--locked"])
+        .current_dir(repo)
+        .output()
+        .context("cannot run cargo metadata")?;
+    if !out.status.success() {
+        bail!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let meta: serde_json::Value =
+        serde_json::from_slice(&out.stdout).context("cargo metadata's JSON")?;
+    meta["target_directory"]
+        .as_str()
+        .map(PathBuf::from)
+        .context("no target_directory in cargo metadata")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory as _;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn arguments_after_the_double_dash_go_to_cargo_test() {
+        let cli = Cli::try_parse_from(["xtask", "test", "--", "--test", "groups", "--nocapture"])
+            .expect("parses");
+        match cli.command {
+            Cmd::Test {
+                no_containers,
+                cargo_args,
+            } => {
+                assert!(!no_containers);
+                assert_eq!(cargo_args, ["--test", "groups", "--nocapture"]);
+            }
+            Cmd::Install { .. } => panic!("parsed as install"),
+        }
+    }
+
+    #[test]
+    fn without_containers_no_container_tool_is_installed() {
+        let with: Vec<_> = test_tools(true).iter().map(|t| t.name).collect();
+        let without: Vec<_> = test_tools(false).iter().map(|t| t.name).collect();
+        assert!(with.contains(&"debootstrap") && with.contains(&"compose"));
+        assert!(without.iter().all(|t| with.contains(t)));
+        assert!(!without.contains(&"docker") && !without.contains(&"debootstrap"));
+    }
+}
