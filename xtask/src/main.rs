@@ -78,6 +78,7 @@ fn test_tools(containers: bool) -> Vec<tools::Tool> {
             "docker",
             "compose",
             "debootstrap",
+            "openssl",
         ]
     } else {
         &["etcd", "chromium", "mount", "kill"]

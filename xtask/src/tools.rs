@@ -96,6 +96,15 @@ pub const ALL: &[Tool] = &[
         },
     },
     Tool {
+        name: "openssl",
+        package: "openssl",
+        needed_by: "the secure compose's certificates and tokens (deploy/secure/make-certs.sh, make-auth.sh; crates/muster-server/tests/container.rs)",
+        probe: Probe::Program {
+            names: &["openssl"],
+            env: None,
+        },
+    },
+    Tool {
         name: "protoc",
         package: "protobuf-compiler",
         needed_by: "the generated-code check (crates/muster-etcd/regenerate.sh --check)",
