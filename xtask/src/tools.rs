@@ -239,16 +239,15 @@ pub fn ensure(tools: &[Tool]) -> Result<()> {
     }
     let root =
         |vars: &[(&str, &str)]| as_root("apt-get", vars).map_err(|e| by_hand(&e.to_string()));
-    crate::say(&format!(
-        "apt-get update, then apt-get install -y --no-install-recommends {list}"
-    ));
+    crate::say(&format!("apt-get update, then apt-get install -y {list}"));
     let mut update = root(&[])?;
     update.args(["-q", "update"]);
     run_checked(&mut update).map_err(|e| by_hand(&format!("{e:#}")))?;
+    // With Recommends: they carry what the tests use (protoc's well-known .proto files are in
+    // libprotobuf-dev, a Recommends of protobuf-compiler; chromium's fonts). A run with
+    // --no-install-recommends failed the generated-code check on google/protobuf/*.proto.
     let mut install = root(&[("DEBIAN_FRONTEND", "noninteractive")])?;
-    install
-        .args(["-q", "-y", "--no-install-recommends", "install"])
-        .args(&packages);
+    install.args(["-q", "-y", "install"]).args(&packages);
     run_checked(&mut install).map_err(|e| {
         by_hand(&format!(
             "{e:#} (is every one of them a package of this distribution? `apt-cache policy {list}`)"
