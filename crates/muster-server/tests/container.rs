@@ -10,6 +10,18 @@ use std::path::PathBuf;
 use muster_server::config::Settings;
 use yaml_rust2::{Yaml, YamlLoader};
 
+/// The worker example's source with the `muster_client::args::ConnectArgs` it flattens in
+/// (`--token`, `--tls-*` and their environment variables are defined there).
+fn worker_source() -> String {
+    let mut source = repo_file("crates/muster-client/examples/worker.rs");
+    assert!(
+        source.contains("#[command(flatten)]") && source.contains("connect: ConnectArgs"),
+        "the worker example flattens muster_client::args::ConnectArgs"
+    );
+    source.push_str(&repo_file("crates/muster-client/src/args.rs"));
+    source
+}
+
 fn repo_file(name: &str) -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
@@ -173,7 +185,8 @@ fn compose_file_runs_musterd_and_three_workers_with_valid_settings() {
             Some("service_healthy")
         );
         // Only flags the worker example defines.
-        let example = repo_file("crates/muster-client/examples/worker.rs");
+        // The worker's own flags, and the connection flags it flattens in (`ConnectArgs`).
+        let example = worker_source();
         for flag in command.iter().filter(|a| a.starts_with("--")) {
             let field = flag.trim_start_matches("--").replace('-', "_");
             assert!(
@@ -407,7 +420,8 @@ fn the_secure_compose_file_turns_on_auth_and_tls_with_made_certificates_and_toke
         "MUSTER_TOKEN",
         "MUSTER_TLS_CA",
     ];
-    let example = repo_file("crates/muster-client/examples/worker.rs");
+    // The worker's own flags, and the connection flags it flattens in (`ConnectArgs`).
+    let example = worker_source();
     for name in ["worker-1", "worker-2", "worker-3"] {
         let worker = service(services, name);
         for key in worker["environment"].as_hash().expect("environment").keys() {
