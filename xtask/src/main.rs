@@ -137,6 +137,7 @@ fn test(containers: bool, cargo_args: &[String]) -> Result<()> {
         "cargo test --workspace --locked {}",
         cargo_args.join(" ")
     ));
+    report_disk(&bin_dir);
     let mut test = Command::new(&cargo);
     test.args(["test", "--workspace", "--locked"])
         .args(cargo_args)
@@ -146,10 +147,38 @@ fn test(containers: bool, cargo_args: &[String]) -> Result<()> {
     let status = test.status().context("cannot run cargo test")?;
     let took = started.elapsed().as_secs();
     if !status.success() {
+        report_disk(&bin_dir);
         bail!("cargo test failed ({status}) after {took} s");
     }
     say(&format!("every test passed ({took} s)"));
     Ok(())
+}
+
+/// What the test build needs free where the target directory is: its 60-odd test binaries
+/// each link the whole server (about 6 GB in all with the dev profile's line tables).
+const TEST_BUILD_BYTES: u64 = 8 << 30;
+
+/// Says how much disk is free under `dir` and warns when it is less than the test build needs
+/// (a full disk shows up as a linker's "Bus error", far from its cause).
+fn report_disk(dir: &std::path::Path) {
+    let Some(free) = tools::free_bytes(dir) else {
+        return;
+    };
+    let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+    if free < TEST_BUILD_BYTES {
+        say(&format!(
+            "  WARNING: {:.1} GiB free under {}; the test build needs about {:.0} GiB",
+            gib(free),
+            dir.display(),
+            gib(TEST_BUILD_BYTES)
+        ));
+    } else {
+        say(&format!(
+            "  disk: {:.1} GiB free under {}",
+            gib(free),
+            dir.display()
+        ));
+    }
 }
 
 /// The workspace root (this crate's parent directory).

@@ -278,9 +278,35 @@ pub fn run_checked(cmd: &mut Command) -> Result<()> {
     Ok(())
 }
 
+/// Bytes free for an unprivileged user on the filesystem holding `dir`, as `df -Pk` reports
+/// them (`None` when df cannot tell).
+pub fn free_bytes(dir: &Path) -> Option<u64> {
+    let out = Command::new("df").arg("-Pk").arg(dir).output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    parse_df_available(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// The "Available" column (KiB) of `df -Pk`'s one data line, in bytes.
+fn parse_df_available(df: &str) -> Option<u64> {
+    let line = df.lines().nth(1)?;
+    let kib: u64 = line.split_whitespace().nth(3)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn free_space_is_read_from_df_posix_output() {
+        let df = "Filesystem     1024-blocks     Used Available Capacity Mounted on\n\
+                  /dev/vda        263174212 12582912  83886080      13% /\n";
+        assert_eq!(parse_df_available(df), Some(83_886_080 * 1024));
+        assert_eq!(parse_df_available("Filesystem\n"), None);
+        assert!(free_bytes(Path::new("/")).is_some_and(|b| b > 0));
+    }
 
     #[test]
     fn every_tool_has_a_unique_name_and_a_package() {
