@@ -14,6 +14,7 @@ use std::sync::Arc;
 pub use muster_auth::{Grant, Operation, Pattern, ResourceType};
 
 use crate::quota::Quota;
+use crate::types::PrincipalName;
 
 /// An authenticated identity: its name, the grants that apply to it (its own ACLs and those
 /// for `"*"`), and its quota (shared by every version of the principal across reloads, so its
@@ -97,6 +98,12 @@ impl Access {
             None => true,
             Some(principal) => principal.allows(resource, name, op),
         }
+    }
+
+    /// The name its `max_members` and `max_groups` units are charged to: the principal's,
+    /// or `None` when open (no quota applies).
+    pub fn quota_principal(&self) -> Option<&PrincipalName> {
+        self.quota().map(|q| q.name())
     }
 
     /// The quota to charge (every principal has one, unlimited unless the auth file sets

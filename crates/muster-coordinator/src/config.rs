@@ -2,9 +2,6 @@
 
 use muster_protocol::{DescribedMember, JoinedMember, ListedGroup};
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-
 /// Server-wide rules for every group. Cheap to share behind an `Arc`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupConfig {
@@ -34,9 +31,6 @@ pub struct GroupConfig {
     pub storm_window_ms: u64,
     /// The request limits of protocol §6.18 (ids, names, list lengths, timeouts, capacities).
     pub limits: Limits,
-    /// The server's one count of pending member ids (against
-    /// [`Limits::max_pending_member_ids`]), shared by every group through this config.
-    pub pending_budget: PendingBudget,
 }
 
 /// What one request may ask for and how much the server holds in total (protocol §6.18
@@ -118,7 +112,6 @@ impl Default for GroupConfig {
             storm_rebalances: 5,
             storm_window_ms: 300_000,
             limits: Limits::default(),
-            pending_budget: PendingBudget::default(),
         }
     }
 }
@@ -161,47 +154,3 @@ pub const MAX_ENCODABLE_GROUP_SIZE: usize = {
 
 /// The most groups one ListGroups answer can list (74 898).
 pub const MAX_LISTED_GROUPS: usize = encodable::<ListedGroup>();
-
-/// Member ids handed out with MEMBER_ID_REQUIRED and not yet joined, counted over every group
-/// of the server (protocol §6.4): one counter, shared by the groups through their config. A
-/// group takes one unit per pending id and gives it back when the id joins, leaves, expires or
-/// the group goes.
-#[derive(Debug, Clone, Default)]
-pub struct PendingBudget(Arc<AtomicUsize>);
-
-impl PendingBudget {
-    /// Takes one unit unless `max` are already taken.
-    pub(crate) fn try_take(&self, max: usize) -> bool {
-        self.0
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
-                (used < max).then_some(used + 1)
-            })
-            .is_ok()
-    }
-
-    /// Gives back `n` units.
-    pub(crate) fn release(&self, n: usize) {
-        if n > 0 {
-            // Never below zero, whatever a caller does.
-            let _ = self
-                .0
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
-                    Some(used.saturating_sub(n))
-                });
-        }
-    }
-
-    /// Pending ids held now, over all groups.
-    pub fn in_use(&self) -> usize {
-        self.0.load(Ordering::Acquire)
-    }
-}
-
-/// Two configs are equal whatever counter they share.
-impl PartialEq for PendingBudget {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-impl Eq for PendingBudget {}

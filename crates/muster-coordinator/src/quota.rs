@@ -1,9 +1,11 @@
 //! Per-principal quotas on what a principal holds (protocol §6: `max_groups` counts the existing
 //! groups it created, `max_members` its members and pending member ids across groups). A
-//! [`Quota`] keeps the counts; what holds a unit holds a [`QuotaSlot`], which gives it back when
-//! dropped, so whatever way a member or group goes (leave, expiry, eviction, deletion, fencing)
-//! the count follows without a rule to forget. [`Quotas`] is the table by principal name that
-//! the auth file's reloads and the store's recovery share, so counts survive both.
+//! [`Quota`] keeps the counts. A group's registry entry holds its creator's unit as a
+//! [`QuotaSlot`], which gives it back when dropped, whatever way the group goes. Members' units
+//! are counts the shell's ledger (`actors/ledger.rs`) takes and gives back on the group engine's
+//! word: the engine holds only the principal's name and returns the unit from the one place a
+//! member leaves its map. [`Quotas`] is the table by principal name that the auth file's
+//! reloads and the store's recovery share, so counts survive both.
 //!
 //! The request-rate quota is not here: it throttles reading a connection (the server's
 //! session), it holds nothing.
@@ -12,6 +14,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::types::PrincipalName;
 
 /// Unlimited, in the atomic limit fields.
 const UNLIMITED: u32 = u32::MAX;
@@ -36,6 +40,8 @@ impl QuotaKind {
 /// One principal's limits and current usage.
 pub struct Quota {
     principal: Arc<str>,
+    /// The same name as group engines hold it (one pointer per member).
+    name: PrincipalName,
     max_groups: AtomicU32,
     max_members: AtomicU32,
     groups: AtomicU32,
@@ -45,6 +51,7 @@ pub struct Quota {
 impl Quota {
     pub fn unlimited(principal: Arc<str>) -> Self {
         Quota {
+            name: PrincipalName::new(&principal),
             principal,
             max_groups: AtomicU32::new(UNLIMITED),
             max_members: AtomicU32::new(UNLIMITED),
@@ -55,6 +62,11 @@ impl Quota {
 
     pub fn principal(&self) -> &Arc<str> {
         &self.principal
+    }
+
+    /// The principal's name as group engines hold it.
+    pub fn name(&self) -> &PrincipalName {
+        &self.name
     }
 
     /// Sets the limits (`None` = unlimited). Units already held stay held; a lowered limit
@@ -101,7 +113,7 @@ impl Quota {
     }
 
     /// Counts one unit, unless that would pass the limit.
-    fn try_count(&self, kind: QuotaKind) -> Result<(), QuotaExceeded> {
+    pub(crate) fn try_count(&self, kind: QuotaKind) -> Result<(), QuotaExceeded> {
         let max = self.limit(kind).load(Ordering::Relaxed);
         self.count(kind)
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
@@ -116,12 +128,12 @@ impl Quota {
     }
 
     /// Counts one unit whatever the limit.
-    fn count_in(&self, kind: QuotaKind) {
+    pub(crate) fn count_in(&self, kind: QuotaKind) {
         let before = self.count(kind).fetch_add(1, Ordering::AcqRel);
         self.report(kind, before.saturating_add(1));
     }
 
-    fn give_back(&self, kind: QuotaKind) {
+    pub(crate) fn give_back(&self, kind: QuotaKind) {
         let before = self.count(kind).fetch_sub(1, Ordering::AcqRel);
         self.report(kind, before.saturating_sub(1));
     }
@@ -143,18 +155,6 @@ impl Quota {
             quota: Arc::clone(self),
             kind,
         }
-    }
-
-    /// [`Quota::try_take`] of a `max_members` unit, as the 8-byte [`MemberSlot`].
-    pub fn try_take_member(self: &Arc<Self>) -> Result<MemberSlot, QuotaExceeded> {
-        self.try_count(QuotaKind::Members)?;
-        Ok(MemberSlot(Arc::clone(self)))
-    }
-
-    /// [`Quota::take`] of a `max_members` unit, as the 8-byte [`MemberSlot`].
-    pub fn take_member(self: &Arc<Self>) -> MemberSlot {
-        self.count_in(QuotaKind::Members);
-        MemberSlot(Arc::clone(self))
     }
 }
 
@@ -198,35 +198,6 @@ impl QuotaSlot {
 impl Drop for QuotaSlot {
     fn drop(&mut self) {
         self.quota.give_back(self.kind);
-    }
-}
-
-/// One unit of a principal's `max_members`, held by the member or pending id it counts: a
-/// [`QuotaSlot`] whose kind is in its type, so that it is one pointer (a group keeps one per
-/// member, and `Option<MemberSlot>` is 8 bytes where `Option<QuotaSlot>` is 16).
-pub struct MemberSlot(Arc<Quota>);
-
-impl MemberSlot {
-    /// The principal this unit is charged to (what the store records as the member's).
-    pub fn principal(&self) -> &Arc<str> {
-        &self.0.principal
-    }
-
-    /// Whether this unit is charged to `quota` (the same principal's quota object).
-    pub fn is_of(&self, quota: &Arc<Quota>) -> bool {
-        Arc::ptr_eq(&self.0, quota)
-    }
-}
-
-impl Drop for MemberSlot {
-    fn drop(&mut self) {
-        self.0.give_back(QuotaKind::Members);
-    }
-}
-
-impl fmt::Debug for MemberSlot {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "MemberSlot({})", self.0.principal)
     }
 }
 
@@ -283,20 +254,20 @@ mod tests {
     }
 
     #[test]
-    fn member_slots_count_as_members_in_one_pointer() {
+    fn member_units_are_counted_and_given_back_by_name() {
+        // Members' units are plain counts (the group engine holds the principal's name and
+        // gives the unit back through the shell's ledger): no slot object per member.
         let quota = Quotas::default().get("p");
         quota.set_limits(None, Some(1));
-        let slot = quota.try_take_member().expect("room for one");
-        assert!(quota.try_take_member().is_err());
+        quota.try_count(QuotaKind::Members).expect("room for one");
+        assert!(quota.try_count(QuotaKind::Members).is_err());
         assert_eq!(quota.used(QuotaKind::Members), 1);
         assert_eq!(quota.used(QuotaKind::Groups), 0);
-        assert!(slot.is_of(&quota));
-        assert_eq!(slot.principal().as_ref(), "p");
-        let loaded = quota.take_member();
+        quota.count_in(QuotaKind::Members);
         assert_eq!(quota.used(QuotaKind::Members), 2);
-        drop((slot, loaded));
+        quota.give_back(QuotaKind::Members);
+        quota.give_back(QuotaKind::Members);
         assert_eq!(quota.used(QuotaKind::Members), 0);
-        assert_eq!(std::mem::size_of::<Option<MemberSlot>>(), 8);
     }
 
     #[test]

@@ -4,6 +4,36 @@
 //! and how the engine looks up partition counts (the catalog implements it).
 
 use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+/// A principal's name as a group holds it: whom a member's (or pending id's) `max_members`
+/// unit is charged to. One pointer, shared with the principal's quota, so that the charge
+/// costs a member 8 bytes (a group keeps one member per consumer).
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct PrincipalName(Arc<String>);
+
+impl PrincipalName {
+    pub fn new(name: &str) -> Self {
+        PrincipalName(Arc::new(name.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for PrincipalName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Display for PrincipalName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// Milliseconds on the coordinator's clock (monotonic while the process runs).
 pub type Millis = u64;

@@ -16,6 +16,7 @@ mod admin_access;
 mod admin_limits;
 mod group;
 mod insight;
+mod ledger;
 mod messages;
 mod overview;
 mod placement;
@@ -25,6 +26,7 @@ mod supervisor;
 mod timers;
 
 pub use group::GroupActor;
+pub use ledger::{Ledger, PendingBudget};
 pub use messages::GroupSummary;
 pub use messages::{
     AdminCall, AdoptShard, CatalogChanged, Drain, GroupBatch, GroupCall, GroupInbox, GroupLink,

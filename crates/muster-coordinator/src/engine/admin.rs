@@ -3,7 +3,9 @@
 
 use muster_protocol::{DescribedGroup, DescribedMember, ErrorCode};
 
-use super::{Ctx, Group, GroupState, Millis, Output, RebalanceTrigger, NONE};
+use super::effects::{Deletion, LedgerRequest};
+use super::{Ctx, Effects, Group, GroupState, Millis, RebalanceTrigger, NONE};
+use crate::storage::Mutation;
 
 impl<R> Group<R> {
     /// DescribeGroups entry for this group.
@@ -48,32 +50,68 @@ impl<R> Group<R> {
     }
 
     /// DeleteGroups: only an Empty group may go; it becomes Dead and its offsets are gone.
-    pub fn delete(&mut self, now: Millis) -> ErrorCode {
+    pub fn delete(&mut self, now: Millis) -> Result<Deletion, ErrorCode> {
         match self.state {
             GroupState::Empty => {
                 self.offsets.clear();
-                self.config.pending_budget.release(self.pending.len());
-                self.pending.clear();
+                let mut out = Effects::<R>::default();
+                let pending: Vec<String> = self.pending.keys().cloned().collect();
+                for id in pending {
+                    self.forget_pending(&id, &mut out);
+                }
                 self.set_state(GroupState::Dead, now);
-                ErrorCode::None
+                Ok(Deletion {
+                    batch: vec![Mutation::DeleteGroup {
+                        group_id: self.group_id.to_string(),
+                    }],
+                    ledger: out.ledger,
+                })
             }
-            GroupState::Dead => ErrorCode::GroupIdNotFound,
-            _ => ErrorCode::NonEmptyGroup,
+            GroupState::Dead => Err(ErrorCode::GroupIdNotFound),
+            _ => Err(ErrorCode::NonEmptyGroup),
         }
     }
 
     /// Answers every held request with `code` (shutdown: clients retry elsewhere or later).
-    pub fn abort_held(&mut self, code: ErrorCode, out: &mut Output<R>) {
+    pub fn abort_held(&mut self, code: ErrorCode) -> Effects<R> {
+        let mut out = Effects::default();
         for m in self.members.values_mut() {
-            if m.answer_held(code, out) {
+            if m.answer_held(code, &mut out) {
                 self.num_awaiting_join -= 1;
             }
         }
+        // Nothing changed that must be written: the answers leave at once.
+        out
+    }
+
+    /// The group goes (its actor stops, or a reload replaces it): every unit of the shell's
+    /// counters it holds comes back — its members' and pending ids' `max_members` units and
+    /// the pending ids themselves. Its members are not answered (held requests go with their
+    /// tokens); a second call returns nothing.
+    pub fn release_all(&mut self) -> Vec<LedgerRequest> {
+        let mut ledger: Vec<LedgerRequest> = self
+            .members
+            .values_mut()
+            .filter_map(|m| m.charge.take())
+            .chain(self.pending.values_mut().filter_map(|p| p.charge.take()))
+            .map(LedgerRequest::ReturnMemberUnit)
+            .collect();
+        if !self.pending.is_empty() {
+            ledger.push(LedgerRequest::ReturnPendingIds(self.pending.len()));
+            self.pending.clear();
+        }
+        ledger
     }
 
     /// The partition count of `topics` changed: subscribed groups rebalance (protocol §5
     /// "Topics"). A group already preparing picks the new counts up when its barrier closes.
-    pub fn topics_changed(&mut self, cx: Ctx<'_>, topics: &[String], out: &mut Output<R>) {
+    pub fn topics_changed(&mut self, cx: Ctx<'_>, topics: &[String]) -> Effects<R> {
+        let mut out = Effects::default();
+        self.rebalance_for_topics(cx, topics, &mut out);
+        self.seal(out)
+    }
+
+    fn rebalance_for_topics(&mut self, cx: Ctx<'_>, topics: &[String], out: &mut Effects<R>) {
         if matches!(
             self.state,
             GroupState::Stable | GroupState::CompletingRebalance

@@ -12,7 +12,7 @@ use muster_protocol::ErrorCode;
 
 use super::answers::sync_error;
 use super::sync::{MemberSet, SyncWindow};
-use super::{Ctx, Event, Group, GroupState, Millis, NewSince, Output, RebalanceTrigger};
+use super::{Ctx, Effects, Event, Group, GroupState, Millis, NewSince, RebalanceTrigger};
 
 /// The state of a rebalance in progress (PreparingRebalance). Held joins stay on their members:
 /// a join is held before its barrier opens (the join that starts it) and can be answered while
@@ -71,7 +71,7 @@ impl<R> Group<R> {
         &mut self,
         cx: Ctx<'_>,
         trigger: RebalanceTrigger,
-        out: &mut Output<R>,
+        out: &mut Effects<R>,
     ) {
         let now = cx.now;
         match self.state {
@@ -153,7 +153,7 @@ impl<R> Group<R> {
 
     /// Completes the barrier early once every member and pending id has rejoined (never during
     /// the initial delay, which is a plain timer).
-    pub(super) fn maybe_complete_join(&mut self, cx: Ctx<'_>, out: &mut Output<R>) {
+    pub(super) fn maybe_complete_join(&mut self, cx: Ctx<'_>, out: &mut Effects<R>) {
         if self.state == GroupState::PreparingRebalance
             && self
                 .barrier
@@ -170,7 +170,7 @@ impl<R> Group<R> {
     /// when newcomers were let in come back): the newest members go, answered
     /// GROUP_MAX_SIZE_REACHED, so that no generation is over the cap (and so every answer that
     /// lists the members still encodes).
-    fn shed_over_size(&mut self, out: &mut Output<R>) {
+    fn shed_over_size(&mut self, out: &mut Effects<R>) {
         let cap = self.config.effective_max_group_size();
         if self.members.len() <= cap {
             return;
@@ -196,7 +196,7 @@ impl<R> Group<R> {
     /// made, so the rebalance is refused. Every member is answered RESOURCE_LIMIT_REACHED and
     /// removed, and the group is left Empty at its last generation, where a JoinGroup is
     /// refused the same way; an operator deletes the group to start over.
-    pub(super) fn exhaust_generation(&mut self, now: Millis, out: &mut Output<R>) {
+    pub(super) fn exhaust_generation(&mut self, now: Millis, out: &mut Effects<R>) {
         let code = ErrorCode::ResourceLimitReached;
         for m in self.members.values_mut() {
             if m.answer_held(code, out) {
@@ -209,7 +209,7 @@ impl<R> Group<R> {
         }
         let pending: Vec<String> = self.pending.keys().cloned().collect();
         for id in pending {
-            self.forget_pending(&id);
+            self.forget_pending(&id, out);
         }
         self.sync_window = None;
         self.assignor = None;
@@ -219,7 +219,7 @@ impl<R> Group<R> {
     }
 
     /// The barrier closes: laggards go, the generation moves on, held joins are answered.
-    pub(super) fn complete_join(&mut self, cx: Ctx<'_>, out: &mut Output<R>) {
+    pub(super) fn complete_join(&mut self, cx: Ctx<'_>, out: &mut Effects<R>) {
         let now = cx.now;
         // Dynamic members that did not rejoin are removed; static ones stay (protocol §5).
         let laggards: Vec<String> = self
@@ -347,7 +347,7 @@ impl<R> Group<R> {
         &mut self,
         cx: Ctx<'_>,
         trigger: RebalanceTrigger,
-        out: &mut Output<R>,
+        out: &mut Effects<R>,
     ) {
         match self.state {
             GroupState::Stable | GroupState::CompletingRebalance => {
@@ -360,7 +360,7 @@ impl<R> Group<R> {
 
     /// The barrier's deadline passed: the initial delay takes another step if a new member
     /// arrived during the last one, otherwise the barrier closes.
-    pub(super) fn on_join_deadline(&mut self, cx: Ctx<'_>, out: &mut Output<R>) {
+    pub(super) fn on_join_deadline(&mut self, cx: Ctx<'_>, out: &mut Effects<R>) {
         let step_config = Millis::from(self.config.initial_rebalance_delay_ms);
         if let Some(barrier) = self.barrier.as_mut() {
             if let Some(delay) = barrier.initial_delay {

@@ -8,13 +8,13 @@ use muster_protocol::{ErrorCode, JoinGroupRequest};
 use uuid::Uuid;
 
 use super::answers::join_error;
+use super::effects::{Grant, Grants, JoinNeeds, LedgerRequest};
 use super::limits::{check_join, truncated};
 use super::{
-    ClientInfo, Ctx, Group, GroupState, Held, Member, Millis, NewSince, Output, Pending,
-    RebalanceTrigger,
+    ClientInfo, Ctx, Effects, Group, GroupState, Held, Member, Millis, NewSince, Pending,
+    PrincipalName, RebalanceTrigger,
 };
 use crate::config::GroupConfig;
-use crate::quota::MemberSlot;
 
 /// Generated member ids start with at most this many bytes of the client id (or instance id),
 /// then `-` and a UUID: at most 101 bytes, under the floor of `max_member_id_bytes` (128), so
@@ -22,16 +22,80 @@ use crate::quota::MemberSlot;
 pub(super) const MEMBER_ID_PREFIX_BYTES: usize = 64;
 
 impl<R> Group<R> {
+    /// What a JoinGroup from `client` may need from the shell's counters, asked before
+    /// [`Group::join`] so the shell can reserve it: a unit of the principal's `max_members`
+    /// when the join may add a member or take over an id charged to someone else, and one of
+    /// the server's pending ids when it may be answered MEMBER_ID_REQUIRED. Never less than the
+    /// join uses (what it does not use comes back in its effects).
+    pub fn join_needs(&self, req: &JoinGroupRequest, client: &ClientInfo) -> JoinNeeds {
+        let takes_over = |held: Option<&PrincipalName>| {
+            client.charge().is_some() && !client.already_charged(held)
+        };
+        if !req.member_id.is_empty() {
+            let pending = self.pending.get(&req.member_id);
+            return JoinNeeds {
+                member_unit: pending.is_some_and(|p| takes_over(p.charge.as_ref())),
+                pending_id: false,
+            };
+        }
+        match req.group_instance_id.as_ref() {
+            Some(instance) => match self.statics.get(instance) {
+                Some(member_id) => {
+                    let held = self.members.get(member_id).and_then(|m| m.charge.as_ref());
+                    JoinNeeds {
+                        member_unit: takes_over(held),
+                        pending_id: false,
+                    }
+                }
+                None => JoinNeeds {
+                    member_unit: takes_over(None),
+                    pending_id: false,
+                },
+            },
+            None => JoinNeeds {
+                member_unit: takes_over(None),
+                pending_id: true,
+            },
+        }
+    }
+
     /// JoinGroup (protocol §5 "JoinGroup", "Barrier", "Static membership").
-    /// `fresh` seeds a new member id if one is needed.
+    /// `fresh` seeds a new member id if one is needed; `grants` is what the shell reserved for
+    /// [`Group::join_needs`].
     pub fn join(
         &mut self,
         cx: Ctx<'_>,
         req: JoinGroupRequest,
         client: &ClientInfo,
         fresh: Uuid,
+        grants: Grants,
         reply: R,
-        out: &mut Output<R>,
+    ) -> Effects<R> {
+        let mut out = Effects::default();
+        let mut grants = grants;
+        self.join_inner(cx, req, client, fresh, &mut grants, reply, &mut out);
+        if grants.member_unit == Grant::Granted {
+            if let Some(principal) = client.charge() {
+                out.ledger
+                    .push(LedgerRequest::ReturnMemberUnit(principal.clone()));
+            }
+        }
+        if grants.pending_id == Grant::Granted {
+            out.ledger.push(LedgerRequest::ReturnPendingIds(1));
+        }
+        self.seal(out)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn join_inner(
+        &mut self,
+        cx: Ctx<'_>,
+        req: JoinGroupRequest,
+        client: &ClientInfo,
+        fresh: Uuid,
+        grants: &mut Grants,
+        reply: R,
+        out: &mut Effects<R>,
     ) {
         let now = cx.now;
         if let Err(code) = check_join(&self.config.limits, &req) {
@@ -56,7 +120,7 @@ impl<R> Group<R> {
         }
 
         if req.member_id.is_empty() {
-            self.join_unknown_member(cx, req, client, fresh, reply, out);
+            self.join_unknown_member(cx, req, client, fresh, grants, reply, out);
             return;
         }
 
@@ -79,15 +143,15 @@ impl<R> Group<R> {
             let held = self
                 .pending
                 .get_mut(&req.member_id)
-                .map(|p| client.slot_for_takeover(&mut p.quota));
-            let quota = match held {
-                Some(Ok(quota)) => quota,
+                .map(|p| charge_for_takeover(client, &mut p.charge, grants));
+            let charge = match held {
+                Some(Ok(charge)) => charge,
                 Some(Err(code)) => return out.reply(reply, join_error(code, &req.member_id)),
                 None => None,
             };
-            self.forget_pending(&req.member_id);
+            self.forget_pending(&req.member_id, out);
             let member_id = req.member_id.clone();
-            self.add_member(cx, member_id, req, client, quota, reply, out);
+            self.add_member(cx, member_id, req, client, charge, reply, out);
             return;
         }
 
@@ -138,14 +202,16 @@ impl<R> Group<R> {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn join_unknown_member(
         &mut self,
         cx: Ctx<'_>,
         req: JoinGroupRequest,
         client: &ClientInfo,
         fresh: Uuid,
+        grants: &mut Grants,
         reply: R,
-        out: &mut Output<R>,
+        out: &mut Effects<R>,
     ) {
         let known_instance = req
             .group_instance_id
@@ -156,7 +222,7 @@ impl<R> Group<R> {
             if !self.supports_assignors(&req.assignors, Some(&old_member_id)) {
                 return out.reply(reply, join_error(ErrorCode::InconsistentGroupProtocol, ""));
             }
-            self.static_takeover(cx, old_member_id, req, client, fresh, reply, out);
+            self.static_takeover(cx, old_member_id, req, client, fresh, grants, reply, out);
             return;
         }
         if !self.accepts_new_member(false) {
@@ -168,22 +234,22 @@ impl<R> Group<R> {
         // The principal's quota is checked after the group's own checks (size, protocol), as
         // Kafka checks a group before a client quota; before the server-wide pending budget,
         // so an over-quota principal does not spend the server's pending ids.
-        let quota = match client.take_member_slot() {
-            Ok(quota) => quota,
+        let charge = match take_member_unit(client, grants) {
+            Ok(charge) => charge,
             Err(code) => return out.reply(reply, join_error(code, "")),
         };
         if let Some(instance) = req.group_instance_id.as_deref() {
             // A new static member joins directly, without MEMBER_ID_REQUIRED (as in Kafka).
             let member_id = format!("{}-{fresh}", truncated(instance, MEMBER_ID_PREFIX_BYTES));
-            self.add_member(cx, member_id, req, client, quota, reply, out);
+            self.add_member(cx, member_id, req, client, charge, reply, out);
             return;
         }
-        if !self
-            .config
-            .pending_budget
-            .try_take(self.config.limits.max_pending_member_ids)
-        {
-            // Every pending id of the server is taken (protocol §6.18).
+        if std::mem::take(&mut grants.pending_id) != Grant::Granted {
+            // Every pending id of the server is taken (protocol §6.18). The unit just taken
+            // goes back.
+            if let Some(principal) = charge {
+                out.ledger.push(LedgerRequest::ReturnMemberUnit(principal));
+            }
             return out.reply(reply, join_error(ErrorCode::ResourceLimitReached, ""));
         }
         let member_id = format!(
@@ -193,7 +259,7 @@ impl<R> Group<R> {
         );
         let expires = cx.now + Millis::from(req.session_timeout_ms);
         self.pending
-            .insert(member_id.clone(), Pending { expires, quota });
+            .insert(member_id.clone(), Pending { expires, charge });
         self.note_deadline(expires);
         self.note_new_member();
         out.reply(reply, join_error(ErrorCode::MemberIdRequired, &member_id));
@@ -213,13 +279,17 @@ impl<R> Group<R> {
         !self.config.is_full(members + pending)
     }
 
-    /// Forgets a pending id (it joined, left or expired) and gives its unit back to the
-    /// server's budget; says whether it was pending.
-    pub(super) fn forget_pending(&mut self, member_id: &str) -> bool {
-        if self.pending.remove(member_id).is_none() {
+    /// Forgets a pending id (it joined, left or expired) and gives its units back (the
+    /// server's pending id; its principal's `max_members` unit unless a joining member took it
+    /// over); says whether it was pending.
+    pub(super) fn forget_pending(&mut self, member_id: &str, out: &mut Effects<R>) -> bool {
+        let Some(pending) = self.pending.remove(member_id) else {
             return false;
+        };
+        out.ledger.push(LedgerRequest::ReturnPendingIds(1));
+        if let Some(principal) = pending.charge {
+            out.ledger.push(LedgerRequest::ReturnMemberUnit(principal));
         }
-        self.config.pending_budget.release(1);
         if self.pending.is_empty() {
             // A join storm leaves a table sized for all its pending ids; free it once the
             // last one has gone, rather than keep it in every idle group.
@@ -235,9 +305,9 @@ impl<R> Group<R> {
         member_id: String,
         mut req: JoinGroupRequest,
         client: &ClientInfo,
-        quota: Option<MemberSlot>,
+        charge: Option<PrincipalName>,
         reply: R,
-        out: &mut Output<R>,
+        out: &mut Effects<R>,
     ) {
         let now = cx.now;
         let member_id: Arc<str> = member_id.into();
@@ -253,7 +323,7 @@ impl<R> Group<R> {
         let mut member = Member::new(Arc::clone(&member_id), instance_id, client.into(), now);
         member.update_from(req);
         member.new_since = NewSince::at(now);
-        member.quota = quota;
+        member.charge = charge;
         member.awaiting_join = Held::some(reply);
         Self::count_support(&mut self.assignor_support, &member.assignors, true);
         self.members
@@ -277,7 +347,7 @@ impl<R> Group<R> {
         member_id: &str,
         req: JoinGroupRequest,
         reply: R,
-        out: &mut Output<R>,
+        out: &mut Effects<R>,
     ) {
         let Some(m) = self.members.get_mut(member_id) else {
             return out.reply(reply, join_error(ErrorCode::UnknownMemberId, member_id));
@@ -307,8 +377,9 @@ impl<R> Group<R> {
         req: JoinGroupRequest,
         client: &ClientInfo,
         fresh: Uuid,
+        grants: &mut Grants,
         reply: R,
-        out: &mut Output<R>,
+        out: &mut Effects<R>,
     ) {
         let instance = req.group_instance_id.clone().unwrap_or_default();
         let new_member_id: Arc<str> =
@@ -317,21 +388,24 @@ impl<R> Group<R> {
         // needs one of its own (refused at its limit before anything changes).
         let mut held = None;
         let slot = match self.members.get_mut(old_member_id.as_str()) {
-            Some(member) => client.slot_for_takeover(&mut member.quota),
-            None => client.slot_for_takeover(&mut held),
+            Some(member) => charge_for_takeover(client, &mut member.charge, grants),
+            None => charge_for_takeover(client, &mut held, grants),
         };
-        let quota = match slot {
-            Ok(quota) => quota,
+        let charge = match slot {
+            Ok(charge) => charge,
             Err(code) => return out.reply(reply, join_error(code, "")),
         };
         let Some(mut member) = self.members.remove(old_member_id.as_str()) else {
             // The static map and the member map disagree; should be impossible. Treat as new.
             self.statics.remove(&instance);
             let member_id = new_member_id.to_string();
-            self.add_member(cx, member_id, req, client, quota, reply, out);
+            self.add_member(cx, member_id, req, client, charge, reply, out);
             return;
         };
-        member.quota = quota;
+        // Another principal took the instance over: the old principal's unit goes back.
+        if let Some(old) = std::mem::replace(&mut member.charge, charge) {
+            out.ledger.push(LedgerRequest::ReturnMemberUnit(old));
+        }
         // The old id's held requests are fenced at once.
         if member.answer_held(ErrorCode::FencedInstanceId, out) {
             self.num_awaiting_join -= 1;
@@ -405,6 +479,38 @@ impl<R> Group<R> {
             self.num_awaiting_join += 1;
             self.journal_rejoined(member_id, at);
         }
+    }
+}
+
+/// Takes the unit of `client`'s principal's `max_members` that the shell reserved (`None`
+/// without a quota); QUOTA_EXCEEDED if it was refused (protocol §6).
+fn take_member_unit(
+    client: &ClientInfo,
+    grants: &mut Grants,
+) -> Result<Option<PrincipalName>, ErrorCode> {
+    let Some(principal) = client.charge() else {
+        return Ok(None);
+    };
+    match std::mem::take(&mut grants.member_unit) {
+        Grant::Granted => Ok(Some(principal.clone())),
+        // `join_needs` asks for every unit a join can take; not asked means the shell could
+        // not reserve one.
+        Grant::Refused | Grant::NotAsked => Err(ErrorCode::QuotaExceeded),
+    }
+}
+
+/// The charge a member keeps when `client` takes over an id charged to `held`: `held` if it
+/// is already this principal's, else a unit of its own (refused at the limit like a new
+/// member; `held` then stays where it is, for the caller to give back).
+fn charge_for_takeover(
+    client: &ClientInfo,
+    held: &mut Option<PrincipalName>,
+    grants: &mut Grants,
+) -> Result<Option<PrincipalName>, ErrorCode> {
+    if client.already_charged(held.as_ref()) {
+        Ok(held.take())
+    } else {
+        take_member_unit(client, grants)
     }
 }
 

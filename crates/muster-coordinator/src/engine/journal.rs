@@ -16,7 +16,9 @@ use std::sync::Arc;
 
 use muster_protocol::{MemberChange, MemberWait, RebalanceCause, RebalanceRecord, TopicPartitions};
 
-use super::{Event, Group, GroupState, Map, Member, Millis, Output, RebalanceTrigger, TopicLookup};
+use super::{
+    Effects, Event, Group, GroupState, Map, Member, Millis, RebalanceTrigger, TopicLookup,
+};
 use crate::storage::Mutation;
 
 /// Most member ids one list of a journal entry holds (`waited_for`, `evicted`, `joined`,
@@ -316,7 +318,7 @@ impl<R> Group<R> {
         &mut self,
         now: Millis,
         evicted: Vec<String>,
-        out: &mut Output<R>,
+        out: &mut Effects<R>,
     ) {
         let keep = self.config.journal_size as usize;
         let members: Vec<Arc<str>> = self.members.keys().cloned().collect();
@@ -401,7 +403,7 @@ impl<R> Group<R> {
         &mut self,
         now: Millis,
         topics: Option<&dyn TopicLookup>,
-        out: &mut Output<R>,
+        out: &mut Effects<R>,
     ) {
         let after: Vec<(Arc<str>, Box<[TopicPartitions]>)> = self
             .members
@@ -481,7 +483,7 @@ impl<R> Group<R> {
 
     /// The journal entries changed since the last call (and the generations dropped from it),
     /// as one mutation to write beside the group's record; `None` if nothing changed.
-    pub fn take_journal_write(&mut self) -> Option<Mutation> {
+    pub(super) fn take_journal_write(&mut self) -> Option<Mutation> {
         let insight = self.insight.as_mut()?;
         if insight.unwritten == 0 && insight.dropped.is_empty() {
             return None;

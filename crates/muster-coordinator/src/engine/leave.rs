@@ -1,19 +1,26 @@
 //! LeaveGroup (protocol §5 "LeaveGroup"): per-member results, static members by instance id,
 //! pending ids forgotten, and the rebalance of those who remain.
 
-use muster_protocol::{ErrorCode, LeaveGroupRequest, LeaveGroupResponse, LeaveResult};
+use muster_protocol::{ErrorCode, LeaveGroupRequest, LeaveGroupResponse, LeaveResult, Response};
 
 use super::limits::check_leave;
-use super::{Ctx, Group, GroupState, Output, RebalanceTrigger, NONE};
+use super::{Ctx, Effects, Group, GroupState, RebalanceTrigger, NONE};
 
 impl<R> Group<R> {
     /// LeaveGroup (protocol §5 "LeaveGroup"): per-member results at once; held requests of the
     /// leaving members are answered through `out`.
-    pub fn leave(
+    pub fn leave(&mut self, cx: Ctx<'_>, req: LeaveGroupRequest, reply: R) -> Effects<R> {
+        let mut out = Effects::default();
+        let response = self.leave_members(cx, req, &mut out);
+        out.reply(reply, Response::LeaveGroup(response));
+        self.seal(out)
+    }
+
+    fn leave_members(
         &mut self,
         cx: Ctx<'_>,
         req: LeaveGroupRequest,
-        out: &mut Output<R>,
+        out: &mut Effects<R>,
     ) -> LeaveGroupResponse {
         if let Err(code) = check_leave(&self.config.limits, &req) {
             return LeaveGroupResponse {
@@ -41,7 +48,7 @@ impl<R> Group<R> {
                     }
                     None => ErrorCode::UnknownMemberId,
                 }
-            } else if self.forget_pending(&leaving.member_id) {
+            } else if self.forget_pending(&leaving.member_id, out) {
                 forgot_pending = true;
                 ErrorCode::None
             } else {

@@ -3,8 +3,8 @@
 //! bounded by the settings, not only by the frame size. Checked by the group's own methods and
 //! by [`super::absent_group`] (a group that does not exist yet), with the same answers.
 //!
-//! The server-wide budget of pending member ids ([`PendingBudget`]) lives with the config the
-//! groups share (`config.rs`).
+//! The server-wide budget of pending member ids is the shell's to count (`actors/ledger.rs`):
+//! the engine is handed a reserved id as a [`super::Grants`].
 
 use muster_protocol::{
     ErrorCode, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest,
@@ -13,7 +13,6 @@ use muster_protocol::{
 
 use crate::catalog::MAX_TOPIC_NAME_BYTES;
 use crate::config::Limits;
-pub use crate::config::PendingBudget;
 
 const OVER: ErrorCode = ErrorCode::RequestLimitExceeded;
 

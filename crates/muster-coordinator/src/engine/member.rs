@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use muster_protocol::{AssignorMetadata, ErrorCode};
 
 use super::answers::{join_error, sync_error};
-use super::{Event, Group, Member, Millis, Output};
+use super::effects::LedgerRequest;
+use super::{Effects, Event, Group, Member, Millis};
 
 impl<R> Group<R> {
     /// Whether `assignors` has one in common with every current member (other than `except`).
@@ -107,11 +108,15 @@ impl<R> Group<R> {
         }
     }
 
-    /// Removes a member, answering its held requests UNKNOWN_MEMBER_ID. Does not rebalance.
-    pub(super) fn remove_member(&mut self, member_id: &str, out: &mut Output<R>) -> bool {
+    /// Removes a member, answering its held requests UNKNOWN_MEMBER_ID and giving its quota
+    /// unit back. Does not rebalance.
+    pub(super) fn remove_member(&mut self, member_id: &str, out: &mut Effects<R>) -> bool {
         let Some(mut m) = self.members.remove(member_id) else {
             return false;
         };
+        if let Some(principal) = m.charge.take() {
+            out.ledger.push(LedgerRequest::ReturnMemberUnit(principal));
+        }
         self.hint_removed(&m);
         Self::count_support(&mut self.assignor_support, &m.assignors, false);
         if m.answer_held(ErrorCode::UnknownMemberId, out) {
@@ -139,7 +144,7 @@ impl<R> Group<R> {
     pub(super) fn evict(
         &mut self,
         member_ids: Vec<String>,
-        out: &mut Output<R>,
+        out: &mut Effects<R>,
         event: impl FnOnce(Vec<String>) -> Event,
     ) -> bool {
         if member_ids.is_empty() {
@@ -186,7 +191,7 @@ impl<R> Member<R> {
     /// Answers the member's held JoinGroup and SyncGroup, if any, with `code` (it is removed,
     /// fenced, or the server shuts down). Says whether a JoinGroup was held: the group counts
     /// those.
-    pub(super) fn answer_held(&mut self, code: ErrorCode, out: &mut Output<R>) -> bool {
+    pub(super) fn answer_held(&mut self, code: ErrorCode, out: &mut Effects<R>) -> bool {
         let held_join = self.awaiting_join.take();
         let had_join = held_join.is_some();
         if let Some(r) = held_join {

@@ -1,14 +1,17 @@
 //! The group engine: one consumer group's membership, generation and offsets as a pure,
 //! deterministic state machine (protocol §5; Kafka's classic `GroupCoordinator` is the reference).
 //!
-//! It does no I/O, reads no clock and knows nothing of actix. Every call passes `now`
-//! (milliseconds); requests that must be answered later (JoinGroup at the barrier, SyncGroup
-//! until the leader's assignment) carry an opaque reply token `R` that the engine hands back in
-//! [`Output::replies`] when it answers. Timers are the caller's job: after a change it asks
-//! [`Group::next_deadline`] and delivers [`Group::tick`] at that time. Whether a change must reach
-//! stable storage before its replies leave is said by [`Output::persist`].
+//! It does no I/O, reads no clock, holds no shared counter and knows nothing of actix, tokio or
+//! metrics (a test reads these files to keep it so). Every entry point takes the message and
+//! `now` (milliseconds) and returns one [`Effects`]: the replies to send, the writes to make
+//! durable with the replies that wait for each, the next deadline, events, and units of the
+//! shell's counters to give back (`effects.rs` says how a shell carries them out). Requests
+//! answered later (JoinGroup at the barrier, SyncGroup until the leader's assignment) carry an
+//! opaque reply token `R` that comes back in a later call's effects. Heartbeat is the one
+//! exception: its only effect is its answer, so it returns the code (the hot path allocates
+//! nothing). Queries (`describe`, `history`, `diagnose`, `next_deadline`) change nothing.
 //!
-//! This module holds the group's data ([`Group`], `Member`, [`Output`]); each rule family is an
+//! This module holds the group's data ([`Group`], `Member`); each rule family is an
 //! `impl Group` block of its own file. Where each rule of protocol §5 lives:
 //!
 //! | protocol §5 rule                         | file           |
@@ -28,7 +31,8 @@
 //! | LeaveGroup                               | `leave.rs`     |
 //! | OffsetCommit, OffsetFetch                | `offsets.rs`   |
 //! | DescribeGroups, DeleteGroups, Topics     | `admin.rs`     |
-//! | Durability (records, restore)            | `persist.rs`   |
+//! | What a call returns (effects, grants)    | `effects.rs`   |
+//! | Durability (records, sealing a call)     | `persist.rs`   |
 //! | Rebalance journal (§6.20)                | `journal.rs`   |
 //! | Stuck detector, GroupDiagnosis (§6.20)   | `diagnosis.rs` |
 
@@ -37,6 +41,7 @@ mod admin;
 mod answers;
 mod barrier;
 mod diagnosis;
+mod effects;
 mod heartbeat;
 mod join;
 mod journal;
@@ -55,8 +60,11 @@ pub use absent::{
     absent_group, error_for, error_like, limit_error, validate_group_id, AbsentGroup,
     MAX_GROUP_ID_BYTES,
 };
+pub use effects::{
+    Deletion, Effects, Grant, Grants, JoinNeeds, LedgerRequest, PendingCommit, Write,
+};
 pub use journal::{kind as cause_kind, MAX_LISTED, MAX_LISTED_PARTITIONS};
-pub use limits::{check_request, PendingBudget};
+pub use limits::check_request;
 pub use topic_access::{refusal_for, unreadable_topics};
 
 use std::collections::hash_map::RandomState;
@@ -65,14 +73,13 @@ use std::hash::BuildHasher;
 use std::num::NonZeroU64;
 use std::sync::{Arc, OnceLock};
 
-use muster_protocol::{AssignorMetadata, ErrorCode, JoinGroupRequest, Response, TopicPartitions};
+use muster_protocol::{AssignorMetadata, ErrorCode, JoinGroupRequest, TopicPartitions};
 
 use crate::access::Access;
 use crate::config::GroupConfig;
-use crate::quota::MemberSlot;
 use crate::storage::records::CommittedOffset;
 /// Re-exported: the engine's callers have always found them here.
-pub use crate::types::{GroupState, Millis, RebalanceTrigger, TopicLookup};
+pub use crate::types::{GroupState, Millis, PrincipalName, RebalanceTrigger, TopicLookup};
 use barrier::Barrier;
 use journal::Insight;
 use sync::SyncWindow;
@@ -166,77 +173,16 @@ pub struct ClientInfo {
 }
 
 impl ClientInfo {
-    /// A unit of the principal's `max_members` for a new member or pending id (`None` without
-    /// an auth file); QUOTA_EXCEEDED at the limit (protocol §6).
-    fn take_member_slot(&self) -> Result<Option<MemberSlot>, ErrorCode> {
-        self.access
-            .quota()
-            .map(|q| q.try_take_member())
-            .transpose()
-            .map_err(|_| ErrorCode::QuotaExceeded)
+    /// The principal whose `max_members` a member or pending id this client makes is charged
+    /// to (`None` without an auth file).
+    fn charge(&self) -> Option<&PrincipalName> {
+        self.access.quota_principal()
     }
 
-    /// Whether `held` (a pending id's or a static member's unit) already counts against this
-    /// client's principal, so that it taking the id over needs no new unit.
-    fn already_charged(&self, held: Option<&MemberSlot>) -> bool {
-        match (self.access.quota(), held) {
-            (None, None) => true,
-            (Some(quota), Some(slot)) => slot.is_of(quota),
-            _ => false,
-        }
-    }
-
-    /// The unit a member keeps when this client takes over an id holding `held`: `held` if it
-    /// is already this principal's, else a new one (refused at the limit like a new member;
-    /// `held` is then given back as the caller drops it).
-    fn slot_for_takeover(
-        &self,
-        held: &mut Option<MemberSlot>,
-    ) -> Result<Option<MemberSlot>, ErrorCode> {
-        if self.already_charged(held.as_ref()) {
-            Ok(held.take())
-        } else {
-            self.take_member_slot()
-        }
-    }
-}
-
-/// What one engine call asks its caller to do. An empty `Output` allocates nothing, so a caller
-/// may make a fresh one per call (the group actor does: an idle group keeps none).
-#[derive(Debug)]
-pub struct Output<R> {
-    /// Answers to send, in order. If `persist` is set they must wait until the group's record
-    /// (see [`Group::to_record`]) is durable.
-    pub replies: Vec<(R, Response)>,
-    /// The group's record changed in a way that must survive a crash.
-    pub persist: bool,
-    /// For the operator.
-    pub events: Vec<Event>,
-    /// Offsets that expired (retention) and must be deleted from storage.
-    pub expired_offsets: Vec<(String, i32)>,
-}
-
-impl<R> Default for Output<R> {
-    fn default() -> Self {
-        Self {
-            expired_offsets: Vec::new(),
-            replies: Vec::new(),
-            persist: false,
-            events: Vec::new(),
-        }
-    }
-}
-
-impl<R> Output<R> {
-    pub fn clear(&mut self) {
-        self.replies.clear();
-        self.persist = false;
-        self.events.clear();
-        self.expired_offsets.clear();
-    }
-
-    fn reply(&mut self, to: R, response: Response) {
-        self.replies.push((to, response));
+    /// Whether `held` (a pending id's or a static member's charge) is already this client's
+    /// principal's, so that it taking the id over needs no new unit.
+    fn already_charged(&self, held: Option<&PrincipalName>) -> bool {
+        self.charge() == held
     }
 }
 
@@ -261,10 +207,10 @@ struct Member<R> {
     new_since: NewSince,
     awaiting_join: Held<R>,
     awaiting_sync: Held<R>,
-    /// The unit of its principal's `max_members` it holds (none without an auth file, or for
-    /// a member loaded with no recorded principal); given back when the member is dropped,
-    /// whatever removed it.
-    quota: Option<MemberSlot>,
+    /// The principal whose `max_members` unit it holds (none without an auth file, or for a
+    /// member loaded with no recorded principal); given back (a [`LedgerRequest`]) by
+    /// `remove_member`, the one way out of the member map, or by `release_all`.
+    charge: Option<PrincipalName>,
 }
 
 /// A member id handed out with MEMBER_ID_REQUIRED, not yet joined.
@@ -272,8 +218,8 @@ struct Member<R> {
 struct Pending {
     /// When it is forgotten.
     expires: Millis,
-    /// Its unit of the principal's `max_members` (passed on to the member it becomes).
-    quota: Option<MemberSlot>,
+    /// The principal whose `max_members` unit it holds (passed on to the member it becomes).
+    charge: Option<PrincipalName>,
 }
 
 /// What a member keeps of the client that joined it (for DescribeGroups and its record).
@@ -370,7 +316,7 @@ impl<R> Member<R> {
             new_since: NewSince::NOT_NEW,
             awaiting_join: Held::none(),
             awaiting_sync: Held::none(),
-            quota: None,
+            charge: None,
         }
     }
 
@@ -454,25 +400,22 @@ pub struct Group<R> {
     /// When the group entered its current state (retention counts from entering Empty).
     state_since: Millis,
     offsets: Offsets,
-    /// Set when a change may have moved the next deadline earlier.
+    /// Set when a change may have moved the next deadline earlier (reported by the call's
+    /// effects).
     new_deadline: Option<Millis>,
-    /// The caller has offset commits of this group still being made durable: retention waits
-    /// (see [`Group::hold_retention`]).
-    retention_held: bool,
+    /// OffsetCommits handed to the shell ([`Write::Commit`]) and not yet reported back:
+    /// retention waits for them (an expiry landing behind an acknowledged commit would lose it).
+    commits_in_flight: u32,
+    /// The group has a creator its durable record may not hold yet: a group made by an
+    /// OffsetCommit has offsets but no record until a member joins, and a restart would then
+    /// charge no one for it. Its first commit writes the (member-less) record too.
+    owner_unrecorded: bool,
     /// The principal that created the group (recorded, so that a restart charges its
     /// `max_groups` again); the unit itself is held by the caller's registry.
     created_by: Option<Arc<str>>,
     /// The rebalance journal and what the stuck detector needs (`journal.rs`); `None` until
     /// the group's first rebalance. Boxed: most groups are idle.
     insight: Option<Box<Insight>>,
-}
-
-/// A group that goes (deleted, removed, or its actor stopped) gives its pending ids back to
-/// the server's budget.
-impl<R> Drop for Group<R> {
-    fn drop(&mut self) {
-        self.config.pending_budget.release(self.pending.len());
-    }
 }
 
 impl<R> Group<R> {
@@ -496,7 +439,8 @@ impl<R> Group<R> {
             state_since: now,
             offsets: Map::default(),
             new_deadline: None,
-            retention_held: false,
+            commits_in_flight: 0,
+            owner_unrecorded: false,
             created_by: None,
             insight: None,
         };
@@ -507,6 +451,7 @@ impl<R> Group<R> {
 
     /// Records the principal that created the group (see [`Group::created_by`]).
     pub fn set_created_by(&mut self, principal: Option<Arc<str>>) {
+        self.owner_unrecorded = principal.is_some();
         self.created_by = principal;
     }
 

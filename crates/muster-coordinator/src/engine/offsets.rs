@@ -3,26 +3,97 @@
 
 use muster_protocol::{
     ErrorCode, FetchedPartition, FetchedTopic, OffsetCommitRequest, OffsetCommitResponse,
-    OffsetFetchRequest, OffsetFetchResponse, PartitionResult, PartitionResults,
+    OffsetFetchRequest, OffsetFetchResponse, PartitionResult, PartitionResults, Response,
 };
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use super::effects::{Effects, PendingCommit, Write};
 use super::limits::{check_commit, check_fetch};
 use super::topic_access::{deny_unreadable, may_read};
-use super::{Group, GroupState, Millis, Offsets, ProcessKeys, NONE};
+use super::{error_like, Group, GroupState, Millis, Offsets, ProcessKeys, NONE};
 use crate::access::Access;
 use crate::storage::records::{CommittedOffset, OffsetWrite};
+use crate::storage::Mutation;
 
 impl<R> Group<R> {
-    /// OffsetCommit (protocol §5 "OffsetCommit"). Returns the answer and the offsets to make
-    /// durable; the answer must not leave before they are, and [`Group::apply_offsets`] must
-    /// then be called with them. Topics `access` may not read are answered
-    /// TOPIC_AUTHORIZATION_FAILED and not written (`topic_access.rs`); the request's size
-    /// limits are checked before that, as they protect the server.
+    /// OffsetCommit (protocol §5 "OffsetCommit"). What passes is handed to the shell as a
+    /// [`Write::Commit`]: the answer leaves, and the offsets become visible to OffsetFetch,
+    /// only once they are durable ([`Group::commit_written`]). Topics `access` may not read
+    /// are answered TOPIC_AUTHORIZATION_FAILED and not written (`topic_access.rs`); the
+    /// request's size limits are checked before that, as they protect the server.
     pub fn commit_offsets(
+        &mut self,
+        now: Millis,
+        req: OffsetCommitRequest,
+        access: &Access,
+        reply: R,
+    ) -> Effects<R> {
+        let mut out = Effects::default();
+        let (response, offsets) = self.plan_commit(now, req, access);
+        if offsets.is_empty() {
+            out.reply(reply, Response::OffsetCommit(response));
+            return self.seal(out);
+        }
+        // A group without members at generation 0 has no record a write in flight could be
+        // ahead of: its first commit records its creator too.
+        let records_owner =
+            self.owner_unrecorded && self.generation == 0 && self.members.is_empty();
+        let mut batch = Vec::with_capacity(2);
+        if records_owner {
+            batch.push(Mutation::PutGroup(self.to_record()));
+            self.owner_unrecorded = false;
+        }
+        batch.push(Mutation::PutOffsets {
+            group_id: self.group_id.to_string(),
+            offsets: offsets.clone(),
+        });
+        self.count_commit(true);
+        out.writes.push(Write::Commit {
+            batch,
+            commit: PendingCommit {
+                reply,
+                response,
+                offsets,
+                records_owner,
+            },
+        });
+        self.seal(out)
+    }
+
+    /// A commit's write is durable (`Ok`) or failed with the code its answer gets: the offsets
+    /// become visible and the commit is answered, or it is answered with the failure.
+    pub fn commit_written(
+        &mut self,
+        commit: PendingCommit<R>,
+        result: Result<(), ErrorCode>,
+    ) -> Effects<R> {
+        let mut out = Effects::default();
+        let PendingCommit {
+            reply,
+            response,
+            offsets,
+            records_owner,
+        } = commit;
+        match result {
+            Ok(()) => {
+                self.apply_offsets(offsets);
+                out.reply(reply, Response::OffsetCommit(response));
+            }
+            Err(code) => {
+                // The owner did not reach the disk either: the next commit tries again.
+                self.owner_unrecorded |= records_owner;
+                out.reply(reply, error_like(&Response::OffsetCommit(response), code));
+            }
+        }
+        self.count_commit(false);
+        self.seal(out)
+    }
+
+    /// The answer to an OffsetCommit and the offsets to write.
+    fn plan_commit(
         &mut self,
         now: Millis,
         req: OffsetCommitRequest,
@@ -122,8 +193,8 @@ impl<R> Group<R> {
         }
     }
 
-    /// Makes committed offsets visible to OffsetFetch, once durable.
-    pub fn apply_offsets(&mut self, writes: Vec<OffsetWrite>) {
+    /// Makes committed offsets visible to OffsetFetch, once durable (or restored).
+    pub(super) fn apply_offsets(&mut self, writes: Vec<OffsetWrite>) {
         for w in writes {
             match self.offsets.get_mut(&*w.topic) {
                 Some(parts) => {

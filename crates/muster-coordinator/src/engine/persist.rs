@@ -5,11 +5,12 @@
 use std::sync::Arc;
 
 use super::barrier::Barrier;
+use super::effects::{Effects, LedgerRequest, Write};
 use super::journal::kind as cause_kind;
-use super::{Group, GroupState, Member, MemberClient, RebalanceTrigger};
+use super::{Group, GroupState, Member, MemberClient, PrincipalName, RebalanceTrigger};
 use crate::config::GroupConfig;
-use crate::quota::Quotas;
 use crate::storage::records::{GroupRecord, MemberRecord, OffsetWrite};
+use crate::storage::Mutation;
 use crate::types::Millis;
 
 impl<R> Group<R> {
@@ -30,7 +31,7 @@ impl<R> Group<R> {
                 owned_partitions: m.owned_partitions.to_vec(),
                 assignment: m.assignment.to_vec(),
                 assignment_user_data: m.assignment_user_data.to_vec(),
-                principal: m.quota.as_ref().map(|q| q.principal().to_string()),
+                principal: m.charge.as_ref().map(|p| p.as_str().to_owned()),
             })
             .collect();
         members.sort_unstable_by(|a, b| a.member_id.cmp(&b.member_id));
@@ -55,11 +56,12 @@ impl<R> Group<R> {
         record: GroupRecord,
         offsets: Vec<OffsetWrite>,
         config: Arc<GroupConfig>,
-        quotas: &Quotas,
         now: Millis,
-    ) -> Self {
+    ) -> (Self, Vec<LedgerRequest>) {
         let mut group = Group::new(record.group_id, config, now);
-        group.created_by = record.created_by.map(Arc::from);
+        group.set_created_by(record.created_by.map(Arc::from));
+        let mut ledger = Vec::new();
+        let mut last_name: Option<PrincipalName> = None;
         group.generation = record.generation;
         group.assignor = record.assignor;
         group.leader = record.leader.map(Arc::from);
@@ -67,7 +69,15 @@ impl<R> Group<R> {
         for mut m in record.members {
             let principal = m.principal.take();
             let mut member = Member::from_record(m, group.leader.as_ref(), now);
-            member.quota = principal.map(|p| quotas.get(&p).take_member());
+            // Members of one group are mostly one principal's: they share one name.
+            member.charge = principal.map(|p| match &last_name {
+                Some(name) if name.as_str() == p => name.clone(),
+                _ => PrincipalName::new(&p),
+            });
+            if let Some(principal) = &member.charge {
+                last_name = Some(principal.clone());
+                ledger.push(LedgerRequest::CountMemberUnit(principal.clone()));
+            }
             if let Some(instance) = &member.instance_id {
                 group
                     .statics
@@ -95,7 +105,46 @@ impl<R> Group<R> {
             group.journal_barrier_opened_as(cause_kind::COORDINATOR_RESTART, now);
         }
         group.rearm();
-        group
+        (group, ledger)
+    }
+
+    /// This group is the reload of `old` (a write failed and the durable record was read back):
+    /// it carries over what the record does not hold — the creator, which the registry holds
+    /// the unit of, and the commits still being written (retention waits for them).
+    pub fn replaces(&mut self, old: &Group<R>) {
+        self.set_created_by(old.created_by.clone());
+        self.commits_in_flight = old.commits_in_flight;
+    }
+
+    /// Ends an engine call: the replies wait for a write of the group's record if the call
+    /// changed it (`persist`), expired offsets become a best-effort delete, and the deadline
+    /// the call moved earlier is reported. Every public entry point returns through here.
+    pub(super) fn seal(&mut self, mut out: Effects<R>) -> Effects<R> {
+        if out.persist {
+            out.persist = false;
+            let batch = if self.state == GroupState::Dead {
+                vec![Mutation::DeleteGroup {
+                    group_id: self.group_id.to_string(),
+                }]
+            } else {
+                // The journal entries that changed ride in the same batch (protocol §6.20).
+                let mut batch = vec![Mutation::PutGroup(self.to_record())];
+                batch.extend(self.take_journal_write());
+                batch
+            };
+            self.owner_unrecorded = false;
+            let replies = std::mem::take(&mut out.replies);
+            out.writes.push(Write::Record { batch, replies });
+        }
+        if !out.expired_offsets.is_empty() {
+            out.writes
+                .push(Write::BestEffort(vec![Mutation::DeleteOffsets {
+                    group_id: self.group_id.to_string(),
+                    partitions: std::mem::take(&mut out.expired_offsets),
+                }]));
+        }
+        out.deadline = self.take_new_deadline();
+        out
     }
 }
 

@@ -13,7 +13,7 @@ use muster_protocol::{ErrorCode, SyncGroupRequest};
 
 use super::answers::{sync_error, sync_response};
 use super::limits::check_sync;
-use super::{Ctx, Group, GroupState, Millis, Output, ProcessKeys};
+use super::{Ctx, Effects, Group, GroupState, Millis, ProcessKeys};
 
 /// A set of member ids (keyed like every map of a group).
 pub(super) type MemberSet = HashSet<Arc<str>, ProcessKeys>;
@@ -28,7 +28,13 @@ pub(super) struct SyncWindow {
 
 impl<R> Group<R> {
     /// SyncGroup (protocol §5 "SyncGroup").
-    pub fn sync(&mut self, cx: Ctx<'_>, req: SyncGroupRequest, reply: R, out: &mut Output<R>) {
+    pub fn sync(&mut self, cx: Ctx<'_>, req: SyncGroupRequest, reply: R) -> Effects<R> {
+        let mut out = Effects::default();
+        self.sync_inner(cx, req, reply, &mut out);
+        self.seal(out)
+    }
+
+    fn sync_inner(&mut self, cx: Ctx<'_>, req: SyncGroupRequest, reply: R, out: &mut Effects<R>) {
         if let Err(code) = check_sync(&self.config.limits, &req) {
             return out.reply(reply, sync_error(code));
         }
@@ -98,7 +104,7 @@ impl<R> Group<R> {
         &mut self,
         assignments: Vec<muster_protocol::MemberAssignment>,
         cx: Ctx<'_>,
-        out: &mut Output<R>,
+        out: &mut Effects<R>,
     ) {
         let now = cx.now;
         for m in self.members.values_mut() {

@@ -2,7 +2,8 @@
 //! "Barrier" and "SyncGroup", pending ids forgotten) and offset retention with the removal of
 //! abandoned groups (Kafka's offset expiration; `GroupConfig::offsets_retention_ms`).
 
-use super::{Ctx, Event, Group, GroupState, Millis, Output, RebalanceTrigger};
+use super::effects::LedgerRequest;
+use super::{Ctx, Effects, Event, Group, GroupState, Millis, RebalanceTrigger};
 
 impl<R> Group<R> {
     /// The earliest time at which [`Group::tick`] has work to do.
@@ -20,11 +21,11 @@ impl<R> Group<R> {
     }
 
     /// The earliest deadline that changes since the last call introduced (`None`: nothing
-    /// earlier than before). Lets the caller keep a timer armed at or before
-    /// [`Group::next_deadline`] without scanning every member after every request; after
-    /// [`Group::tick`] it is the full next deadline. Heartbeats only push deadlines later, so
-    /// they never produce one.
-    pub fn take_new_deadline(&mut self) -> Option<Millis> {
+    /// earlier than before): what a call's [`Effects::deadline`] reports. Lets the shell keep a
+    /// timer armed at or before [`Group::next_deadline`] without scanning every member after
+    /// every request; after [`Group::tick`] it is the full next deadline. Heartbeats only push
+    /// deadlines later, so they never produce one.
+    pub(super) fn take_new_deadline(&mut self) -> Option<Millis> {
         self.new_deadline.take()
     }
 
@@ -34,17 +35,31 @@ impl<R> Group<R> {
 
     /// Runs every timer due at `now`: pending ids and sessions expire, the barrier and the
     /// pending-sync window close.
-    pub fn tick(&mut self, cx: Ctx<'_>, out: &mut Output<R>) {
-        let now = cx.now;
-        if self.state == GroupState::Dead {
-            return;
+    pub fn tick(&mut self, cx: Ctx<'_>) -> Effects<R> {
+        let mut out = Effects::default();
+        if self.state != GroupState::Dead {
+            self.run_timers(cx, &mut out);
         }
+        self.seal(out)
+    }
+
+    fn run_timers(&mut self, cx: Ctx<'_>, out: &mut Effects<R>) {
+        let now = cx.now;
         let before = self.pending.len();
-        self.pending.retain(|_, p| p.expires > now);
+        self.pending.retain(|_, p| {
+            let keep = p.expires > now;
+            if !keep {
+                if let Some(principal) = p.charge.take() {
+                    out.ledger.push(LedgerRequest::ReturnMemberUnit(principal));
+                }
+            }
+            keep
+        });
         let forgot_pending = self.pending.len() != before;
-        self.config
-            .pending_budget
-            .release(before - self.pending.len());
+        if forgot_pending {
+            out.ledger
+                .push(LedgerRequest::ReturnPendingIds(before - self.pending.len()));
+        }
 
         // Session expiry and the new-member cap.
         let cap = self.config.new_member_join_timeout_ms;
@@ -149,21 +164,27 @@ impl<R> Group<R> {
         self.note_deadline(now.saturating_add(soonest));
     }
 
-    /// Holds retention while the caller has offset commits of this group in flight (submitted
-    /// to storage, not yet durable, so not yet in [`Group::apply_offsets`]): expiring the
-    /// partition's older offset, or removing a group that seems to have none, would queue a
-    /// delete behind the commit and erase an offset about to be acknowledged. Released, the
+    /// Retention is held while commits of this group are in flight (handed to the shell, not
+    /// yet durable, so not yet visible): expiring the partition's older offset, or removing a
+    /// group that seems to have none, would queue a delete behind the commit and erase an
+    /// offset about to be acknowledged. `in_flight` moves by one; when the last is back, the
     /// retention deadline is armed again.
-    pub fn hold_retention(&mut self, held: bool) {
-        if self.retention_held == held {
+    pub(super) fn count_commit(&mut self, in_flight: bool) {
+        if in_flight {
+            self.commits_in_flight += 1;
             return;
         }
-        self.retention_held = held;
-        if !held {
+        self.commits_in_flight = self.commits_in_flight.saturating_sub(1);
+        if self.commits_in_flight == 0 {
             if let Some(at) = self.retention_deadline() {
                 self.note_deadline(at);
             }
         }
+    }
+
+    /// OffsetCommits handed to the shell and not yet reported back.
+    pub fn commits_in_flight(&self) -> u32 {
+        self.commits_in_flight
     }
 
     /// When retention next has work (Empty groups only): the oldest offset's expiry, or the
@@ -182,10 +203,10 @@ impl<R> Group<R> {
     }
 
     /// Retention runs only while the group is Empty with no member id pending (a pending id
-    /// is a consumer on its way in), and not while the actor holds it (a commit of this group
-    /// is being written: a delete queued now would land behind it).
+    /// is a consumer on its way in), and not while a commit of this group is being written (a
+    /// delete queued now would land behind it).
     fn retention_runs(&self) -> bool {
-        self.state == GroupState::Empty && self.pending.is_empty() && !self.retention_held
+        self.state == GroupState::Empty && self.pending.is_empty() && self.commits_in_flight == 0
     }
 
     /// When an offset committed at `committed_at` expires: the retention period after the
@@ -206,7 +227,7 @@ impl<R> Group<R> {
     /// expiration): an offset expires once the group has been Empty, and the offset unchanged,
     /// for the retention period; a group left Empty with no offsets is removed (state Dead,
     /// `persist` set so the caller deletes it durably).
-    pub(super) fn run_retention(&mut self, now: Millis, out: &mut Output<R>) {
+    pub(super) fn run_retention(&mut self, now: Millis, out: &mut Effects<R>) {
         if !self.retention_runs() {
             return;
         }

@@ -46,6 +46,23 @@ pub struct GroupRecord {
     pub created_by: Option<String>,
 }
 
+impl GroupRecord {
+    /// The record of a group that never had one written: Empty at generation 0 since `now`
+    /// (a group that only ever had simple commits has offsets but no record).
+    pub fn empty(group_id: String, now: Millis) -> Self {
+        GroupRecord {
+            group_id,
+            state: GroupState::Empty,
+            generation: 0,
+            assignor: None,
+            leader: None,
+            members: Vec::new(),
+            state_since_ms: now,
+            created_by: None,
+        }
+    }
+}
+
 /// One member of a [`GroupRecord`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemberRecord {

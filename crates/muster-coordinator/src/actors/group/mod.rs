@@ -1,6 +1,7 @@
 //! One consumer group as an actor: a thin shell that hands each message and the current time
-//! to its [`Group`] engine and carries out what comes back — replies, durable writes, timer
-//! requests to the supervisor, status updates and operator logs.
+//! to its [`Group`] engine and carries out the [`Effects`] that come back (`carry_out`):
+//! replies, durable writes (`writes.rs`), units of the server's counters (`ledger.rs`), timer
+//! requests to the supervisor, status updates and operator logs (`log.rs`).
 //!
 //! In-memory state never runs ahead of disk for long: when a write of the group's record
 //! fails, every request that waited on it (and every held JoinGroup/SyncGroup) is answered
@@ -10,13 +11,13 @@
 //! record is read back rather than kept: an idle group holds no second copy of itself.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use actix::prelude::*;
 use muster_protocol::{ErrorCode, HeartbeatRequest, HeartbeatResponse, Request, Response};
-use tracing::{debug, error, info, warn};
+use tracing::warn;
 use uuid::Uuid;
 
+use super::ledger::Ledger;
 use super::messages::{
     AbortHeld, ArmTimer, Delete, Describe, Forget, GroupBatch, GroupCall, GroupInbox, Relinquish,
     StatusChanged, Tick, TopicsChanged,
@@ -25,18 +26,16 @@ use super::reply::ReplyTo;
 
 mod insight;
 mod log;
+mod writes;
 
 use self::log::log_event;
 use crate::access::ResourceType;
 use crate::catalog::TopicCatalog;
 use crate::clock::Clock;
 use crate::config::GroupConfig;
-use crate::engine::{
-    error_for, error_like, unreadable_topics, Ctx, Group, GroupState, Millis, Output,
-};
+use crate::engine::{error_for, unreadable_topics, Ctx, Effects, Group, GroupState, Millis, Write};
 use crate::logsafe::logsafe;
-use crate::quota::Quotas;
-use crate::storage::{Mutation, Store, StoreError};
+use crate::storage::{Mutation, Store};
 
 /// What every group actor shares.
 pub(crate) struct GroupEnv {
@@ -45,8 +44,8 @@ pub(crate) struct GroupEnv {
     pub config: Arc<GroupConfig>,
     pub catalog: Arc<TopicCatalog>,
     pub clock: Clock,
-    /// Every principal's quota: a group rebuilt from its record charges its members again.
-    pub quotas: Quotas,
+    /// The server's pending-id budget and principals' member quotas, which engines draw on.
+    pub ledger: Ledger,
     /// Which shards this node serves (cluster mode; a single node serves its one shard).
     pub placement: Arc<dyn super::placement::Placement>,
     /// The supervisor, as the three messages a group sends it (made once, shared by every
@@ -71,20 +70,16 @@ pub struct GroupActor {
     env: Arc<GroupEnv>,
     /// The wake-up the supervisor holds for us (at or before our next deadline).
     armed: Option<Millis>,
-    persist_in_flight: bool,
-    /// Replies waiting for the write after the one in flight.
-    persist_next: Option<Vec<(ReplyTo, Response)>>,
+    /// A write of the group's record is in flight (`writes.rs`).
+    record_in_flight: bool,
+    /// Record writes that came while one was in flight, coalesced into one: its batch and the
+    /// replies waiting for it.
+    record_next: Option<(Vec<Mutation>, Vec<(ReplyTo, Response)>)>,
     status: (GroupState, u32),
-    /// OffsetCommits submitted to the store and not yet answered: retention waits for them.
-    commits_in_flight: u32,
     /// A write of the group's record failed and the durable record is not reloaded yet.
     reloading: bool,
     /// Topics whose partition count changed while reloading (rare; empty otherwise).
     missed_topics: Vec<String>,
-    /// The group's creator may not be on disk yet: a group made by an OffsetCommit has offsets
-    /// but no record until a member joins, and a restart would then charge no one for it. The
-    /// first commit of such a group writes its (member-less) record too.
-    owner_unrecorded: bool,
     /// Cluster mode: this node no longer coordinates the group (its shard was given away or
     /// taken over). Everything is answered NOT_COORDINATOR; nothing is written any more.
     relinquished: bool,
@@ -92,15 +87,6 @@ pub struct GroupActor {
     drained: Vec<tokio::sync::oneshot::Sender<()>>,
     /// What this group last told the rebalance-insight metrics (`sync_insight`).
     insight: InsightShown,
-}
-
-/// The answer for requests whose write failed: a write refused because another node owns the
-/// group's shard now means "ask FindCoordinator again", not "retry here".
-fn failed_write_code(error: &StoreError) -> ErrorCode {
-    match error {
-        StoreError::Fenced { .. } | StoreError::NotOwner { .. } => ErrorCode::NotCoordinator,
-        _ => ErrorCode::CoordinatorNotAvailable,
-    }
 }
 
 /// The group's share of the insight gauges (groups stuck, groups with unowned partitions,
@@ -113,14 +99,9 @@ struct InsightShown {
     barrier_since: Option<Millis>,
 }
 
-/// How often a group whose write failed tries to reload its durable record (it fails fast
-/// while the store is recovering).
-const RELOAD_RETRY: Duration = Duration::from_millis(200);
-
 impl GroupActor {
     pub(crate) fn new(key: u64, group: Group<ReplyTo>, env: Arc<GroupEnv>) -> Self {
         let status = (group.state(), group.member_count() as u32);
-        let owner_unrecorded = group.created_by().is_some();
         let shard = env.placement.shard_of(group.group_id());
         Self {
             key,
@@ -128,13 +109,11 @@ impl GroupActor {
             group,
             env,
             armed: None,
-            persist_in_flight: false,
-            persist_next: None,
+            record_in_flight: false,
+            record_next: None,
             status,
-            commits_in_flight: 0,
             reloading: false,
             missed_topics: Vec::new(),
-            owner_unrecorded,
             relinquished: false,
             drained: Vec::new(),
             insight: InsightShown::default(),
@@ -177,6 +156,16 @@ impl GroupActor {
         self.insight = shown;
     }
 
+    /// What the engine needs from the outside world for one call. Borrows the catalog beside
+    /// `self.group`: no reference-count traffic on the shared `Arc` per request.
+    fn cx(env: &GroupEnv, now: Millis) -> Ctx<'_> {
+        Ctx {
+            now,
+            topics: env.catalog.as_ref(),
+        }
+    }
+
+    /// Every request but a heartbeat: one engine call, then its effects carried out.
     fn handle_call(&mut self, call: GroupCall, ctx: &mut Context<Self>) {
         let now = self.env.clock.now();
         let GroupCall {
@@ -194,52 +183,41 @@ impl GroupActor {
             reply.send(error_for(&request, code));
             return;
         }
-        // Borrows the catalog beside `self.group`: no reference-count traffic on the shared
-        // `Arc` per request.
-        let cx = Ctx {
-            now,
-            topics: self.env.catalog.as_ref(),
-        };
-        let mut out = Output::default();
+        let env = Arc::clone(&self.env);
+        let cx = Self::cx(&env, now);
         crate::metrics::authorization_denials(
             ResourceType::Topic.name(),
             unreadable_topics(&request, &client.access),
         );
-        match request {
+        let effects = match request {
             Request::Heartbeat(r) => {
                 // The hot path: answered at once, no allocation, no timer work.
                 reply.send(self.heartbeat(now, &r, serving));
                 return;
             }
             Request::JoinGroup(r) => {
+                let grants = env.ledger.reserve_for_join(&self.group, &r, &client);
                 self.group
-                    .join(cx, r, &client, Uuid::new_v4(), reply, &mut out)
+                    .join(cx, r, &client, Uuid::new_v4(), grants, reply)
             }
-            Request::SyncGroup(r) => self.group.sync(cx, r, reply, &mut out),
-            Request::LeaveGroup(r) => {
-                let response = self.group.leave(cx, r, &mut out);
-                out.replies.push((reply, Response::LeaveGroup(response)));
-            }
-            Request::OffsetCommit(r) => {
-                let (response, writes) = self.group.commit_offsets(now, r, &client.access);
-                if writes.is_empty() {
-                    reply.send(Response::OffsetCommit(response));
-                } else {
-                    self.commit(response, writes, reply, ctx);
-                }
-            }
+            Request::SyncGroup(r) => self.group.sync(cx, r, reply),
+            Request::LeaveGroup(r) => self.group.leave(cx, r, reply),
+            Request::OffsetCommit(r) => self.group.commit_offsets(now, r, &client.access, reply),
             Request::OffsetFetch(r) => {
-                reply.send(Response::OffsetFetch(
-                    self.group.fetch_offsets(&r, &client.access),
+                // A query: it changes nothing.
+                let fetched = self.group.fetch_offsets(&r, &client.access);
+                reply.send(Response::OffsetFetch(fetched));
+                return;
+            }
+            other => {
+                reply.send(Response::error(
+                    ErrorCode::InvalidRequest,
+                    format!("{} is not a group request", other.name()),
                 ));
                 return;
             }
-            other => reply.send(Response::error(
-                ErrorCode::InvalidRequest,
-                format!("{} is not a group request", other.name()),
-            )),
-        }
-        self.finish(out, ctx);
+        };
+        self.carry_out(effects, ctx);
     }
 
     /// A heartbeat's answer (a heartbeat changes nothing the actor must carry out: only the
@@ -257,102 +235,36 @@ impl GroupActor {
         })
     }
 
-    /// Offsets are answered only once durable, and only then visible to OffsetFetch.
-    fn commit(
-        &mut self,
-        response: muster_protocol::OffsetCommitResponse,
-        writes: Vec<crate::storage::OffsetWrite>,
-        reply: ReplyTo,
-        ctx: &mut Context<Self>,
-    ) {
-        let submitted = std::time::Instant::now();
-        let mut mutations = Vec::with_capacity(2);
-        let records_owner = self.owner_unrecorded
-            && !self.persist_in_flight
-            && self.group.generation() == 0
-            && self.group.member_count() == 0;
-        if records_owner {
-            // A group without members: its record is its creator and nothing a write in
-            // flight could be behind.
-            mutations.push(Mutation::PutGroup(self.group.to_record()));
-            self.owner_unrecorded = false;
+    /// Carries out what the engine asked for, in the order [`Effects`] gives.
+    fn carry_out(&mut self, effects: Effects<ReplyTo>, ctx: &mut Context<Self>) {
+        let changed = effects.changed_group();
+        let Effects {
+            replies,
+            writes,
+            deadline,
+            events,
+            ledger,
+            ..
+        } = effects;
+        for event in &events {
+            log_event(self.group.group_id(), event);
         }
-        mutations.push(Mutation::PutOffsets {
-            group_id: self.group.group_id().to_owned(),
-            offsets: writes.clone(),
-        });
-        let durable = self.env.store.apply(mutations);
-        // Retention must not delete an offset of this group behind this write (the delete would
-        // land after it, and the offset would be gone once acknowledged).
-        self.commits_in_flight += 1;
-        self.group.hold_retention(true);
-        let fut = durable.into_actor(self).map(move |result, act, ctx| {
-            match result {
-                Ok(()) => {
-                    crate::metrics::storage_write(submitted.elapsed().as_secs_f64());
-                    crate::metrics::offsets_committed(writes.len());
-                    act.group.apply_offsets(writes);
-                    reply.send(Response::OffsetCommit(response));
-                }
-                Err(e) => {
-                    // The owner did not reach the disk either: the next commit tries again.
-                    act.owner_unrecorded |= records_owner;
-                    error!(group_id = %logsafe(act.group.group_id()), error = %e, "offset commit not durable");
-                    let failed =
-                        error_like(&Response::OffsetCommit(response), failed_write_code(&e));
-                    reply.send(failed);
-                }
-            }
-            act.commits_in_flight -= 1;
-            if act.commits_in_flight == 0 && !act.relinquished {
-                act.group.hold_retention(false);
-                act.finish(Output::default(), ctx);
-            }
-            act.stop_if_drained(ctx);
-        });
-        ctx.spawn(fut);
-    }
-
-    /// Carries out what the engine asked for in `out`.
-    /// A fresh `Output` per call, not a field reused: an idle group then keeps neither the
-    /// vectors' capacity nor the field.
-    fn finish(&mut self, out: Output<ReplyTo>, ctx: &mut Context<Self>) {
-        let rebalance_event = out.persist || !out.events.is_empty();
-        for event in out.events {
-            log_event(self.group.group_id(), &event);
-        }
-        if rebalance_event {
+        if changed {
             self.sync_insight();
         }
-        if !out.expired_offsets.is_empty() {
-            // Nobody waits on this write; a failure only means the offsets come back after a
-            // restart and expire again.
-            let partitions = out.expired_offsets;
-            let durable = self.env.store.apply(vec![Mutation::DeleteOffsets {
-                group_id: self.group.group_id().to_owned(),
-                partitions,
-            }]);
-            ctx.spawn(durable.into_actor(self).map(|result, act, _| {
-                if let Err(e) = result {
-                    error!(group_id = %logsafe(act.group.group_id()), error = %e, "expired offsets not deleted");
-                }
-            }));
+        self.env.ledger.apply(ledger);
+        for (to, response) in replies {
+            to.send(response);
         }
-        if out.persist {
-            self.persist(out.replies, ctx);
-        } else {
-            for (to, response) in out.replies {
-                to.send(response);
+        for write in writes {
+            match write {
+                Write::Record { batch, replies } => self.write_record(batch, replies, ctx),
+                Write::Commit { batch, commit } => self.write_commit(batch, commit, ctx),
+                Write::BestEffort(batch) => self.write_best_effort(batch, ctx),
             }
         }
-        if let Some(at) = self.group.take_new_deadline() {
-            if self.armed.is_none_or(|armed| at < armed) {
-                self.armed = Some(at);
-                self.env
-                    .supervisor
-                    .arm_timer
-                    .do_send(ArmTimer { key: self.key, at });
-            }
+        if let Some(at) = deadline {
+            self.arm(at);
         }
         let status = (self.group.state(), self.group.member_count() as u32);
         if status != self.status {
@@ -365,175 +277,15 @@ impl GroupActor {
         }
     }
 
-    /// Writes the group's record, then sends `replies`. Writes are coalesced: while one is in
-    /// flight, later requests share the next one (which snapshots the latest state).
-    fn persist(&mut self, replies: Vec<(ReplyTo, Response)>, ctx: &mut Context<Self>) {
-        if self.persist_in_flight {
-            self.persist_next
-                .get_or_insert_with(Vec::new)
-                .extend(replies);
-            return;
+    /// Asks the supervisor for a wake-up at `at`, unless one at or before it is held.
+    fn arm(&mut self, at: Millis) {
+        if self.armed.is_none_or(|armed| at < armed) {
+            self.armed = Some(at);
+            self.env
+                .supervisor
+                .arm_timer
+                .do_send(ArmTimer { key: self.key, at });
         }
-        self.persist_in_flight = true;
-        self.owner_unrecorded = false;
-        let mut batch = Vec::with_capacity(2);
-        if self.group.state() == GroupState::Dead {
-            batch.push(Mutation::DeleteGroup {
-                group_id: self.group.group_id().to_owned(),
-            });
-        } else {
-            batch.push(Mutation::PutGroup(self.group.to_record()));
-            // The journal entries that changed ride in the same batch (protocol §6.20).
-            batch.extend(self.group.take_journal_write());
-        }
-        let durable = self.env.store.apply(batch);
-        let fut = durable.into_actor(self).map(move |result, act, ctx| {
-            act.persist_in_flight = false;
-            match result {
-                Ok(()) => {
-                    for (to, response) in replies {
-                        to.send(response);
-                    }
-                }
-                Err(e)
-                    if act.relinquished || failed_write_code(&e) == ErrorCode::NotCoordinator =>
-                {
-                    // Another node owns the group now: what it holds is the truth, never
-                    // reloaded here. The supervisor is told by the ownership loop and
-                    // relinquishes the group; until then it answers NOT_COORDINATOR.
-                    info!(group_id = %logsafe(act.group.group_id()), error = %e,
-                        "group metadata refused: another node coordinates the group now");
-                    let next = act.persist_next.take().unwrap_or_default();
-                    for (to, response) in replies.into_iter().chain(next) {
-                        to.send(error_like(&response, ErrorCode::NotCoordinator));
-                    }
-                    act.give_up(ctx);
-                    return;
-                }
-                Err(e) => {
-                    error!(group_id = %logsafe(act.group.group_id()), error = %e,
-                        "group metadata not durable; answering COORDINATOR_NOT_AVAILABLE and \
-                         rolling back to the durable record");
-                    // The replies waiting for the next write depend on this one's state too.
-                    let next = act.persist_next.take().unwrap_or_default();
-                    for (to, response) in replies.into_iter().chain(next) {
-                        to.send(error_like(&response, ErrorCode::CoordinatorNotAvailable));
-                    }
-                    act.roll_back(ctx);
-                    return;
-                }
-            }
-            if let Some(next) = act.persist_next.take() {
-                act.persist(next, ctx);
-            } else if act.relinquished {
-                act.stop_if_drained(ctx);
-            } else if act.group.state() == GroupState::Dead {
-                // Removed by retention and now deleted from storage: the supervisor forgets us
-                // and requests still addressed here are answered by the drop guard.
-                act.env.supervisor.forget.do_send(Forget { key: act.key });
-                ctx.stop();
-            }
-        });
-        ctx.spawn(fut);
-    }
-
-    /// This node stops coordinating the group: held requests are answered NOT_COORDINATOR,
-    /// and so is everything from now on.
-    fn give_up(&mut self, ctx: &mut Context<Self>) {
-        self.relinquished = true;
-        let mut out = Output::default();
-        self.group.abort_held(ErrorCode::NotCoordinator, &mut out);
-        for (to, response) in out.replies {
-            to.send(response);
-        }
-        self.stop_if_drained(ctx);
-    }
-
-    /// Once relinquished and with no write in flight, tells whoever waits and stops.
-    fn stop_if_drained(&mut self, ctx: &mut Context<Self>) {
-        if !self.relinquished || self.persist_in_flight || self.commits_in_flight > 0 {
-            return;
-        }
-        if self.drained.is_empty() {
-            // Given up on its own (a fenced write): the supervisor still routes here until the
-            // ownership loop relinquishes the shard, so keep answering NOT_COORDINATOR.
-            return;
-        }
-        for waiter in self.drained.drain(..) {
-            let _ = waiter.send(());
-        }
-        ctx.stop();
-    }
-
-    /// A write of the group's record failed: what the engine holds is ahead of disk. Answers
-    /// the held requests, then reloads the durable record.
-    fn roll_back(&mut self, ctx: &mut Context<Self>) {
-        let mut out = Output::default();
-        self.group
-            .abort_held(ErrorCode::CoordinatorNotAvailable, &mut out);
-        for (to, response) in out.replies {
-            to.send(response);
-        }
-        self.reloading = true;
-        self.reload(ctx);
-    }
-
-    /// Rebuilds the group from what the store holds (as at startup: sessions start afresh),
-    /// or tries again shortly while the store is recovering.
-    fn reload(&mut self, ctx: &mut Context<Self>) {
-        if self.relinquished {
-            // Another node has the group now: nothing to reload, only to stop.
-            self.reloading = false;
-            self.stop_if_drained(ctx);
-            return;
-        }
-        let stored = match self.env.store.load_group(self.group.group_id()) {
-            Ok(stored) => stored,
-            Err(e) => {
-                debug!(group_id = self.group.group_id(), error = %e, "durable record not readable yet");
-                ctx.run_later(RELOAD_RETRY, |act, ctx| act.reload(ctx));
-                return;
-            }
-        };
-        let now = self.env.clock.now();
-        let config = Arc::clone(&self.env.config);
-        let mut group = match stored.record {
-            Some(record) => Group::restore(record, stored.offsets, config, &self.env.quotas, now),
-            None => {
-                // Never written: the group is what a new one would be, with its offsets.
-                let mut group = Group::new(self.group.group_id().to_owned(), config, now);
-                group.apply_offsets(stored.offsets);
-                group
-            }
-        };
-        group.restore_journal(stored.journal);
-        // The creator is the registry's record of who holds the group's unit: it outlives
-        // what the store held.
-        group.set_created_by(self.group.created_by().cloned());
-        if self.commits_in_flight > 0 {
-            group.hold_retention(true);
-        }
-        self.group = group;
-        self.reloading = false;
-        // The restored group reports its full next deadline; whatever the supervisor holds for
-        // us fires early at worst.
-        self.armed = None;
-        info!(
-            group_id = self.group.group_id(),
-            generation = self.group.generation(),
-            state = self.group.state().as_str(),
-            "group rolled back to its durable record"
-        );
-        let mut out = Output::default();
-        let missed = std::mem::take(&mut self.missed_topics);
-        if !missed.is_empty() {
-            let cx = Ctx {
-                now,
-                topics: self.env.catalog.as_ref(),
-            };
-            self.group.topics_changed(cx, &missed, &mut out);
-        }
-        self.finish(out, ctx);
     }
 }
 
@@ -543,11 +295,15 @@ impl Actor for GroupActor {
     fn started(&mut self, ctx: &mut Self::Context) {
         // A restored group may have deadlines (barrier, sessions) from the start.
         ctx.set_mailbox_capacity(1024);
-        self.finish(Output::default(), ctx);
+        if let Some(at) = self.group.next_deadline() {
+            self.arm(at);
+        }
         self.sync_insight();
     }
 
     fn stopped(&mut self, _: &mut Self::Context) {
+        // Whatever way the group went, the units its members and pending ids held go back.
+        self.env.ledger.apply(self.group.release_all());
         // A stopped group is stuck, unowned or rebalancing no more.
         self.show_insight(InsightShown::default());
     }
@@ -632,13 +388,9 @@ impl Handler<Tick> for GroupActor {
             // its rebalance here would be a phantom, refused by etcd anyway).
             return;
         }
-        let cx = Ctx {
-            now: self.env.clock.now(),
-            topics: self.env.catalog.as_ref(),
-        };
-        let mut out = Output::default();
-        self.group.tick(cx, &mut out);
-        self.finish(out, ctx);
+        let env = Arc::clone(&self.env);
+        let effects = self.group.tick(Self::cx(&env, env.clock.now()));
+        self.carry_out(effects, ctx);
     }
 }
 
@@ -660,30 +412,13 @@ impl Handler<Delete> for GroupActor {
         if self.reloading {
             return Box::pin(actix::fut::ready(ErrorCode::CoordinatorNotAvailable));
         }
-        let code = self.group.delete(self.env.clock.now());
-        if code != ErrorCode::None {
-            return Box::pin(actix::fut::ready(code));
+        match self.group.delete(self.env.clock.now()) {
+            Ok(deletion) => {
+                self.env.ledger.apply(deletion.ledger);
+                self.write_deletion(deletion.batch)
+            }
+            Err(code) => Box::pin(actix::fut::ready(code)),
         }
-        let durable = self.env.store.apply(vec![Mutation::DeleteGroup {
-            group_id: self.group.group_id().to_owned(),
-        }]);
-        Box::pin(durable.into_actor(self).map(|result, act, ctx| match result {
-            Ok(()) => {
-                info!(group_id = %logsafe(act.group.group_id()), "group deleted");
-                ctx.stop();
-                ErrorCode::None
-            }
-            Err(e) if act.relinquished || failed_write_code(&e) == ErrorCode::NotCoordinator => {
-                act.give_up(ctx);
-                ErrorCode::NotCoordinator
-            }
-            Err(e) => {
-                error!(group_id = %logsafe(act.group.group_id()), error = %e, "group deletion not durable");
-                // The engine already marked the group Dead: back to what is durable.
-                act.roll_back(ctx);
-                ErrorCode::CoordinatorNotAvailable
-            }
-        }))
     }
 }
 
@@ -699,13 +434,11 @@ impl Handler<TopicsChanged> for GroupActor {
             self.missed_topics.extend(msg.0.iter().cloned());
             return;
         }
-        let cx = Ctx {
-            now: self.env.clock.now(),
-            topics: self.env.catalog.as_ref(),
-        };
-        let mut out = Output::default();
-        self.group.topics_changed(cx, &msg.0, &mut out);
-        self.finish(out, ctx);
+        let env = Arc::clone(&self.env);
+        let effects = self
+            .group
+            .topics_changed(Self::cx(&env, env.clock.now()), &msg.0);
+        self.carry_out(effects, ctx);
     }
 }
 
@@ -726,9 +459,7 @@ impl Handler<AbortHeld> for GroupActor {
     type Result = ();
 
     fn handle(&mut self, _: AbortHeld, ctx: &mut Self::Context) {
-        let mut out = Output::default();
-        self.group
-            .abort_held(ErrorCode::CoordinatorNotAvailable, &mut out);
-        self.finish(out, ctx);
+        let effects = self.group.abort_held(ErrorCode::CoordinatorNotAvailable);
+        self.carry_out(effects, ctx);
     }
 }

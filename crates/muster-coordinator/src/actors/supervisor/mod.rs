@@ -23,6 +23,7 @@ use super::admin_access::{self, may_describe_group};
 use super::admin_limits::{self, distinct, state_bit};
 use super::group::{GroupActor, GroupEnv, SupervisorLink};
 use super::insight;
+use super::ledger::Ledger;
 use super::messages::{
     AbortHeld, AdminCall, ArmTimer, Delete, Describe, Forget, GroupLink, Route, Shutdown,
     StatusChanged, Tick, TopicsChanged,
@@ -142,7 +143,10 @@ impl Supervisor {
                 config: Arc::clone(&self.config),
                 catalog: Arc::clone(&self.catalog),
                 clock: self.clock,
-                quotas: self.quotas.clone(),
+                ledger: Ledger::new(
+                    self.quotas.clone(),
+                    self.config.limits.max_pending_member_ids,
+                ),
                 placement: Arc::clone(&self.placement),
                 supervisor: SupervisorLink {
                     arm_timer: ctx.address().recipient(),
@@ -151,6 +155,11 @@ impl Supervisor {
                 },
             }),
         }
+    }
+
+    /// The counters every group actor shares.
+    fn ledger(&self, ctx: &mut Context<Self>) -> Ledger {
+        self.env(ctx).ledger.clone()
     }
 
     /// Starts the actor for `group` on the next arbiter; its registry entry holds `quota`
@@ -191,16 +200,13 @@ impl Supervisor {
         let mut offsets: HashMap<String, Vec<OffsetWrite>> = initial.offsets.into_iter().collect();
         let mut journals: HashMap<String, _> = initial.journals.into_iter().collect();
         let groups = initial.groups.len();
+        let ledger = self.ledger(ctx);
         for record in initial.groups {
             let group_offsets = offsets.remove(&record.group_id).unwrap_or_default();
             let journal = journals.remove(&record.group_id).unwrap_or_default();
-            let mut group = Group::restore(
-                record,
-                group_offsets,
-                Arc::clone(&self.config),
-                &self.quotas,
-                now,
-            );
+            let (mut group, counted) =
+                Group::restore(record, group_offsets, Arc::clone(&self.config), now);
+            ledger.apply(counted);
             group.restore_journal(journal);
             // What exists is counted, even past a limit lowered since (never refused).
             let quota = group
@@ -210,23 +216,9 @@ impl Supervisor {
         }
         // Groups that only ever had simple commits have offsets but no metadata.
         for (group_id, group_offsets) in offsets {
-            let record = GroupRecord {
-                group_id,
-                state: GroupState::Empty,
-                generation: 0,
-                assignor: None,
-                leader: None,
-                members: Vec::new(),
-                state_since_ms: now,
-                created_by: None,
-            };
-            let group = Group::restore(
-                record,
-                group_offsets,
-                Arc::clone(&self.config),
-                &self.quotas,
-                now,
-            );
+            let record = GroupRecord::empty(group_id, now);
+            // No members: nothing to count.
+            let (group, _) = Group::restore(record, group_offsets, Arc::clone(&self.config), now);
             self.spawn_group(group, None, ctx);
         }
         if !self.groups.is_empty() {

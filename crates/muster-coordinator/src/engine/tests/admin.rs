@@ -71,15 +71,15 @@ fn describe_names_the_members_a_rebalance_waits_for() {
 fn delete_only_an_empty_group() {
     let mut h = Harness::new();
     let ids = h.form_group(1);
-    assert_eq!(h.group.delete(h.now), ErrorCode::NonEmptyGroup);
+    assert_eq!(h.delete(), ErrorCode::NonEmptyGroup);
     assert_eq!(h.state(), GroupState::Stable);
     h.leave(&[(&ids[0], None)]);
     let (_, w) = h.commit("", None, -1, vec![commit_topic("t1", &[(0, 1, None)])]);
     h.group.apply_offsets(w);
-    assert_eq!(h.group.delete(h.now), ErrorCode::None);
+    assert_eq!(h.delete(), ErrorCode::None);
     assert_eq!(h.state(), GroupState::Dead);
     assert!(!h.group.has_offsets());
-    assert_eq!(h.group.delete(h.now), ErrorCode::GroupIdNotFound);
+    assert_eq!(h.delete(), ErrorCode::GroupIdNotFound);
 }
 
 #[test]
@@ -112,9 +112,12 @@ fn abort_held_answers_every_held_request() {
     let tl = h.rejoin(&leader);
     let tf = h.rejoin(&followers[0]);
     assert!(!h.is_answered(tl) && !h.is_answered(tf));
-    h.group
-        .abort_held(ErrorCode::CoordinatorNotAvailable, &mut h.out);
-    h.collect();
+    let effects = h.group.abort_held(ErrorCode::CoordinatorNotAvailable);
+    assert!(
+        effects.writes.is_empty(),
+        "aborting changes nothing durable"
+    );
+    h.collect(effects);
     for (t, id) in [(tl, &leader), (tf, &followers[0])] {
         let r = h.join_reply(t);
         assert_eq!(
@@ -141,9 +144,12 @@ fn abort_held_answers_every_held_request() {
         .collect();
     assert_eq!(held.len(), 2);
     assert!(held.iter().all(|t| !h.is_answered(*t)));
-    h.group
-        .abort_held(ErrorCode::CoordinatorNotAvailable, &mut h.out);
-    h.collect();
+    let effects = h.group.abort_held(ErrorCode::CoordinatorNotAvailable);
+    assert!(
+        effects.writes.is_empty(),
+        "aborting changes nothing durable"
+    );
+    h.collect(effects);
     for t in held {
         assert_eq!(h.sync_reply(t).error_code, unavailable);
     }

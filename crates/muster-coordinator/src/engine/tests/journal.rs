@@ -219,15 +219,12 @@ fn the_journal_keeps_the_last_journal_size_entries_and_says_what_to_delete() {
     });
     let ids = h.form_group(1);
     let first = h.generation();
-    let Some(Mutation::PutRebalances {
-        entries, dropped, ..
-    }) = h.group.take_journal_write()
-    else {
-        panic!("the first rebalance is to be written");
-    };
-    assert_eq!(entries.len(), 1);
+    // The journal rides with the group's record writes: what they carried, merged.
+    let (entries, dropped) = h.take_journal_writes();
+    assert_eq!(entries, vec![first], "the first rebalance is written");
     assert!(dropped.is_empty());
-    assert!(h.group.take_journal_write().is_none(), "written once");
+    h.heartbeat(&ids[0], first);
+    assert_eq!(h.take_journal_writes(), (vec![], vec![]), "written once");
     for topics in [&["t1", "t2"][..], &["t1"][..]] {
         h.rejoin_with(&ids[0], |r| r.topics = strings(topics));
         h.complete_rebalance();
@@ -240,17 +237,38 @@ fn the_journal_keeps_the_last_journal_size_entries_and_says_what_to_delete() {
         "newest first"
     );
     assert_eq!(h.group.history(1).len(), 1);
-    let Some(Mutation::PutRebalances {
-        entries, dropped, ..
-    }) = h.group.take_journal_write()
-    else {
-        panic!("two rebalances to write");
-    };
+    let (entries, dropped) = h.take_journal_writes();
     assert_eq!(
-        entries.iter().map(|e| e.generation_id).collect::<Vec<_>>(),
-        vec![first + 1, first + 2]
+        entries,
+        vec![first + 1, first + 2],
+        "two rebalances written"
     );
     assert_eq!(dropped, vec![first]);
+}
+
+impl Harness {
+    /// The generations the record writes since the last call put into the journal, and those
+    /// they deleted from it, each once, in order.
+    fn take_journal_writes(&mut self) -> (Vec<i32>, Vec<i32>) {
+        let mut entries = Vec::new();
+        let mut dropped = Vec::new();
+        for m in std::mem::take(&mut self.journal_writes) {
+            if let Mutation::PutRebalances {
+                entries: e,
+                dropped: d,
+                ..
+            } = m
+            {
+                entries.extend(e.iter().map(|e| e.generation_id));
+                dropped.extend(d);
+            }
+        }
+        entries.sort_unstable();
+        entries.dedup();
+        dropped.sort_unstable();
+        dropped.dedup();
+        (entries, dropped)
+    }
 }
 
 #[test]
@@ -283,22 +301,14 @@ fn a_leave_is_journaled_with_its_reason() {
     let mut h = Harness::new();
     let ids = h.form_group(2);
     let leaving = ids[1].clone();
-    let response = h.group.leave(
-        Ctx {
-            now: h.now,
-            topics: &h.catalog,
-        },
-        LeaveGroupRequest {
-            group_id: GROUP.into(),
-            members: vec![LeavingMember {
-                member_id: leaving.clone(),
-                group_instance_id: None,
-                reason: Some("shutting down".into()),
-            }],
-        },
-        &mut h.out,
-    );
-    h.collect();
+    let response = h.leave_req(LeaveGroupRequest {
+        group_id: GROUP.into(),
+        members: vec![LeavingMember {
+            member_id: leaving.clone(),
+            group_instance_id: None,
+            reason: Some("shutting down".into()),
+        }],
+    });
     assert_eq!(response.error_code, 0);
     h.complete_rebalance();
     h.sync_all();

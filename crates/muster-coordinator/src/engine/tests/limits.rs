@@ -140,11 +140,13 @@ fn pending_ids_count_against_max_group_size() {
 
 #[test]
 fn the_pending_budget_is_server_wide_and_given_back() {
-    let config = Arc::new(limited(|l| l.max_pending_member_ids = 2));
-    let budget = config.pending_budget.clone();
-    let mut h = Harness::with_config((*config).clone());
+    let config = limited(|l| l.max_pending_member_ids = 2);
+    let quotas = Quotas::default();
+    let ledger = Ledger::new(quotas.clone(), 2);
+    let budget = ledger.pending().clone();
+    let mut h = Harness::with_ledger(config.clone(), quotas.clone(), ledger.clone());
     // A second group sharing the same budget (as every group of a server does).
-    let mut other = Harness::with_config((*config).clone());
+    let mut other = Harness::with_ledger(config, quotas, ledger);
     let a = h.member_id_required();
     let _b = other.member_id_required();
     assert_eq!(budget.in_use(), 2);
@@ -170,7 +172,7 @@ fn the_pending_budget_is_server_wide_and_given_back() {
 #[test]
 fn leave_forgets_a_pending_id_and_its_budget() {
     let mut h = Harness::new();
-    let budget = h.config.pending_budget.clone();
+    let budget = h.ledger.pending().clone();
     let id = h.member_id_required();
     assert_eq!(budget.in_use(), 1);
     let r = h.leave(&[(&id, None)]);
@@ -182,21 +184,14 @@ fn leave_forgets_a_pending_id_and_its_budget() {
 fn leave_with_an_oversized_reason_is_refused_whole() {
     let mut h = Harness::new();
     let ids = h.form_group(1);
-    let response = h.group.leave(
-        Ctx {
-            now: h.now,
-            topics: &h.catalog,
-        },
-        LeaveGroupRequest {
-            group_id: GROUP.into(),
-            members: vec![LeavingMember {
-                member_id: ids[0].clone(),
-                group_instance_id: None,
-                reason: Some("r".repeat(2_000)),
-            }],
-        },
-        &mut h.out,
-    );
+    let response = h.leave_req(LeaveGroupRequest {
+        group_id: GROUP.into(),
+        members: vec![LeavingMember {
+            member_id: ids[0].clone(),
+            group_instance_id: None,
+            reason: Some("r".repeat(2_000)),
+        }],
+    });
     assert_eq!(response.error_code, OVER);
     assert!(response.members.is_empty());
     assert_eq!(h.group.member_count(), 1, "nobody left");

@@ -40,9 +40,11 @@ use proptest::prelude::*;
 use uuid::Uuid;
 
 use super::*;
+use crate::actors::Ledger;
 use crate::config::GroupConfig;
 use crate::quota::Quotas;
 use crate::storage::records::OffsetWrite;
+use crate::storage::Mutation;
 
 const SESSION: u32 = 10_000;
 const REBALANCE: u32 = 30_000;
@@ -128,7 +130,6 @@ struct Harness {
     now: Millis,
     uuids: u128,
     tokens: u32,
-    out: Output<u32>,
     /// Replies not yet looked at.
     replies: Vec<(u32, Response)>,
     answered: HashSet<u32>,
@@ -139,12 +140,23 @@ struct Harness {
     sent_joins: HashMap<u32, JoinGroupRequest>,
     /// The last JoinGroup each member id was answered for (for `rejoin`).
     last_join: HashMap<String, JoinGroupRequest>,
-    /// The timer an actor would have armed from [`Group::take_new_deadline`].
+    /// The timer an actor would have armed from the effects' deadlines.
     armed: Option<Millis>,
     /// Offsets the engine said expired.
     expired: Vec<(String, i32)>,
     /// Every principal's quota (restarts charge loaded members here).
     quotas: Quotas,
+    /// The shell's counters, as a group actor carries out the effects' ledger requests.
+    ledger: Ledger,
+    /// The journal mutations written with the group's record, in order.
+    journal_writes: Vec<Mutation>,
+}
+
+/// A group goes as its actor stops: whatever it holds goes back to the counters.
+impl Drop for Harness {
+    fn drop(&mut self) {
+        self.ledger.apply(self.group.release_all());
+    }
 }
 
 impl Harness {
@@ -153,18 +165,25 @@ impl Harness {
     }
 
     fn with_config(config: GroupConfig) -> Self {
+        let quotas = Quotas::default();
+        let ledger = Ledger::new(quotas.clone(), config.limits.max_pending_member_ids);
+        Self::with_ledger(config, quotas, ledger)
+    }
+
+    /// A harness whose group draws on `ledger` (shared with other harnesses, as every group of
+    /// a server shares one).
+    fn with_ledger(config: GroupConfig, quotas: Quotas, ledger: Ledger) -> Self {
         let config = Arc::new(config);
         let mut catalog = HashMap::new();
         catalog.insert("t1".to_owned(), 6);
         catalog.insert("t2".to_owned(), 2);
-        Harness {
+        let mut h = Harness {
             group: Group::new(GROUP.to_owned(), Arc::clone(&config), 0),
             config,
             catalog,
             now: 0,
             uuids: 0,
             tokens: 0,
-            out: Output::default(),
             replies: Vec::new(),
             answered: HashSet::new(),
             events: Vec::new(),
@@ -178,21 +197,74 @@ impl Harness {
             last_join: HashMap::new(),
             armed: None,
             expired: Vec::new(),
-            quotas: Quotas::default(),
-        }
+            quotas,
+            ledger,
+            journal_writes: Vec::new(),
+        };
+        // As a group actor does when it starts.
+        let first = h.group.next_deadline();
+        h.arm(first);
+        h
     }
 
-    /// Keeps the timer an actor would arm: the earliest new deadline since the last tick.
-    fn arm_timer(&mut self) {
-        if let Some(d) = self.group.take_new_deadline() {
+    /// Keeps the timer an actor would arm: the earliest deadline reported since the last tick.
+    fn arm(&mut self, deadline: Option<Millis>) {
+        if let Some(d) = deadline {
             self.armed = Some(self.armed.map_or(d, |a| a.min(d)));
         }
     }
 
-    /// Moves what the last engine call produced into the harness, checking that no token is
-    /// answered twice.
-    fn collect(&mut self) {
-        for (token, response) in self.out.replies.drain(..) {
+    /// Carries out what an engine call returned as a group actor would, with every write
+    /// durable at once: replies (a record write's once it is "durable"), ledger requests, the
+    /// timer; checks that no token is answered twice. A commit's write is reported back
+    /// durable; its offsets are returned.
+    fn collect(&mut self, effects: Effects<u32>) -> Vec<OffsetWrite> {
+        let mut committed = Vec::new();
+        let Effects {
+            mut replies,
+            writes,
+            deadline,
+            mut events,
+            ledger,
+            ..
+        } = effects;
+        self.ledger.apply(ledger);
+        self.events.append(&mut events);
+        self.arm(deadline);
+        for write in writes {
+            match write {
+                Write::Record {
+                    batch,
+                    replies: waiting,
+                } => {
+                    self.persisted = true;
+                    self.journal_writes.extend(
+                        batch
+                            .into_iter()
+                            .filter(|m| matches!(m, Mutation::PutRebalances { .. })),
+                    );
+                    replies.extend(waiting);
+                }
+                Write::Commit { commit, .. } => {
+                    committed.extend(commit.offsets.iter().cloned());
+                    let done = self.group.commit_written(commit, Ok(()));
+                    self.collect(done);
+                }
+                Write::BestEffort(batch) => {
+                    for m in batch {
+                        if let Mutation::DeleteOffsets { partitions, .. } = m {
+                            self.expired.extend(partitions);
+                        }
+                    }
+                }
+            }
+        }
+        self.record_replies(replies);
+        committed
+    }
+
+    fn record_replies(&mut self, replies: Vec<(u32, Response)>) {
+        for (token, response) in replies {
             assert!(
                 self.answered.insert(token),
                 "token {token} answered twice (second: {response:?})"
@@ -209,11 +281,6 @@ impl Harness {
             }
             self.replies.push((token, response));
         }
-        self.persisted |= self.out.persist;
-        self.events.append(&mut self.out.events);
-        self.expired.append(&mut self.out.expired_offsets);
-        self.out.clear();
-        self.arm_timer();
     }
 
     fn next_token(&mut self) -> u32 {
@@ -253,9 +320,11 @@ impl Harness {
             now: self.now,
             topics: &self.catalog,
         };
-        self.group
-            .join(cx, req, &self.client, fresh, token, &mut self.out);
-        self.collect();
+        let grants = self
+            .ledger
+            .reserve_for_join(&self.group, &req, &self.client);
+        let effects = self.group.join(cx, req, &self.client, fresh, grants, token);
+        self.collect(effects);
         token
     }
 
@@ -300,8 +369,8 @@ impl Harness {
             now: self.now,
             topics: &self.catalog,
         };
-        self.group.sync(cx, req, token, &mut self.out);
-        self.collect();
+        let effects = self.group.sync(cx, req, token);
+        self.collect(effects);
         token
     }
 
@@ -355,13 +424,21 @@ impl Harness {
                 })
                 .collect(),
         };
+        self.leave_req(req)
+    }
+
+    fn leave_req(&mut self, req: LeaveGroupRequest) -> LeaveGroupResponse {
+        let token = self.next_token();
         let cx = Ctx {
             now: self.now,
             topics: &self.catalog,
         };
-        let response = self.group.leave(cx, req, &mut self.out);
-        self.collect();
-        response
+        let effects = self.group.leave(cx, req, token);
+        self.collect(effects);
+        match self.reply_for(token) {
+            Some(Response::LeaveGroup(r)) => r,
+            other => panic!("not a LeaveGroup answer: {other:?}"),
+        }
     }
 
     fn commit(
@@ -371,7 +448,8 @@ impl Harness {
         generation: i32,
         topics: Vec<OffsetCommitTopic>,
     ) -> (OffsetCommitResponse, Vec<OffsetWrite>) {
-        self.group.commit_offsets(
+        let token = self.next_token();
+        let effects = self.group.commit_offsets(
             self.now,
             OffsetCommitRequest {
                 group_id: GROUP.to_owned(),
@@ -381,7 +459,28 @@ impl Harness {
                 topics,
             },
             &self.client.access,
-        )
+            token,
+        );
+        let written = self.collect(effects);
+        match self.reply_for(token) {
+            Some(Response::OffsetCommit(r)) => (r, written),
+            other => panic!("not an OffsetCommit answer: {other:?}"),
+        }
+    }
+
+    /// DeleteGroups on the group: its code, the deletion's units given back.
+    fn delete(&mut self) -> ErrorCode {
+        match self.group.delete(self.now) {
+            Ok(deletion) => {
+                assert!(matches!(
+                    deletion.batch.as_slice(),
+                    [Mutation::DeleteGroup { group_id }] if group_id == GROUP
+                ));
+                self.ledger.apply(deletion.ledger);
+                ErrorCode::None
+            }
+            Err(code) => code,
+        }
     }
 
     fn tick_to(&mut self, t: Millis) {
@@ -393,8 +492,8 @@ impl Harness {
         };
         // The tick consumes the armed timer and reports the full next deadline.
         self.armed = None;
-        self.group.tick(cx, &mut self.out);
-        self.collect();
+        let effects = self.group.tick(cx);
+        self.collect(effects);
     }
 
     fn advance(&mut self, ms: Millis) {
@@ -406,9 +505,8 @@ impl Harness {
             now: self.now,
             topics: &self.catalog,
         };
-        self.group
-            .topics_changed(cx, &strings(topics), &mut self.out);
-        self.collect();
+        let effects = self.group.topics_changed(cx, &strings(topics));
+        self.collect(effects);
     }
 
     fn take_replies(&mut self) -> Vec<(u32, Response)> {
@@ -603,16 +701,14 @@ impl Harness {
     /// offsets. Held requests die with the old process.
     fn restart(&mut self, offsets: Vec<OffsetWrite>) {
         let record = self.group.to_record();
-        self.group = Group::restore(
-            record,
-            offsets,
-            Arc::clone(&self.config),
-            &self.quotas,
-            self.now,
-        );
+        let (group, counted) = Group::restore(record, offsets, Arc::clone(&self.config), self.now);
+        // The old process's units went with it; the restored group counts what it holds.
+        let mut old = std::mem::replace(&mut self.group, group);
+        self.ledger.apply(old.release_all());
+        self.ledger.apply(counted);
         self.replies.clear();
         self.armed = None;
-        self.arm_timer();
+        self.arm(self.group.next_deadline());
     }
 
     /// A static member's first join (new instance ids join without MEMBER_ID_REQUIRED).

@@ -20,10 +20,79 @@ fn simple_commit_on_an_empty_group_is_accepted() {
     assert!(r.topics[0].partitions.iter().all(|p| p.error_code == 0));
     assert_eq!(writes.len(), 2);
     assert_eq!(writes[0].committed.commit_timestamp_ms, h.now);
-    assert!(!h.group.has_offsets(), "visible only once applied");
-    h.group.apply_offsets(writes);
     assert!(h.group.has_offsets());
     assert_eq!(h.state(), GroupState::Empty);
+}
+
+/// The engine hands a commit to its shell as a write; the answer leaves, and the offsets are
+/// visible, only once the shell reports the write durable.
+fn commit_in_flight(h: &mut Harness, offset: i64) -> (u32, PendingCommit<u32>) {
+    let token = h.next_token();
+    let effects = h.group.commit_offsets(
+        h.now,
+        OffsetCommitRequest {
+            group_id: GROUP.to_owned(),
+            generation_id: -1,
+            member_id: String::new(),
+            group_instance_id: None,
+            topics: vec![commit_topic("t1", &[(0, offset, None)])],
+        },
+        &Access::open(),
+        token,
+    );
+    assert!(
+        effects.replies.is_empty(),
+        "not answered before it is durable"
+    );
+    let mut writes = effects.writes;
+    assert_eq!(writes.len(), 1);
+    match writes.remove(0) {
+        Write::Commit { batch, commit } => {
+            assert!(matches!(
+                batch.last(),
+                Some(Mutation::PutOffsets { offsets, .. }) if offsets.len() == 1
+            ));
+            (token, commit)
+        }
+        other => panic!("a commit write, not {other:?}"),
+    }
+}
+
+#[test]
+fn a_commit_is_answered_and_visible_only_once_written() {
+    let mut h = Harness::new();
+    let (token, commit) = commit_in_flight(&mut h, 7);
+    assert!(!h.group.has_offsets(), "visible only once durable");
+    assert_eq!(h.group.commits_in_flight(), 1);
+    let effects = h.group.commit_written(commit, Ok(()));
+    assert_eq!(h.group.commits_in_flight(), 0);
+    h.collect(effects);
+    let Some(Response::OffsetCommit(r)) = h.reply_for(token) else {
+        panic!("answered once durable");
+    };
+    assert_eq!(r.error_code, 0);
+    assert!(h.group.has_offsets());
+}
+
+#[test]
+fn a_commit_whose_write_failed_is_answered_with_the_failure_and_not_applied() {
+    let mut h = Harness::new();
+    let (token, commit) = commit_in_flight(&mut h, 7);
+    let effects = h
+        .group
+        .commit_written(commit, Err(ErrorCode::NotCoordinator));
+    h.collect(effects);
+    let Some(Response::OffsetCommit(r)) = h.reply_for(token) else {
+        panic!("answered");
+    };
+    let failed = code(ErrorCode::NotCoordinator);
+    assert_eq!(r.error_code, failed);
+    assert!(r.topics[0]
+        .partitions
+        .iter()
+        .all(|p| p.error_code == failed));
+    assert!(!h.group.has_offsets());
+    assert_eq!(h.group.commits_in_flight(), 0);
 }
 
 #[test]

@@ -128,13 +128,7 @@ fn restored_leader_shares_its_member_id() {
     let mut h = Harness::new();
     h.form_group(3);
     let record = h.group.to_record();
-    let restored: Group<u32> = Group::restore(
-        record,
-        Vec::new(),
-        Arc::new(config()),
-        &Default::default(),
-        0,
-    );
+    let (restored, _): (Group<u32>, _) = Group::restore(record, Vec::new(), Arc::new(config()), 0);
     let leader = restored.leader.clone().expect("a leader");
     let member = restored
         .members

@@ -354,8 +354,7 @@ fn run_ops(delay: u32, ops: Vec<Op>) -> Result<(), TestCaseError> {
         for s in g.statics.values() {
             prop_assert!(g.has_member(s), "static binding to a non-member");
         }
-        // An actor arming its timer from `take_new_deadline` never sleeps past a deadline.
-        h.arm_timer();
+        // An actor arming its timer from the effects' deadlines never sleeps past a deadline.
         if let Some(next) = h.group.next_deadline() {
             prop_assert!(
                 h.armed.is_some_and(|a| a <= next),

@@ -106,7 +106,7 @@ fn expiry_eviction_and_deletion_give_units_back() {
 
     let _pending = h.member_id_required();
     assert_eq!(members_of(&quota), 1);
-    assert_eq!(h.group.delete(h.now), ErrorCode::None);
+    assert_eq!(h.delete(), ErrorCode::None);
     assert_eq!(
         members_of(&quota),
         0,

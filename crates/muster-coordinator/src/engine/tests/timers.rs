@@ -138,7 +138,6 @@ impl Harness {
         );
         assert_eq!(response.error_code, code(ErrorCode::None));
         self.group.apply_offsets(writes);
-        self.arm_timer();
     }
 
     fn committed(&self) -> Vec<(String, i32, i64)> {
@@ -164,8 +163,7 @@ impl Harness {
 
 #[test]
 fn a_new_group_arms_its_retention_timer() {
-    let mut h = Harness::with_config(retention_config());
-    h.arm_timer();
+    let h = Harness::with_config(retention_config());
     assert_eq!(
         h.armed,
         Some(500),

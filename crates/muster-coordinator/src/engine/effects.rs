@@ -1,0 +1,173 @@
+//! The engine's one answer: [`Effects`], everything a call asks its shell to do.
+//!
+//! Every entry point of a group engine takes the message and `now` and returns an `Effects`
+//! (openraft's engine is the model: the engine decides, the shell carries out). The shell — the
+//! group actor — does not ask the engine anything afterwards: replies to send now, writes to
+//! make durable (with the replies that wait for each), the next deadline to arm, events for the
+//! operator, and quota or budget units to take back are all in the value. A second engine (the
+//! consumer protocol's) returns the same type, so one shell carries out both.
+//!
+//! The engine holds no shared counters. Units of the server-wide pending-id budget and of a
+//! principal's `max_members` quota are counted by the shell: what a JoinGroup may need is asked
+//! before the call ([`Group::join_needs`](super::Group::join_needs)), reserved by the shell and
+//! handed in as [`Grants`]; what the engine did not use, and what it stops holding (a member
+//! left, a pending id expired), comes back as [`LedgerRequest`]s.
+
+use muster_protocol::{OffsetCommitResponse, Response};
+
+use super::Event;
+use crate::storage::records::OffsetWrite;
+use crate::storage::Mutation;
+use crate::types::{Millis, PrincipalName};
+
+/// What one engine call asks its shell to do, in this order: send `replies`, carry out
+/// `writes` (each write's own replies once it is durable), apply `ledger`, arm a timer for
+/// `deadline`, log `events`. An empty `Effects` allocates nothing (an idle group makes one per
+/// call and keeps none).
+#[derive(Debug)]
+#[must_use = "the shell must carry out what the engine asked for"]
+pub struct Effects<R> {
+    /// Answers that depend on nothing unwritten: sent at once, in order.
+    pub replies: Vec<(R, Response)>,
+    /// What must reach storage, in order; see [`Write`].
+    pub writes: Vec<Write<R>>,
+    /// The group's earliest deadline, when it moved earlier than any it reported before: the
+    /// shell delivers `tick` at (or after) it. `None`: what was reported still holds (a timer
+    /// that fires early is harmless: `tick` reports the full next deadline).
+    pub deadline: Option<Millis>,
+    /// For the operator (logs, metrics): what happened.
+    pub events: Vec<Event>,
+    /// Units of the shell's counters to give back (or, for a restored group, to count).
+    pub ledger: Vec<LedgerRequest>,
+    /// Set while the call runs: the group's record changed in a way that must survive a crash.
+    /// Sealing the call turns it into a [`Write::Record`] holding every reply.
+    pub(super) persist: bool,
+    /// Offsets past retention, gathered while the call runs; sealed into a
+    /// [`Write::BestEffort`].
+    pub(super) expired_offsets: Vec<(String, i32)>,
+}
+
+impl<R> Default for Effects<R> {
+    fn default() -> Self {
+        Self {
+            replies: Vec::new(),
+            writes: Vec::new(),
+            deadline: None,
+            events: Vec::new(),
+            ledger: Vec::new(),
+            persist: false,
+            expired_offsets: Vec::new(),
+        }
+    }
+}
+
+impl<R> Effects<R> {
+    pub(super) fn reply(&mut self, to: R, response: Response) {
+        self.replies.push((to, response));
+    }
+
+    /// Whether a rebalance-level change happened (the group's record changed, or an event was
+    /// emitted): the shell refreshes what it shows of the group's insight then, never after a
+    /// plain commit or fetch.
+    pub fn changed_group(&self) -> bool {
+        !self.events.is_empty()
+            || self
+                .writes
+                .iter()
+                .any(|w| matches!(w, Write::Record { .. }))
+    }
+}
+
+/// One write the shell makes durable.
+#[derive(Debug)]
+pub enum Write<R> {
+    /// The group's record changed: `batch` (its record and the journal entries that changed,
+    /// or its deletion) must be durable before `replies` leave. Record writes are ordered; the
+    /// shell may coalesce those that queue behind one in flight (a later record supersedes an
+    /// earlier one; journal entries add up). If it fails, what the engine holds is ahead of
+    /// disk: the shell answers `replies` with an error and rebuilds the group from storage.
+    Record {
+        batch: Vec<Mutation>,
+        replies: Vec<(R, Response)>,
+    },
+    /// Committed offsets (OffsetCommit): once `batch` is durable or has failed, the shell hands
+    /// `commit` back with [`Group::commit_written`](super::Group::commit_written), which makes
+    /// the offsets visible and answers. Commits do not wait for each other.
+    Commit {
+        batch: Vec<Mutation>,
+        commit: PendingCommit<R>,
+    },
+    /// Nobody waits (offsets past retention): a failure only means they come back after a
+    /// restart and expire again.
+    BestEffort(Vec<Mutation>),
+}
+
+/// An OffsetCommit whose write is in flight: opaque to the shell, handed back to the engine.
+#[derive(Debug)]
+pub struct PendingCommit<R> {
+    pub(super) reply: R,
+    pub(super) response: OffsetCommitResponse,
+    pub(super) offsets: Vec<OffsetWrite>,
+    /// The write also records the group's creator (a member-less group made by a commit).
+    pub(super) records_owner: bool,
+}
+
+impl<R> PendingCommit<R> {
+    /// How many partitions it writes (for the shell's metrics).
+    pub fn partitions(&self) -> usize {
+        self.offsets.len()
+    }
+}
+
+/// A unit of a counter the shell keeps for the whole server, to give back or count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LedgerRequest {
+    /// Give back this many of the server's pending member ids (protocol §6.18).
+    ReturnPendingIds(usize),
+    /// Give back one unit of this principal's `max_members` (a member or pending id it held
+    /// went, or a reserved unit was not used).
+    ReturnMemberUnit(PrincipalName),
+    /// Count one unit of this principal's `max_members` whatever its limit: a member restored
+    /// from storage exists, and what exists is counted, never refused.
+    CountMemberUnit(PrincipalName),
+}
+
+/// What the shell reserved for one JoinGroup, as asked by
+/// [`Group::join_needs`](super::Group::join_needs). A reservation the engine does not use
+/// comes back as a [`LedgerRequest`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Grants {
+    /// A unit of the joining principal's `max_members`.
+    pub member_unit: Grant,
+    /// One of the server's pending member ids.
+    pub pending_id: Grant,
+}
+
+/// One reservation's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Grant {
+    /// Not asked for (the engine said it would not need it).
+    #[default]
+    NotAsked,
+    /// Reserved for this call.
+    Granted,
+    /// Asked for and refused: the counter is at its limit.
+    Refused,
+}
+
+/// What one JoinGroup may need from the shell's counters ([`Group::join_needs`]
+/// (super::Group::join_needs)); the shell reserves each, in this order (the principal's quota
+/// first, so that an over-quota principal does not spend the server's pending ids).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct JoinNeeds {
+    pub member_unit: bool,
+    pub pending_id: bool,
+}
+
+/// A group deleted by DeleteGroups: the shell writes `batch`, answers once it is durable, and
+/// gives `ledger` back.
+#[derive(Debug)]
+pub struct Deletion {
+    pub batch: Vec<Mutation>,
+    pub ledger: Vec<LedgerRequest>,
+}
