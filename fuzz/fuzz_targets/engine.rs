@@ -20,9 +20,10 @@ use std::sync::Arc;
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use muster_coordinator::engine::{ClientInfo, Ctx, Group, Output};
+use muster_coordinator::actors::Ledger;
+use muster_coordinator::engine::{ClientInfo, Ctx, Effects, Group, Write};
 use muster_coordinator::quota::Quotas;
-use muster_coordinator::storage::{GroupRecord, OffsetWrite};
+use muster_coordinator::storage::{GroupRecord, Mutation, OffsetWrite};
 use muster_coordinator::GroupConfig;
 use muster_protocol::{
     AssignorMetadata, ErrorCode, GroupState, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
@@ -105,6 +106,8 @@ struct Model {
     durable: Option<GroupRecord>,
     durable_offsets: Vec<OffsetWrite>,
     client: ClientInfo,
+    /// The shell's counters (pending ids), as the group actor keeps them.
+    ledger: Ledger,
 }
 
 impl Model {
@@ -136,6 +139,7 @@ impl Model {
                 client_host: "127.0.0.1".into(),
                 access: Default::default(),
             },
+            ledger: Ledger::new(Quotas::default(), config.limits.max_pending_member_ids),
         }
     }
 
@@ -157,18 +161,56 @@ impl Model {
             .saturating_add(i32::from(delta.clamp(-1, 1)))
     }
 
-    /// Carries out an engine output as the group actor does: persist first, then reply.
-    fn carry_out(&mut self, out: Output<u32>) {
-        if out.persist {
-            self.durable = Some(self.group.to_record());
+    /// Carries out an engine call's effects as the group actor does, every write durable at
+    /// once: a record write first, then its replies; a commit handed back written. Returns
+    /// what was answered.
+    fn carry_out(&mut self, effects: Effects<u32>) -> Vec<(u32, Response)> {
+        let Effects {
+            mut replies,
+            writes,
+            ledger,
+            ..
+        } = effects;
+        self.ledger.apply(ledger);
+        for write in writes {
+            match write {
+                Write::Record {
+                    batch,
+                    replies: waiting,
+                } => {
+                    for m in batch {
+                        match m {
+                            Mutation::PutGroup(record) => self.durable = Some(record),
+                            // A removed group's last state: a restart must still not go back
+                            // below a generation already served.
+                            Mutation::DeleteGroup { .. } => {
+                                self.durable = Some(self.group.to_record())
+                            }
+                            _ => {}
+                        }
+                    }
+                    replies.extend(waiting);
+                }
+                Write::Commit { batch, commit } => {
+                    for m in batch {
+                        if let Mutation::PutOffsets { offsets, .. } = m {
+                            self.durable_offsets.extend(offsets);
+                        }
+                    }
+                    let done = self.group.commit_written(commit, Ok(()));
+                    replies.extend(self.carry_out(done));
+                }
+                Write::BestEffort(_) => {}
+            }
         }
-        for (token, response) in out.replies {
+        for (token, response) in &replies {
             assert!(
-                self.outstanding.remove(&token),
+                self.outstanding.remove(token),
                 "reply token {token} answered twice or never issued: {response:?}"
             );
-            self.learn(token, &response);
+            self.learn(*token, response);
         }
+        replies
     }
 
     fn learn(&mut self, token: u32, response: &Response) {
@@ -269,9 +311,8 @@ impl Model {
     }
 
     fn step(&mut self, op: &Op) {
-        let mut out = Output::default();
         let mut ticked = false;
-        match *op {
+        let out = match *op {
             Op::Join {
                 who,
                 instance,
@@ -308,8 +349,11 @@ impl Model {
                     now: self.now,
                     topics: &self.catalog,
                 };
+                let grants = self
+                    .ledger
+                    .reserve_for_join(&self.group, &request, &self.client);
                 self.group
-                    .join(cx, request, &self.client, fresh, token, &mut out);
+                    .join(cx, request, &self.client, fresh, grants, token)
             }
             Op::Sync {
                 who,
@@ -337,10 +381,10 @@ impl Model {
                     assignor: None,
                     assignments,
                 };
-                self.group.sync(cx, request, token, &mut out);
                 // Record every successful SyncGroup answer against the generation its member
                 // synced with (held answers arrive in a later call: see `sync_answers`).
                 self.pending_syncs.insert(token, (generation_id, member_id));
+                self.group.sync(cx, request, token)
             }
             Op::Heartbeat {
                 who,
@@ -357,6 +401,7 @@ impl Model {
                     group_instance_id,
                 };
                 let _ = self.group.heartbeat(self.now, &request);
+                Effects::default()
             }
             Op::Leave { who, by_instance } => {
                 let Some((member_id, group_instance_id)) = self.pick(who) else {
@@ -367,6 +412,7 @@ impl Model {
                 } else {
                     member_id
                 };
+                let token = self.token();
                 let cx = Ctx {
                     now: self.now,
                     topics: &self.catalog,
@@ -379,7 +425,7 @@ impl Model {
                         reason: None,
                     }],
                 };
-                let _ = self.group.leave(cx, request, &mut out);
+                self.group.leave(cx, request, token)
             }
             Op::Commit {
                 who,
@@ -405,15 +451,21 @@ impl Model {
                         }],
                     }],
                 };
-                let (answer, writes) =
+                let token = self.token();
+                let effects =
                     self.group
-                        .commit_offsets(self.now, request, &self.client.access);
+                        .commit_offsets(self.now, request, &self.client.access, token);
+                let writes = effects.writes.len();
+                let answered = self.carry_out(effects);
+                let answer = match answered.as_slice() {
+                    [(t, Response::OffsetCommit(answer))] if *t == token => answer,
+                    other => panic!("a commit is answered once: {other:?}"),
+                };
                 assert!(
-                    (answer.error_code == 0) == (writes.len() == 1),
+                    (answer.error_code == 0) == (writes == 1),
                     "a commit is written exactly when it is accepted: {answer:?}"
                 );
-                self.durable_offsets.extend(writes.iter().cloned());
-                self.group.apply_offsets(writes);
+                Effects::default()
             }
             Op::Advance { ms } => {
                 self.now += u64::from(ms);
@@ -421,8 +473,8 @@ impl Model {
                     now: self.now,
                     topics: &self.catalog,
                 };
-                self.group.tick(cx, &mut out);
                 ticked = true;
+                self.group.tick(cx)
             }
             Op::TickDeadline => {
                 if let Some(deadline) = self.group.next_deadline() {
@@ -431,8 +483,10 @@ impl Model {
                         now: self.now,
                         topics: &self.catalog,
                     };
-                    self.group.tick(cx, &mut out);
                     ticked = true;
+                    self.group.tick(cx)
+                } else {
+                    Effects::default()
                 }
             }
             Op::TopicsChanged { partitions } => {
@@ -442,20 +496,22 @@ impl Model {
                     now: self.now,
                     topics: &self.catalog,
                 };
-                self.group.topics_changed(cx, &["t1".to_owned()], &mut out);
+                self.group.topics_changed(cx, &["t1".to_owned()])
             }
             Op::Restart => {
                 self.now += 1;
-                self.group = match self.durable.clone() {
-                    Some(record) => Group::restore(
-                        record,
-                        self.durable_offsets.clone(),
-                        Arc::clone(&self.config),
-                        &Quotas::default(),
-                        self.now,
-                    ),
+                let restored = match self.durable.clone() {
+                    Some(record) => {
+                        let config = Arc::clone(&self.config);
+                        let offsets = self.durable_offsets.clone();
+                        Group::restore(record, offsets, config, self.now).0
+                    }
                     None => Group::new(GROUP.to_owned(), Arc::clone(&self.config), self.now),
                 };
+                // A new process: its counters start afresh.
+                self.group = restored;
+                self.ledger =
+                    Ledger::new(Quotas::default(), self.config.limits.max_pending_member_ids);
                 // Held requests died with the process (their connections are answered by the
                 // dropped reply guards); nothing of the old process may answer them now.
                 self.outstanding.clear();
@@ -470,13 +526,8 @@ impl Model {
                 self.last_generation = self.group.generation();
                 return;
             }
-        }
-        let answered: Vec<(u32, Response)> = out
-            .replies
-            .iter()
-            .map(|(token, response)| (*token, response.clone()))
-            .collect();
-        self.carry_out(out);
+        };
+        let answered = self.carry_out(out);
         for (token, response) in answered {
             if let (Some((generation, member)), Response::SyncGroup(s)) =
                 (self.pending_syncs.remove(&token), &response)
@@ -523,9 +574,7 @@ impl Model {
 
     /// The end of the run: the actor answers whatever is still held when it stops.
     fn finish(mut self) {
-        let mut out = Output::default();
-        self.group
-            .abort_held(ErrorCode::CoordinatorNotAvailable, &mut out);
+        let out = self.group.abort_held(ErrorCode::CoordinatorNotAvailable);
         self.carry_out(out);
         assert!(
             self.outstanding.is_empty(),

@@ -22,7 +22,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use muster_coordinator::engine::{ClientInfo, Ctx, Group, GroupState, Output};
+use muster_coordinator::actors::Ledger;
+use muster_coordinator::engine::{ClientInfo, Ctx, Effects, Group, GroupState};
+use muster_coordinator::quota::Quotas;
 use muster_coordinator::GroupConfig;
 use muster_protocol::{
     AssignorMetadata, HeartbeatRequest, JoinGroupRequest, MemberAssignment, Response,
@@ -68,13 +70,39 @@ fn client() -> ClientInfo {
     }
 }
 
+/// The shell's counters, as a server has them.
+fn ledger() -> Ledger {
+    Ledger::new(
+        Quotas::default(),
+        GroupConfig::default().limits.max_pending_member_ids,
+    )
+}
+
+/// One JoinGroup as the group actor makes it: reserve what the engine may need, call it, give
+/// back what it returned.
+fn join(
+    group: &mut Group<usize>,
+    ledger: &Ledger,
+    cx: Ctx<'_>,
+    member_id: &str,
+    client: &ClientInfo,
+    fresh: Uuid,
+    token: usize,
+) -> Effects<usize> {
+    let req = join_request(member_id);
+    let grants = ledger.reserve_for_join(group, &req, client);
+    let mut effects = group.join(cx, req, client, fresh, grants, token);
+    ledger.apply(std::mem::take(&mut effects.ledger));
+    effects
+}
+
 /// A Stable group of `n` members at time 1 000; returns it, the member ids and the generation.
 fn stable_group(n: usize) -> (Group<usize>, Vec<String>, i32, String) {
     let catalog = catalog();
     let client = client();
+    let ledger = ledger();
     let mut now = 1_000;
     let mut group: Group<usize> = Group::new("bench".into(), config(), now);
-    let mut out = Output::default();
     let cx = |now| Ctx {
         now,
         topics: &catalog,
@@ -82,42 +110,27 @@ fn stable_group(n: usize) -> (Group<usize>, Vec<String>, i32, String) {
     // MEMBER_ID_REQUIRED for everyone, then the real joins inside the initial delay.
     let mut ids = Vec::with_capacity(n);
     for i in 0..n {
-        out.clear();
-        group.join(
-            cx(now),
-            join_request(""),
-            &client,
-            Uuid::new_v4(),
-            i,
-            &mut out,
-        );
-        if let Some((_, Response::JoinGroup(r))) = out.replies.first() {
-            ids.push(r.member_id.clone());
-        }
+        let effects = join(&mut group, &ledger, cx(now), "", &client, Uuid::new_v4(), i);
+        let id = match effects.every_reply().next() {
+            Some((_, Response::JoinGroup(r))) => Some(r.member_id.clone()),
+            _ => None,
+        };
+        ids.extend(id);
     }
     for (i, id) in ids.iter().enumerate() {
-        out.clear();
-        group.join(
-            cx(now),
-            join_request(id),
-            &client,
-            Uuid::new_v4(),
-            i,
-            &mut out,
-        );
+        let _ = join(&mut group, &ledger, cx(now), id, &client, Uuid::nil(), i);
     }
     // The initial delay is extended once (members arrived in its window), then fires.
+    let mut last = Effects::default();
     for _ in 0..10 {
         now += 100;
-        out.clear();
-        group.tick(cx(now), &mut out);
+        last = group.tick(cx(now));
         if group.state() != GroupState::PreparingRebalance {
             break;
         }
     }
-    let (generation, leader) = out
-        .replies
-        .iter()
+    let (generation, leader) = last
+        .every_reply()
         .find_map(|(_, r)| match r {
             Response::JoinGroup(j) if j.error_code == 0 => {
                 Some((j.generation_id, j.leader_id.clone()))
@@ -125,20 +138,20 @@ fn stable_group(n: usize) -> (Group<usize>, Vec<String>, i32, String) {
             _ => None,
         })
         .unwrap_or((-1, String::new()));
-    sync_all(&mut group, &ids, &leader, generation, now, &mut out);
+    let _ = sync_all(&mut group, &ids, &leader, generation, now);
     assert_eq!(group.state(), GroupState::Stable, "setup failed");
     (group, ids, generation, leader)
 }
 
-/// Followers sync first (held), then the leader with a round-robin assignment.
+/// Followers sync first (held), then the leader with a round-robin assignment; returns the
+/// leader's sync's effects (which release every answer).
 fn sync_all(
     group: &mut Group<usize>,
     ids: &[String],
     leader: &str,
     generation: i32,
     now: u64,
-    out: &mut Output<usize>,
-) {
+) -> Effects<usize> {
     let catalog = catalog();
     let cx = Ctx {
         now,
@@ -153,8 +166,7 @@ fn sync_all(
         assignments,
     };
     for (i, id) in ids.iter().enumerate().filter(|(_, id)| *id != leader) {
-        out.clear();
-        group.sync(cx, sync(id, Vec::new()), i, out);
+        let _ = group.sync(cx, sync(id, Vec::new()), i);
     }
     let assignments = ids
         .iter()
@@ -168,15 +180,14 @@ fn sync_all(
             user_data: Vec::new(),
         })
         .collect();
-    out.clear();
-    group.sync(cx, sync(leader, assignments), usize::MAX, out);
+    group.sync(cx, sync(leader, assignments), usize::MAX)
 }
 
 /// Every member rejoins (leader first): the barrier completes on the last one.
 fn rebalance(group: &mut Group<usize>, ids: &[String], leader: &str, now: u64) -> usize {
     let catalog = catalog();
     let client = client();
-    let mut out = Output::default();
+    let ledger = ledger();
     let cx = Ctx {
         now,
         topics: &catalog,
@@ -185,9 +196,9 @@ fn rebalance(group: &mut Group<usize>, ids: &[String], leader: &str, now: u64) -
         std::iter::once(leader).chain(ids.iter().map(String::as_str).filter(|id| *id != leader));
     let mut answered = 0;
     for (i, id) in order.enumerate() {
-        out.clear();
-        group.join(cx, join_request(id), &client, Uuid::nil(), i, &mut out);
-        answered += out.replies.len();
+        answered += join(group, &ledger, cx, id, &client, Uuid::nil(), i)
+            .every_reply()
+            .count();
     }
     answered
 }
@@ -214,9 +225,8 @@ fn bench_barrier(c: &mut Criterion) {
                 (group, ids, generation + 1, leader)
             },
             |(mut group, ids, generation, leader)| {
-                let mut out = Output::default();
-                sync_all(&mut group, &ids, &leader, generation, 2_000, &mut out);
-                assert_eq!(out.replies.len(), n);
+                let effects = sync_all(&mut group, &ids, &leader, generation, 2_000);
+                assert_eq!(effects.every_reply().count(), n);
                 group
             },
             BatchSize::PerIteration,
@@ -249,19 +259,13 @@ fn bench_heartbeat(c: &mut Criterion) {
 fn bench_tick(c: &mut Criterion) {
     let (mut group, _, _, _) = stable_group(10_000);
     let catalog = catalog();
-    let mut out = Output::default();
     c.bench_function("tick/10000", |b| {
         b.iter(|| {
-            out.clear();
             // Well before any session is due: a tick that finds nothing to do.
-            group.tick(
-                Ctx {
-                    now: 2_000,
-                    topics: &catalog,
-                },
-                &mut out,
-            );
-            black_box(group.take_new_deadline())
+            black_box(group.tick(Ctx {
+                now: 2_000,
+                topics: &catalog,
+            }))
         })
     });
 }

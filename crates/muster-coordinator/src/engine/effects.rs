@@ -66,6 +66,17 @@ impl<R> Effects<R> {
         self.replies.push((to, response));
     }
 
+    /// Every reply of this call, waiting for a write or not, in order: what a shell sends
+    /// once every write is durable (commits answer only when handed back).
+    pub fn every_reply(&self) -> impl Iterator<Item = &(R, Response)> {
+        self.replies
+            .iter()
+            .chain(self.writes.iter().flat_map(|w| match w {
+                Write::Record { replies, .. } => replies.as_slice(),
+                _ => &[],
+            }))
+    }
+
     /// Whether a rebalance-level change happened (the group's record changed, or an event was
     /// emitted): the shell refreshes what it shows of the group's insight then, never after a
     /// plain commit or fetch.

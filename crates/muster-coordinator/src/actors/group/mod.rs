@@ -28,6 +28,8 @@ mod insight;
 mod log;
 mod writes;
 
+use self::writes::QueuedRecord;
+
 use self::log::log_event;
 use crate::access::ResourceType;
 use crate::catalog::TopicCatalog;
@@ -35,7 +37,7 @@ use crate::clock::Clock;
 use crate::config::GroupConfig;
 use crate::engine::{error_for, unreadable_topics, Ctx, Effects, Group, GroupState, Millis, Write};
 use crate::logsafe::logsafe;
-use crate::storage::{Mutation, Store};
+use crate::storage::Store;
 
 /// What every group actor shares.
 pub(crate) struct GroupEnv {
@@ -72,9 +74,8 @@ pub struct GroupActor {
     armed: Option<Millis>,
     /// A write of the group's record is in flight (`writes.rs`).
     record_in_flight: bool,
-    /// Record writes that came while one was in flight, coalesced into one: its batch and the
-    /// replies waiting for it.
-    record_next: Option<(Vec<Mutation>, Vec<(ReplyTo, Response)>)>,
+    /// Record writes that came while one was in flight, coalesced into one.
+    record_next: Option<QueuedRecord>,
     status: (GroupState, u32),
     /// A write of the group's record failed and the durable record is not reloaded yet.
     reloading: bool,

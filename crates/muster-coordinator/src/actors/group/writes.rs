@@ -30,6 +30,14 @@ fn failed_write_code(error: &StoreError) -> ErrorCode {
     }
 }
 
+/// Record writes queued behind the one in flight, as one: its batch and the replies waiting
+/// for it.
+#[derive(Default)]
+pub(super) struct QueuedRecord {
+    batch: Vec<Mutation>,
+    replies: Vec<(ReplyTo, Response)>,
+}
+
 /// Adds `batch` to record writes queued behind the one in flight: the later record (or the
 /// group's deletion) supersedes an earlier one; journal entries add up, in order.
 fn coalesce(queued: &mut Vec<Mutation>, batch: Vec<Mutation>) {
@@ -54,9 +62,9 @@ impl GroupActor {
         ctx: &mut Context<Self>,
     ) {
         if self.record_in_flight {
-            let (queued, waiting) = self.record_next.get_or_insert_with(Default::default);
-            coalesce(queued, batch);
-            waiting.extend(replies);
+            let queued = self.record_next.get_or_insert_with(QueuedRecord::default);
+            coalesce(&mut queued.batch, batch);
+            queued.replies.extend(replies);
             return;
         }
         self.record_in_flight = true;
@@ -90,7 +98,7 @@ impl GroupActor {
                     return;
                 }
             }
-            if let Some((batch, replies)) = act.record_next.take() {
+            if let Some(QueuedRecord { batch, replies }) = act.record_next.take() {
                 act.write_record(batch, replies, ctx);
             } else if act.relinquished {
                 act.stop_if_drained(ctx);
@@ -107,7 +115,11 @@ impl GroupActor {
     /// Answers `replies`, and those queued for the next record write (they depend on this
     /// one's state too), with `code`.
     fn fail_waiting(&mut self, replies: Vec<(ReplyTo, Response)>, code: ErrorCode) {
-        let next = self.record_next.take().map(|(_, r)| r).unwrap_or_default();
+        let next = self
+            .record_next
+            .take()
+            .map(|q| q.replies)
+            .unwrap_or_default();
         for (to, response) in replies.into_iter().chain(next) {
             to.send(error_like(&response, code));
         }

@@ -20,6 +20,7 @@ mod limits;
 mod offsets;
 mod persist;
 mod props;
+mod purity;
 mod quotas;
 mod static_members;
 mod sync;

@@ -168,3 +168,57 @@ fn without_an_auth_file_nothing_is_charged_or_recorded() {
     assert!(record.members.iter().all(|m| m.principal.is_none()));
     assert_eq!(record.created_by, None);
 }
+
+/// The shell reserves what `join_needs` names before the call; what the join does not use comes
+/// back in its effects, so a refused or answered-early join leaves every counter as it was.
+#[test]
+fn reservations_a_join_does_not_use_come_back() {
+    let mut h = Harness::new();
+    let quota = h.as_principal("p");
+    let ids = h.form_group(1);
+    let budget = h.ledger.pending().clone();
+    assert_eq!((members_of(&quota), budget.in_use()), (1, 0));
+    // A known member rejoining needs nothing.
+    let req = h.last_join[&ids[0]].clone();
+    assert_eq!(h.group.join_needs(&req, &h.client), JoinNeeds::default());
+    // A new dynamic member may need a unit and a pending id; refused before using them (its
+    // session timeout is out of range), both come back.
+    let mut req = Harness::join_req("", None, &["t1"], &["range"]);
+    req.session_timeout_ms = 1;
+    let needs = h.group.join_needs(&req, &h.client);
+    assert_eq!(
+        needs,
+        JoinNeeds {
+            member_unit: true,
+            pending_id: true
+        }
+    );
+    let t = h.send_join(req);
+    assert_eq!(
+        h.join_reply(t).error_code,
+        code(ErrorCode::InvalidSessionTimeout)
+    );
+    assert_eq!((members_of(&quota), budget.in_use()), (1, 0));
+    // A static instance of the same principal taking itself over needs no new unit.
+    // (It joins a Stable group: held at the new barrier.)
+    h.join_static("s1");
+    let s1 = h.group.statics["s1"].to_string();
+    assert_eq!(members_of(&quota), 2);
+    let req = Harness::join_req("", Some("s1"), &["t1"], &["range"]);
+    assert_eq!(h.group.join_needs(&req, &h.client), JoinNeeds::default());
+    assert!(h.group.has_member(&s1));
+}
+
+/// Without an auth file nothing is charged: a join needs at most a pending id.
+#[test]
+fn an_open_server_charges_no_member_units() {
+    let h = Harness::new();
+    let req = Harness::join_req("", None, &["t1"], &["range"]);
+    assert_eq!(
+        h.group.join_needs(&req, &h.client),
+        JoinNeeds {
+            member_unit: false,
+            pending_id: true
+        }
+    );
+}
