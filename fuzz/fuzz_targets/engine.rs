@@ -117,6 +117,7 @@ impl Model {
             ..GroupConfig::default()
         });
         let catalog = HashMap::from([("t0".to_owned(), 4), ("t1".to_owned(), 2)]);
+        let ledger = Ledger::new(Quotas::default(), config.limits.max_pending_member_ids);
         Self {
             group: Group::new(GROUP.to_owned(), Arc::clone(&config), 0),
             config,
@@ -139,7 +140,7 @@ impl Model {
                 client_host: "127.0.0.1".into(),
                 access: Default::default(),
             },
-            ledger: Ledger::new(Quotas::default(), config.limits.max_pending_member_ids),
+            ledger,
         }
     }
 
