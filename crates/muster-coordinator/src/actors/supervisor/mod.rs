@@ -138,6 +138,10 @@ impl Actor for Supervisor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
+        // Never full: a session's Route (`send`) must not wait behind other sessions'
+        // messages. What comes in is bounded by the senders instead: each connection's
+        // requests in flight, and admin requests by the server's `max_admin_requests_in_flight`
+        // (checked before they are sent).
         ctx.set_mailbox_capacity(usize::MAX >> 1);
         self.env = Some(self.env(ctx));
         if let Some(initial) = self.initial.take() {
