@@ -7,7 +7,10 @@
 //!   storage is back, and the next rebalance takes the next generation;
 //! - OffsetCommit fails COORDINATOR_NOT_AVAILABLE while storage fails, and nothing of it is
 //!   visible; `/readyz` is not ready meanwhile;
-//! - retention never deletes a partition whose newer commit is still being written.
+//! - retention never deletes a partition whose newer commit is still being written;
+//! - CreateTopics waits for the disk without stalling the supervisor, and admin requests held
+//!   that way count against the server's `max_admin_requests_in_flight`: past it, admin
+//!   requests are refused at once.
 
 mod common;
 
@@ -323,5 +326,69 @@ async fn create_topics_waits_for_storage_without_stalling_the_supervisor() -> an
     assert!(store.flush().is_empty(), "the refused change wrote nothing");
     let described = as_describe_topics(conn.call(describe_topics(Some(&["t"]))).await?);
     assert_eq!(described.topics[0].partitions, 4);
+    Ok(())
+}
+
+/// The server's bound on admin requests in flight (`max_admin_requests_in_flight`, protocol
+/// §6.18): two CreateTopics held by a slow disk fill a bound of 2, so further admin requests,
+/// on any connection, are answered RESOURCE_LIMIT_REACHED at once and change nothing, while
+/// group requests are served as usual; once the two are answered their places are free again.
+#[tokio::test]
+async fn admin_requests_in_flight_are_bounded_server_wide() -> anyhow::Result<()> {
+    let store = Arc::new(GatedStore {
+        inner: MemoryStore::new(),
+        gate: Mutex::new(None),
+    });
+    let shared: Arc<dyn Store> = store.clone();
+    let mut config = fast_config();
+    config.limits.max_admin_requests_in_flight = 2;
+    let server = start_server_with(config, |o| o.store = shared);
+    let mut first = Conn::connect(server.local_addr(), "admin-1").await?;
+    let mut second = Conn::connect(server.local_addr(), "admin-2").await?;
+
+    store.close_gate();
+    // One waits for the disk, the other (the same change) behind it in the supervisor: a
+    // session takes its requests' places in the order it reads them, so both hold theirs
+    // before the ListGroups after them is read.
+    let mut writing = first.send(create_topics(&[("t", 4)])).await?;
+    let mut waiting = first.send(create_topics(&[("t", 4)])).await?;
+    let full = code(ErrorCode::ResourceLimitReached);
+    let refused = |r: Response| match r {
+        Response::Error(e) => (e.error_code, e.message),
+        other => panic!("expected Error, got {other:?}"),
+    };
+    let (error, message) = refused(first.call(list_groups(&[])).await?);
+    assert_eq!(error, full, "{message}");
+    assert!(
+        message.contains("too many admin requests in flight") && message.contains("(2)"),
+        "{message}"
+    );
+    // Server-wide: another connection's admin requests are refused too, and a refused
+    // CreateTopics creates nothing.
+    let (error, _) = refused(second.call(describe_topics(None)).await?);
+    assert_eq!(error, full);
+    let (error, _) = refused(second.call(create_topics(&[("refused", 1)])).await?);
+    assert_eq!(error, full);
+    // Group requests do not count: the supervisor still routes them.
+    let fetched = as_fetch(second.call(fetch(GROUP, None)).await?);
+    assert_eq!(fetched.error_code, 0);
+    assert_pending(&mut writing, "CreateTopics answered before it was durable");
+    assert_pending(&mut waiting, "the second CreateTopics overtook the first");
+
+    // Answered, the two give their places back (before their answers leave the server).
+    assert_eq!(store.flush().len(), 1);
+    let created = as_create_topics(wait(writing).await?);
+    assert_eq!(created.results[0].error_code, 0);
+    let unchanged = as_create_topics(wait(waiting).await?);
+    assert_eq!(unchanged.results[0].error_code, 0);
+    let listed = as_list(first.call(list_groups(&[])).await?);
+    assert_eq!(listed.error_code, 0);
+    let described = as_describe_topics(second.call(describe_topics(None)).await?);
+    let names: Vec<&str> = described.topics.iter().map(|t| t.topic.as_str()).collect();
+    assert_eq!(
+        names,
+        ["t"],
+        "only the admitted CreateTopics changed the catalog"
+    );
     Ok(())
 }

@@ -72,6 +72,12 @@ pub struct Limits {
     pub max_topics: usize,
     /// Most partitions one topic may have.
     pub max_partitions_per_topic: i32,
+    /// Most admin requests (DescribeGroups, ListGroups, DeleteGroups, CreateTopics,
+    /// DescribeTopics, GroupHistory, GroupDiagnosis) in flight at once on the server, from
+    /// every connection and the dashboard together: sent to the supervisor and not yet
+    /// answered. Checked by the server before a request is sent (the supervisor's mailbox is
+    /// not bounded), so past it a request is answered at once, never queued.
+    pub max_admin_requests_in_flight: usize,
 }
 
 impl Default for Limits {
@@ -93,6 +99,7 @@ impl Default for Limits {
             max_groups: 50_000,
             max_topics: 100_000,
             max_partitions_per_topic: 100_000,
+            max_admin_requests_in_flight: 4_096,
         }
     }
 }

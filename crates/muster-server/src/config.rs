@@ -115,6 +115,11 @@ settings! {
     /// Most partitions one topic may have (more → INVALID_PARTITIONS).
     max_partitions_per_topic: u32 = "100000", range(1 ..= 2_147_483_647);
 
+    /// Admin requests (DescribeGroups, ListGroups, DeleteGroups, CreateTopics, DescribeTopics,
+    /// GroupHistory, GroupDiagnosis) in flight at once over the whole server, dashboard
+    /// included; more are answered RESOURCE_LIMIT_REACHED at once.
+    max_admin_requests_in_flight: usize = "4096", range(1 ..= 1_000_000);
+
     /// Largest frame payload accepted, in bytes.
     max_frame_bytes: u32 = "1048576", range(64 ..= 1_073_741_824);
 
@@ -359,6 +364,7 @@ impl Settings {
                 max_topics: self.max_topics,
                 max_partitions_per_topic: i32::try_from(self.max_partitions_per_topic)
                     .unwrap_or(i32::MAX),
+                max_admin_requests_in_flight: self.max_admin_requests_in_flight,
             },
             ..GroupConfig::default()
         }
@@ -664,6 +670,8 @@ mod tests {
     fn defaults_are_valid_and_documented_in_help() {
         let s = load(&[]).expect("defaults valid");
         assert_eq!(s.group_config().offsets_retention_ms, 10_080 * 60_000);
+        // A server embedded without settings (tests, `ServerOptions::new`) gets the same limits.
+        assert_eq!(s.group_config().limits, Limits::default());
         let help = Settings::command().render_long_help().to_string();
         for flag in [
             "--listen",

@@ -6,6 +6,7 @@
 //! server on its own thread, which is what tests use (bind `127.0.0.1:0`, read the address).
 
 pub mod admin;
+pub mod admin_gate;
 pub mod auth;
 pub mod cluster;
 pub mod config;
@@ -30,6 +31,7 @@ use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
 use crate::admin::{AdminLimits, AdminServer, Readiness};
+use crate::admin_gate::AdminGate;
 use crate::auth::Auth;
 use crate::listener::{Listener, StopAccepting};
 use crate::node::{NodeIdentity, NodeOptions};
@@ -220,6 +222,8 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
     let handles: Vec<ArbiterHandle> = workers.iter().map(Arbiter::handle).collect();
     let groups = initial.groups.len();
     let max_client_id_bytes = options.group.limits.max_client_id_bytes;
+    // One count for the sessions and the dashboard: admin requests in flight server-wide.
+    let admin_gate = AdminGate::new(options.group.limits.max_admin_requests_in_flight);
     let cluster = options.cluster.as_ref().map(|setup| {
         crate::cluster::Cluster::new(&options.node.cluster_name, setup.store.shards())
     });
@@ -237,7 +241,7 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
         quotas: options.auth.quotas().clone(),
     })
     .start();
-    dashboard.connect(supervisor.clone());
+    dashboard.connect(supervisor.clone(), admin_gate.clone());
     let auth_enabled = options.auth.enabled();
     // With TLS the client listener speaks TLS on the port it bound: that is the port to
     // advertise.
@@ -261,6 +265,7 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
     )
     .with_limits(&options.limits);
     sessions.max_client_id_bytes = max_client_id_bytes;
+    sessions.admin_gate = admin_gate;
     sessions.cluster = cluster.as_ref().map(|c| Arc::clone(&c.view));
     let sessions = Arc::new(sessions);
     // Registered (and so reachable through FindCoordinator) only once sessions can be

@@ -8,15 +8,12 @@
 //!   [`AdminCall`] a client's request becomes, so the same authorization applies), its members,
 //!   the assignment by topic, its rebalance journal and the diagnosis (`insight.rs`).
 
-use actix::Addr;
 use futures_util::future::join_all;
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::{Response, StatusCode};
 use muster_coordinator::access::Access;
-use muster_coordinator::actors::{
-    GroupSummary, ListOverview, OverviewQuery, Supervisor, MAX_OVERVIEW_PAGE,
-};
+use muster_coordinator::actors::{GroupSummary, ListOverview, OverviewQuery, MAX_OVERVIEW_PAGE};
 use muster_coordinator::engine::GroupState;
 use muster_protocol::view::MemberRow;
 use muster_protocol::{
@@ -24,7 +21,7 @@ use muster_protocol::{
 };
 use serde::Serialize;
 
-use super::ask::ask;
+use super::ask::{ask, Backend};
 use super::http::{json, json_error, query_value};
 use super::insight::{self, GroupInsight, RowInsight};
 
@@ -125,17 +122,14 @@ fn overview_query(query: &str) -> Result<OverviewQuery, String> {
 }
 
 /// `/api/groups`.
-pub(super) async fn list(
-    supervisor: &Addr<Supervisor>,
-    access: Access,
-    query: &str,
-) -> Response<Full<Bytes>> {
+pub(super) async fn list(backend: &Backend, access: Access, query: &str) -> Response<Full<Bytes>> {
     let query = match overview_query(query) {
         Ok(query) => query,
         Err(message) => return json_error(StatusCode::BAD_REQUEST, &message),
     };
     let limit = query.limit;
-    let Ok(page) = supervisor
+    let Ok(page) = backend
+        .supervisor
         .send(ListOverview {
             access: access.clone(),
             query,
@@ -148,7 +142,7 @@ pub(super) async fn list(
     let insights = join_all(
         page.groups
             .iter()
-            .map(|g| insight::for_row(supervisor, &access, &g.group_id)),
+            .map(|g| insight::for_row(backend, &access, &g.group_id)),
     )
     .await;
     json(
@@ -268,14 +262,14 @@ fn group_view(g: DescribedGroup, insight: GroupInsight) -> GroupView {
 
 /// `/api/groups/<id>`.
 pub(super) async fn group(
-    supervisor: &Addr<Supervisor>,
+    backend: &Backend,
     access: Access,
     group_id: String,
 ) -> Response<Full<Bytes>> {
     let request = Request::DescribeGroups(DescribeGroupsRequest {
         group_ids: vec![group_id],
     });
-    let described = match ask(supervisor, request, access.clone()).await {
+    let described = match ask(backend, request, access.clone()).await {
         Ok(Wire::DescribeGroups(mut r)) if r.groups.len() == 1 => r.groups.remove(0),
         Ok(Wire::Error(e)) => return json_error(StatusCode::SERVICE_UNAVAILABLE, &e.message),
         Ok(other) => {
@@ -288,7 +282,7 @@ pub(super) async fn group(
     };
     match ErrorCode::from_code(described.error_code) {
         Some(ErrorCode::None) if described.state != GroupState::Dead.as_str() => {
-            let insight = insight::for_group(supervisor, &access, &described.group_id).await;
+            let insight = insight::for_group(backend, &access, &described.group_id).await;
             json(StatusCode::OK, &group_view(described, insight))
         }
         Some(ErrorCode::None) => json_error(StatusCode::NOT_FOUND, "no such group"),

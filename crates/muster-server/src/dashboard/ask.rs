@@ -1,5 +1,6 @@
 //! Asking the supervisor an admin request as a client's connection would (the same
-//! [`AdminCall`], so the same authorization applies), and awaiting its one answer: what the
+//! [`AdminCall`], so the same authorization applies, through the same [`AdminGate`], so the
+//! same server-wide bound on admin requests in flight), and awaiting its one answer: what the
 //! group page (`api.rs`) and its journal and diagnosis (`insight.rs`) both ask through.
 
 use std::sync::{Arc, Mutex, PoisonError};
@@ -7,9 +8,18 @@ use std::time::Instant;
 
 use actix::Addr;
 use muster_coordinator::access::Access;
-use muster_coordinator::actors::{AdminCall, Answer, ReplySink, ReplyTo, Supervisor, Ticket};
+use muster_coordinator::actors::{AdminCall, Answer, Replies, ReplySink, Supervisor, Ticket};
 use muster_protocol::{Request, Response as Wire};
 use tokio::sync::oneshot;
+
+use crate::admin_gate::AdminGate;
+
+/// What the dashboard asks: the supervisor, and the gate every admin request passes.
+#[derive(Debug)]
+pub(super) struct Backend {
+    pub supervisor: Addr<Supervisor>,
+    pub gate: AdminGate,
+}
 
 /// The one answer to one [`AdminCall`], handed to whoever awaits it.
 #[derive(Debug)]
@@ -30,9 +40,11 @@ impl ReplySink for OneAnswer {
     }
 }
 
-/// Asks the supervisor an admin request as a client's connection would, with `access`.
+/// Asks the supervisor an admin request as a client's connection would, with `access`. With
+/// the server's admin requests in flight at their bound, the answer is RESOURCE_LIMIT_REACHED,
+/// at once, as a client's would be.
 pub(super) async fn ask(
-    supervisor: &Addr<Supervisor>,
+    backend: &Backend,
     request: Request,
     access: Access,
 ) -> Result<Wire, &'static str> {
@@ -42,13 +54,16 @@ pub(super) async fn ask(
         request_tag: request.tag(),
         arrived: Instant::now(),
     };
-    let reply = ReplyTo::new(Arc::new(OneAnswer(Mutex::new(Some(sender)))), ticket);
-    supervisor
-        .try_send(AdminCall {
-            request,
-            reply,
-            access,
-        })
-        .map_err(|_| "the server is stopping")?;
+    let to: Replies = Arc::new(OneAnswer(Mutex::new(Some(sender))));
+    if let Some(reply) = backend.gate.admit(to, ticket) {
+        backend
+            .supervisor
+            .try_send(AdminCall {
+                request,
+                reply,
+                access,
+            })
+            .map_err(|_| "the server is stopping")?;
+    }
     answer.await.map_err(|_| "the server is stopping")
 }

@@ -10,9 +10,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use actix::Addr;
 use muster_coordinator::access::Access;
-use muster_coordinator::actors::Supervisor;
 use muster_protocol::view::AssignedPartitions;
 use muster_protocol::{
     ErrorCode, GroupDiagnosisRequest, GroupDiagnosisResponse, GroupHistoryRequest, RebalanceCause,
@@ -20,7 +18,7 @@ use muster_protocol::{
 };
 use serde::Serialize;
 
-use super::ask::ask;
+use super::ask::{ask, Backend};
 
 /// Rebalances a group page shows (the journal keeps 50 by default).
 const JOURNAL_SHOWN: u32 = 50;
@@ -220,13 +218,13 @@ fn now_ms() -> u64 {
 
 /// A group's journal (newest first, at most `limit`), or why there is none.
 pub(super) async fn journal(
-    supervisor: &Addr<Supervisor>,
+    backend: &Backend,
     access: Access,
     group_id: String,
     limit: u32,
 ) -> Result<Vec<Rebalance>, String> {
     let request = Request::GroupHistory(GroupHistoryRequest { group_id, limit });
-    match ask(supervisor, request, access).await {
+    match ask(backend, request, access).await {
         Ok(Wire::GroupHistory(r)) if r.error_code == ErrorCode::None.code() => {
             let now = now_ms();
             Ok(r.rebalances
@@ -240,12 +238,12 @@ pub(super) async fn journal(
 
 /// A group's diagnosis, or why there is none.
 pub(super) async fn why(
-    supervisor: &Addr<Supervisor>,
+    backend: &Backend,
     access: Access,
     group_id: String,
 ) -> Result<Diagnosis, String> {
     let request = Request::GroupDiagnosis(GroupDiagnosisRequest { group_id });
-    match ask(supervisor, request, access).await {
+    match ask(backend, request, access).await {
         Ok(Wire::GroupDiagnosis(d)) if d.error_code == ErrorCode::None.code() => Ok(diagnosis(d)),
         other => Err(refused("no diagnosis", other)),
     }
@@ -260,19 +258,10 @@ pub(super) struct GroupInsight {
     pub insight_error: Option<String>,
 }
 
-pub(super) async fn for_group(
-    supervisor: &Addr<Supervisor>,
-    access: &Access,
-    group_id: &str,
-) -> GroupInsight {
+pub(super) async fn for_group(backend: &Backend, access: &Access, group_id: &str) -> GroupInsight {
     let (journal, diagnosis) = tokio::join!(
-        journal(
-            supervisor,
-            access.clone(),
-            group_id.to_owned(),
-            JOURNAL_SHOWN
-        ),
-        why(supervisor, access.clone(), group_id.to_owned()),
+        journal(backend, access.clone(), group_id.to_owned(), JOURNAL_SHOWN),
+        why(backend, access.clone(), group_id.to_owned()),
     );
     let errors: Vec<String> = [journal.as_ref().err(), diagnosis.as_ref().err()]
         .into_iter()
@@ -305,14 +294,10 @@ pub(super) struct LastRebalance {
     moved: Option<u32>,
 }
 
-pub(super) async fn for_row(
-    supervisor: &Addr<Supervisor>,
-    access: &Access,
-    group_id: &str,
-) -> RowInsight {
+pub(super) async fn for_row(backend: &Backend, access: &Access, group_id: &str) -> RowInsight {
     let (journal, diagnosis) = tokio::join!(
-        journal(supervisor, access.clone(), group_id.to_owned(), 1),
-        why(supervisor, access.clone(), group_id.to_owned()),
+        journal(backend, access.clone(), group_id.to_owned(), 1),
+        why(backend, access.clone(), group_id.to_owned()),
     );
     let last_rebalance = journal
         .ok()

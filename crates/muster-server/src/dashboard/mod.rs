@@ -29,24 +29,26 @@ use hyper::{Request, Response, StatusCode};
 use muster_coordinator::access::Access;
 use muster_coordinator::actors::Supervisor;
 
+use self::ask::Backend;
 use self::http::{json_error, page, percent_decode};
+use crate::admin_gate::AdminGate;
 use crate::auth::Auth;
 
 const INDEX_HTML: &str = include_str!("index.html");
 const DASHBOARD_CSS: &str = include_str!("dashboard.css");
 const DASHBOARD_JS: &str = include_str!("dashboard.js");
 
-/// What the dashboard answers from: the supervisor (set once it runs; until then the JSON is
-/// 503) and the server's authentication.
+/// What the dashboard answers from: the supervisor and the server's admin gate (set once the
+/// supervisor runs; until then the JSON is 503) and the server's authentication.
 pub struct Dashboard {
-    supervisor: OnceLock<Addr<Supervisor>>,
+    backend: OnceLock<Backend>,
     auth: Arc<Auth>,
 }
 
 impl std::fmt::Debug for Dashboard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Dashboard")
-            .field("connected", &self.supervisor.get().is_some())
+            .field("connected", &self.backend.get().is_some())
             .field("auth", &self.auth.enabled())
             .finish()
     }
@@ -55,14 +57,15 @@ impl std::fmt::Debug for Dashboard {
 impl Dashboard {
     pub fn new(auth: Arc<Auth>) -> Arc<Self> {
         Arc::new(Dashboard {
-            supervisor: OnceLock::new(),
+            backend: OnceLock::new(),
             auth,
         })
     }
 
-    /// The supervisor is up: the JSON can be answered.
-    pub fn connect(&self, supervisor: Addr<Supervisor>) {
-        let _ = self.supervisor.set(supervisor);
+    /// The supervisor is up: the JSON can be answered. Its admin requests pass `gate`, the
+    /// one the client connections' pass.
+    pub fn connect(&self, supervisor: Addr<Supervisor>, gate: AdminGate) {
+        let _ = self.backend.set(Backend { supervisor, gate });
     }
 
     /// Answers a GET of `path` (any path the admin listener does not serve itself).
@@ -79,7 +82,7 @@ impl Dashboard {
     }
 
     async fn api(&self, req: &Request<Incoming>, peer: IpAddr) -> Response<Full<Bytes>> {
-        let Some(supervisor) = self.supervisor.get() else {
+        let Some(backend) = self.backend.get() else {
             return json_error(StatusCode::SERVICE_UNAVAILABLE, "the server is starting");
         };
         let access = match self.access(req, peer).await {
@@ -89,7 +92,7 @@ impl Dashboard {
         let path = req.uri().path();
         let query = req.uri().query().unwrap_or("");
         if path == "/api/groups" {
-            return api::list(supervisor, access, query).await;
+            return api::list(backend, access, query).await;
         }
         let Some(encoded) = path.strip_prefix("/api/groups/") else {
             return json_error(StatusCode::NOT_FOUND, "not found");
@@ -100,7 +103,7 @@ impl Dashboard {
             return json_error(StatusCode::NOT_FOUND, "not found");
         }
         match percent_decode(encoded) {
-            Some(group_id) => api::group(supervisor, access, group_id).await,
+            Some(group_id) => api::group(backend, access, group_id).await,
             None => json_error(
                 StatusCode::BAD_REQUEST,
                 "the group id is not valid percent-encoded UTF-8",

@@ -18,6 +18,10 @@
 //! back by the writer once that answer is written; with none free the session stops reading
 //! the same way. So a client that pipelines them without reading gets only that many ~1 MB
 //! answers built for it, not `max_in_flight`. Other requests pay only the tag check.
+//!
+//! Admin requests (the ones the supervisor answers) also need a permit of the server-wide
+//! [`AdminGate`], given back when they are answered; with none free one is answered
+//! RESOURCE_LIMIT_REACHED at once and reading goes on.
 
 mod auth;
 mod burst;
@@ -48,6 +52,7 @@ use tracing::{debug, warn};
 use self::burst::{Bursts, Incoming};
 use self::routing::Router;
 use self::writer::{takes_large_slot, write_responses, Outbox, ToWriter, WriteEnd, WriterLimits};
+use crate::admin_gate::AdminGate;
 use crate::auth::{Auth, SessionAuth};
 use crate::node::NodeIdentity;
 pub use crate::telemetry::NO_REQUEST;
@@ -73,6 +78,9 @@ pub struct SessionSettings {
     pub supervisor: Addr<Supervisor>,
     /// Longest client id Hello may carry (protocol §6.18); `Limits::default()`'s unless set.
     pub max_client_id_bytes: usize,
+    /// The server's admin requests in flight (shared with the dashboard); a gate of
+    /// `Limits::default()`'s size unless set.
+    pub admin_gate: AdminGate,
     /// Connections open now (the listener counts them in, sessions count themselves out).
     pub open_connections: AtomicUsize,
     shutdown: watch::Sender<bool>,
@@ -102,6 +110,9 @@ impl SessionSettings {
             auth,
             supervisor,
             max_client_id_bytes: muster_coordinator::Limits::default().max_client_id_bytes,
+            admin_gate: AdminGate::new(
+                muster_coordinator::Limits::default().max_admin_requests_in_flight,
+            ),
             open_connections: AtomicUsize::new(0),
             shutdown: watch::channel(false).0,
         }
@@ -387,13 +398,18 @@ impl Session {
             | Request::GroupHistory(_)
             | Request::GroupDiagnosis(_) => {
                 self.refresh_identity();
-                let reply = self.reply(ticket);
-                let access = self.client.access.clone();
-                self.settings.supervisor.do_send(AdminCall {
-                    request,
-                    reply,
-                    access,
-                });
+                // Past the server's bound on admin requests in flight the gate answers at once
+                // (RESOURCE_LIMIT_REACHED) and nothing is sent: the supervisor's mailbox takes
+                // whatever it is sent (`admin_gate.rs`).
+                let to = self.out.clone();
+                if let Some(reply) = self.settings.admin_gate.admit(to, ticket) {
+                    let access = self.client.access.clone();
+                    self.settings.supervisor.do_send(AdminCall {
+                        request,
+                        reply,
+                        access,
+                    });
+                }
             }
             // Open to every authenticated principal (protocol §6.19: a client must be able to
             // find its coordinator whatever its ACLs), so there is no access check; a single

@@ -1,0 +1,159 @@
+//! Where group actors come from: a request that creates its group (within the server's
+//! `max_groups` and its principal's quotas, protocol §6 and §6.18), and the groups loaded from
+//! the store (at startup, or with a shard taken over). Each is started on the next arbiter,
+//! round-robin, and registered with the unit of its creator's `max_groups` it holds.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use actix::prelude::*;
+use muster_protocol::{ErrorCode, Request};
+use tracing::{debug, info};
+
+use super::Supervisor;
+use crate::actors::group::GroupActor;
+use crate::actors::messages::{GroupCall, GroupLink};
+use crate::actors::registry::Entry;
+use crate::actors::reply::ReplyTo;
+use crate::engine::Group;
+use crate::logsafe::logsafe;
+use crate::quota::{QuotaKind, QuotaSlot};
+use crate::storage::{GroupRecord, OffsetWrite, StoredState};
+
+impl Supervisor {
+    /// Creates the group `group_id` for `call` (a request that creates its group) and hands
+    /// the call to it, unless the server or the principal may hold no more groups (or, for a
+    /// JoinGroup, the principal no more members): then `call` is answered here.
+    pub(super) fn create_group(
+        &mut self,
+        group_id: String,
+        call: GroupCall,
+        ctx: &mut Context<Self>,
+    ) -> Option<(Arc<str>, GroupLink)> {
+        if self.groups.len() >= self.config.limits.max_groups {
+            // The server holds as many groups as it may (protocol §6.18).
+            let answer = crate::engine::refusal_for(
+                &call.request,
+                ErrorCode::ResourceLimitReached,
+                &call.client.access,
+            );
+            call.reply.send(answer);
+            return None;
+        }
+        // A JoinGroup that creates its group needs a member unit too: refused now if
+        // the principal has none left, before a group is charged to it that would
+        // only stand Empty until removed.
+        let no_member_left = matches!(call.request, Request::JoinGroup(_))
+            && call
+                .client
+                .access
+                .quota()
+                .is_some_and(|q| q.at_limit(QuotaKind::Members));
+        if no_member_left {
+            let answer = crate::engine::refusal_for(
+                &call.request,
+                ErrorCode::QuotaExceeded,
+                &call.client.access,
+            );
+            call.reply.send(answer);
+            return None;
+        }
+        // The creator's `max_groups` (protocol §6), after the server's own limit.
+        let quota = match call
+            .client
+            .access
+            .quota()
+            .map(|q| q.try_take(QuotaKind::Groups))
+        {
+            None => None,
+            Some(Ok(slot)) => Some(slot),
+            Some(Err(over)) => {
+                debug!(group_id = %logsafe(&group_id), error = %over, "group not created");
+                let answer = crate::engine::refusal_for(
+                    &call.request,
+                    ErrorCode::QuotaExceeded,
+                    &call.client.access,
+                );
+                call.reply.send(answer);
+                return None;
+            }
+        };
+        debug!(group_id = %logsafe(&group_id), "group created");
+        let mut group = Group::new(group_id, Arc::clone(&self.config), self.clock.now());
+        group.set_created_by(quota.as_ref().map(|q| Arc::clone(q.principal())));
+        let (group_id, addr) = self.spawn_group(group, quota, ctx);
+        addr.do_send(call);
+        Some((group_id, addr as GroupLink))
+    }
+
+    /// Starts the actor for `group` on the next arbiter; its registry entry holds `quota`
+    /// (its creator's unit of `max_groups`).
+    fn spawn_group(
+        &mut self,
+        group: Group<ReplyTo>,
+        quota: Option<QuotaSlot>,
+        ctx: &mut Context<Self>,
+    ) -> (Arc<str>, Arc<Addr<GroupActor>>) {
+        let env = self.env(ctx);
+        let group_id = Arc::clone(group.shared_group_id());
+        let state = group.state();
+        let members = group.member_count() as u32;
+        let key = self.groups.next_key();
+        let make = move |_: &mut Context<GroupActor>| GroupActor::new(key, group, env);
+        let addr = Arc::new(if self.arbiters.is_empty() {
+            GroupActor::create(make)
+        } else {
+            let arbiter = &self.arbiters[self.next_arbiter % self.arbiters.len()];
+            self.next_arbiter = self.next_arbiter.wrapping_add(1);
+            GroupActor::start_in_arbiter(arbiter, make)
+        });
+        let inserted = self.groups.insert(Entry {
+            group_id: Arc::clone(&group_id),
+            addr: Arc::clone(&addr),
+            state,
+            members,
+            quota,
+        });
+        debug_assert_eq!(inserted, key);
+        self.count(None, Some((state, members)));
+        (group_id, addr)
+    }
+
+    /// Starts an actor for every group of `initial` (and for every group that only has
+    /// offsets), charging each to its creator's quota.
+    pub(super) fn load(&mut self, initial: StoredState, ctx: &mut Context<Self>) {
+        let now = self.clock.now();
+        let mut offsets: HashMap<String, Vec<OffsetWrite>> = initial.offsets.into_iter().collect();
+        let mut journals: HashMap<String, _> = initial.journals.into_iter().collect();
+        let groups = initial.groups.len();
+        // Loaded members are counted against their principals' quotas, whatever the limit.
+        let ledger = self.env(ctx).ledger.clone();
+        for record in initial.groups {
+            let group_offsets = offsets.remove(&record.group_id).unwrap_or_default();
+            let journal = journals.remove(&record.group_id).unwrap_or_default();
+            let (mut group, counted) =
+                Group::restore(record, group_offsets, Arc::clone(&self.config), now);
+            ledger.apply(counted);
+            group.restore_journal(journal);
+            // What exists is counted, even past a limit lowered since (never refused).
+            let quota = group
+                .created_by()
+                .map(|p| self.quotas.get(p).take(QuotaKind::Groups));
+            self.spawn_group(group, quota, ctx);
+        }
+        // Groups that only ever had simple commits have offsets but no metadata (and so no
+        // members to count).
+        for (group_id, group_offsets) in offsets {
+            let record = GroupRecord::empty(group_id, now);
+            let (group, _) = Group::restore(record, group_offsets, Arc::clone(&self.config), now);
+            self.spawn_group(group, None, ctx);
+        }
+        if !self.groups.is_empty() {
+            info!(
+                groups = self.groups.len(),
+                with_metadata = groups,
+                "groups loaded"
+            );
+        }
+    }
+}

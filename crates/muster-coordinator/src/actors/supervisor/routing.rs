@@ -1,0 +1,86 @@
+//! Routing: a group's first request from a connection reaches its actor here (or is answered
+//! here, when the group cannot be served on this node or does not exist and the request does
+//! not create it); the session caches the inbox it is handed back. Also the registry's
+//! removals (a group that forgot itself) and shutdown, which goes to every group registered.
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+use futures_util::future::join_all;
+use muster_protocol::ErrorCode;
+
+use super::Supervisor;
+use crate::access::ResourceType;
+use crate::actors::messages::{AbortHeld, Forget, GroupLink, Route, Shutdown};
+use crate::engine::{absent_group, unreadable_topics, validate_group_id, AbsentGroup};
+
+impl Supervisor {
+    /// Why a group id cannot be served here, if it cannot.
+    pub(super) fn refusal(&self, group_id: &str) -> Option<ErrorCode> {
+        if let Err(code) = validate_group_id(group_id) {
+            Some(code)
+        } else {
+            self.placement.refusal(group_id)
+        }
+    }
+
+    /// Removes the group `key` from the registry, the gauges and the timer queue.
+    pub(super) fn forget(&mut self, key: u64) {
+        if let Some(entry) = self.groups.remove(key) {
+            self.count(Some((entry.state, entry.members)), None);
+            self.timers.disarm(key);
+        }
+    }
+}
+
+impl Handler<Route> for Supervisor {
+    type Result = Option<(Arc<str>, GroupLink)>;
+
+    fn handle(&mut self, route: Route, ctx: &mut Self::Context) -> Self::Result {
+        let Route { group_id, call } = route;
+        if let Some(code) = self.refusal(&group_id) {
+            let answer = crate::engine::refusal_for(&call.request, code, &call.client.access);
+            call.reply.send(answer);
+            return None;
+        }
+        if let Some((_, entry)) = self.groups.find(&group_id) {
+            entry.addr.do_send(call);
+            let link: GroupLink = entry.addr.clone();
+            return Some((Arc::clone(&entry.group_id), link));
+        }
+        match absent_group(&call.request, &self.config, &call.client.access) {
+            AbsentGroup::Answer(response) => {
+                crate::metrics::authorization_denials(
+                    ResourceType::Topic.name(),
+                    unreadable_topics(&call.request, &call.client.access),
+                );
+                call.reply.send(response);
+                None
+            }
+            AbsentGroup::Create => self.create_group(group_id, call, ctx),
+        }
+    }
+}
+
+impl Handler<Forget> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Forget, _: &mut Self::Context) {
+        self.forget(msg.key);
+    }
+}
+
+impl Handler<Shutdown> for Supervisor {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, _: Shutdown, _: &mut Self::Context) -> Self::Result {
+        let aborts: Vec<_> = self
+            .groups
+            .values()
+            .map(|e| e.addr.send(AbortHeld))
+            .collect();
+        Box::pin(async move {
+            join_all(aborts).await;
+        })
+    }
+}
