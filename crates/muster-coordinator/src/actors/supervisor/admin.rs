@@ -57,11 +57,7 @@ impl Supervisor {
             .into_iter()
             .map(|(group_id, denied)| {
                 let addr = self.groups.find(&group_id).map(|(_, e)| e.addr.clone());
-                let refusal = if denied {
-                    Some(ErrorCode::GroupAuthorizationFailed)
-                } else {
-                    self.refusal(&group_id)
-                };
+                let refusal = self.admin_refusal(&group_id, denied);
                 async move {
                     if let Some(code) = refusal {
                         return dead_group(group_id, code);
@@ -139,11 +135,7 @@ impl Supervisor {
                     .find(&group_id)
                     .filter(|_| !denied)
                     .map(|(k, e)| (k, e.addr.clone()));
-                let refusal = if denied {
-                    Some(ErrorCode::GroupAuthorizationFailed)
-                } else {
-                    self.refusal(&group_id)
-                };
+                let refusal = self.admin_refusal(&group_id, denied);
                 async move {
                     if let Some(code) = refusal {
                         return (group_id, None, code);
@@ -180,6 +172,18 @@ impl Supervisor {
                     Response::DeleteGroups(DeleteGroupsResponse { results })
                 }),
         )
+    }
+}
+
+impl Supervisor {
+    /// Why an admin request may not touch `group_id`: the principal's denial first (it says
+    /// nothing about the group), then whatever refuses the id here.
+    fn admin_refusal(&self, group_id: &str, denied: bool) -> Option<ErrorCode> {
+        if denied {
+            Some(ErrorCode::GroupAuthorizationFailed)
+        } else {
+            self.refusal(group_id)
+        }
     }
 }
 

@@ -32,13 +32,7 @@ impl Supervisor {
     ) -> Option<(Arc<str>, GroupLink)> {
         if self.groups.len() >= self.config.limits.max_groups {
             // The server holds as many groups as it may (protocol §6.18).
-            let answer = crate::engine::refusal_for(
-                &call.request,
-                ErrorCode::ResourceLimitReached,
-                &call.client.access,
-            );
-            call.reply.send(answer);
-            return None;
+            return refuse(call, ErrorCode::ResourceLimitReached);
         }
         // A JoinGroup that creates its group needs a member unit too: refused now if
         // the principal has none left, before a group is charged to it that would
@@ -50,13 +44,7 @@ impl Supervisor {
                 .quota()
                 .is_some_and(|q| q.at_limit(QuotaKind::Members));
         if no_member_left {
-            let answer = crate::engine::refusal_for(
-                &call.request,
-                ErrorCode::QuotaExceeded,
-                &call.client.access,
-            );
-            call.reply.send(answer);
-            return None;
+            return refuse(call, ErrorCode::QuotaExceeded);
         }
         // The creator's `max_groups` (protocol §6), after the server's own limit.
         let quota = match call
@@ -69,13 +57,7 @@ impl Supervisor {
             Some(Ok(slot)) => Some(slot),
             Some(Err(over)) => {
                 debug!(group_id = %logsafe(&group_id), error = %over, "group not created");
-                let answer = crate::engine::refusal_for(
-                    &call.request,
-                    ErrorCode::QuotaExceeded,
-                    &call.client.access,
-                );
-                call.reply.send(answer);
-                return None;
+                return refuse(call, ErrorCode::QuotaExceeded);
             }
         };
         debug!(group_id = %logsafe(&group_id), "group created");
@@ -156,4 +138,11 @@ impl Supervisor {
             );
         }
     }
+}
+
+/// Answers a request for a group that is not created, with `code` in the request's shape.
+fn refuse(call: GroupCall, code: ErrorCode) -> Option<(Arc<str>, GroupLink)> {
+    let answer = crate::engine::refusal_for(&call.request, code, &call.client.access);
+    call.reply.send(answer);
+    None
 }
