@@ -483,7 +483,7 @@ impl<R> Group<R> {
 
     /// The journal entries changed since the last call (and the generations dropped from it),
     /// as one mutation to write beside the group's record; `None` if nothing changed.
-    pub(super) fn take_journal_write(&mut self) -> Option<Mutation> {
+    pub(super) fn journal_changes(&mut self) -> Option<Mutation> {
         let insight = self.insight.as_mut()?;
         if insight.unwritten == 0 && insight.dropped.is_empty() {
             return None;

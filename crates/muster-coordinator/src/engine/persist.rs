@@ -129,7 +129,7 @@ impl<R> Group<R> {
             } else {
                 // The journal entries that changed ride in the same batch (protocol §6.20).
                 let mut batch = vec![Mutation::PutGroup(self.to_record())];
-                batch.extend(self.take_journal_write());
+                batch.extend(self.journal_changes());
                 batch
             };
             self.owner_unrecorded = false;
@@ -143,7 +143,7 @@ impl<R> Group<R> {
                     partitions: std::mem::take(&mut out.expired_offsets),
                 }]));
         }
-        out.deadline = self.take_new_deadline();
+        out.deadline = self.moved_deadline();
         out
     }
 }

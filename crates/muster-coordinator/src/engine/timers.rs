@@ -25,7 +25,7 @@ impl<R> Group<R> {
     /// timer armed at or before [`Group::next_deadline`] without scanning every member after
     /// every request; after [`Group::tick`] it is the full next deadline. Heartbeats only push
     /// deadlines later, so they never produce one.
-    pub(super) fn take_new_deadline(&mut self) -> Option<Millis> {
+    pub(super) fn moved_deadline(&mut self) -> Option<Millis> {
         self.new_deadline.take()
     }
 

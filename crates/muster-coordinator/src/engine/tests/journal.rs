@@ -220,11 +220,11 @@ fn the_journal_keeps_the_last_journal_size_entries_and_says_what_to_delete() {
     let ids = h.form_group(1);
     let first = h.generation();
     // The journal rides with the group's record writes: what they carried, merged.
-    let (entries, dropped) = h.take_journal_writes();
+    let (entries, dropped) = h.journal_changess();
     assert_eq!(entries, vec![first], "the first rebalance is written");
     assert!(dropped.is_empty());
     h.heartbeat(&ids[0], first);
-    assert_eq!(h.take_journal_writes(), (vec![], vec![]), "written once");
+    assert_eq!(h.journal_changess(), (vec![], vec![]), "written once");
     for topics in [&["t1", "t2"][..], &["t1"][..]] {
         h.rejoin_with(&ids[0], |r| r.topics = strings(topics));
         h.complete_rebalance();
@@ -237,7 +237,7 @@ fn the_journal_keeps_the_last_journal_size_entries_and_says_what_to_delete() {
         "newest first"
     );
     assert_eq!(h.group.history(1).len(), 1);
-    let (entries, dropped) = h.take_journal_writes();
+    let (entries, dropped) = h.journal_changess();
     assert_eq!(
         entries,
         vec![first + 1, first + 2],
@@ -249,7 +249,7 @@ fn the_journal_keeps_the_last_journal_size_entries_and_says_what_to_delete() {
 impl Harness {
     /// The generations the record writes since the last call put into the journal, and those
     /// they deleted from it, each once, in order.
-    fn take_journal_writes(&mut self) -> (Vec<i32>, Vec<i32>) {
+    fn journal_changess(&mut self) -> (Vec<i32>, Vec<i32>) {
         let mut entries = Vec::new();
         let mut dropped = Vec::new();
         for m in std::mem::take(&mut self.journal_writes) {

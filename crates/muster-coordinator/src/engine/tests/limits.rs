@@ -273,7 +273,6 @@ fn fetch_answers_a_repeated_partition_once() {
         -1,
         vec![commit_topic("t1", &[(0, 5, Some("x".repeat(4_000)))])],
     );
-    h.group.apply_offsets(writes);
     let r = h.group.fetch_offsets(
         &OffsetFetchRequest {
             group_id: GROUP.into(),

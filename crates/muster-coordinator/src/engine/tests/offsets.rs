@@ -214,7 +214,6 @@ fn fetch_returns_applied_offsets() {
             commit_topic("alpha", &[(1, 7, None)]),
         ],
     );
-    h.group.apply_offsets(writes);
     let fetched = h.group.fetch_offsets(
         &OffsetFetchRequest {
             group_id: GROUP.into(),
@@ -276,7 +275,6 @@ fn offsets_survive_membership_changes() {
         generation,
         vec![commit_topic("t1", &[(0, 42, None)])],
     );
-    h.group.apply_offsets(w);
     h.leave(&[(&ids[0], None)]);
     assert_eq!(h.state(), GroupState::Empty);
     let f = h.group.fetch_offsets(

@@ -17,7 +17,6 @@ fn restored_stable_group_carries_on() {
         generation,
         vec![commit_topic("t1", &[(0, 9, None)])],
     );
-    h.group.apply_offsets(w.clone());
     h.advance(5_000);
     h.restart(w);
 

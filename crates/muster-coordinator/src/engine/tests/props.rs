@@ -236,7 +236,6 @@ fn run_ops(delay: u32, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     );
                     prop_assert!(r.error_code != 0 || w.len() == 1);
                     prop_assert!(r.error_code == 0 || w.is_empty());
-                    h.group.apply_offsets(w);
                 }
             }
             Op::Leave { i } => {

@@ -97,10 +97,8 @@ fn new_member_held_join_is_capped() {
 fn offsets_expire_by_commit_time_and_state_since_tracks_empty() {
     let mut h = Harness::new();
     let (_, w) = h.commit("", None, -1, vec![commit_topic("t1", &[(0, 1, None)])]);
-    h.group.apply_offsets(w);
     h.now = 100;
     let (_, w) = h.commit("", None, -1, vec![commit_topic("t1", &[(1, 2, None)])]);
-    h.group.apply_offsets(w);
     assert_eq!(h.group.expire_offsets(50), vec![("t1".to_owned(), 0)]);
     assert!(h.group.has_offsets());
     assert_eq!(h.group.expire_offsets(100), vec![("t1".to_owned(), 1)]);
@@ -137,7 +135,6 @@ impl Harness {
             vec![commit_topic("t1", &[(partition, offset, None)])],
         );
         assert_eq!(response.error_code, code(ErrorCode::None));
-        self.group.apply_offsets(writes);
     }
 
     fn committed(&self) -> Vec<(String, i32, i64)> {

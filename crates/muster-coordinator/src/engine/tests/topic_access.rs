@@ -63,7 +63,6 @@ fn committed() -> Harness {
         ],
     );
     assert_eq!(r.error_code, 0);
-    h.group.apply_offsets(writes);
     h
 }
 
