@@ -12,8 +12,8 @@ use actix::prelude::*;
 use metrics::{counter, histogram};
 use muster_coordinator::access::{Operation, ResourceType};
 use muster_coordinator::actors::Ticket;
-use muster_coordinator::engine::error_for;
 use muster_coordinator::logsafe;
+use muster_protocol::error_answers::error_for;
 use muster_protocol::{
     ErrorCode, HelloRequest, HelloResponse, Request, Response, MAX_PROTOCOL_VERSION,
     MIN_PROTOCOL_VERSION,

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
+use muster_protocol::error_answers::{error_for, error_like};
 use muster_protocol::{ErrorCode, HeartbeatRequest, HeartbeatResponse, Request, Response};
 use tracing::{debug, error, info, warn};
 use uuid::Uuid;
@@ -31,9 +32,7 @@ use crate::access::ResourceType;
 use crate::catalog::TopicCatalog;
 use crate::clock::Clock;
 use crate::config::GroupConfig;
-use crate::engine::{
-    error_for, error_like, unreadable_topics, Ctx, Group, GroupState, Millis, Output,
-};
+use crate::engine::{unreadable_topics, Ctx, Group, GroupState, Millis, Output};
 use crate::logsafe::logsafe;
 use crate::quota::Quotas;
 use crate::storage::{Mutation, Store, StoreError};

@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use futures_util::future::join_all;
 use muster_protocol::{
-    CreateTopicsResponse, DeleteGroupsResponse, DescribeGroupsResponse, DescribeTopicsResponse,
-    DescribedGroup, ErrorCode, GroupResult, ListGroupsResponse, ListedGroup, Request, Response,
+    validate_group_id, CreateTopicsResponse, DeleteGroupsResponse, DescribeGroupsResponse,
+    DescribeTopicsResponse, DescribedGroup, ErrorCode, GroupResult, ListGroupsResponse,
+    ListedGroup, Request, Response,
 };
 use tracing::{debug, error, info};
 
@@ -34,9 +35,7 @@ use crate::access::{Access, ResourceType};
 use crate::catalog::TopicCatalog;
 use crate::clock::Clock;
 use crate::config::{GroupConfig, MAX_ENCODABLE_GROUP_SIZE, MAX_LISTED_GROUPS};
-use crate::engine::{
-    absent_group, unreadable_topics, validate_group_id, AbsentGroup, Group, GroupState, Millis,
-};
+use crate::engine::{absent_group, unreadable_topics, AbsentGroup, Group, GroupState, Millis};
 use crate::logsafe::{logsafe, logsafe_list};
 use crate::quota::{QuotaKind, QuotaSlot, Quotas};
 use crate::storage::{GroupRecord, Mutation, OffsetWrite, Store, StoredState};
