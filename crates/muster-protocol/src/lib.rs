@@ -101,6 +101,7 @@ mod error;
 pub mod error_answers;
 mod group_id;
 mod insight;
+mod shared;
 mod state;
 mod types;
 #[cfg(feature = "serde")]
@@ -118,5 +119,6 @@ pub use codec::{
 pub use error::ErrorCode;
 pub use group_id::{validate_group_id, MAX_GROUP_ID_BYTES};
 pub use insight::*;
+pub use shared::*;
 pub use state::{GroupState, UnknownGroupState};
 pub use types::*;
