@@ -8,8 +8,12 @@
 //!   (`MUSTER_REQUIRE_DOCKER=1`).
 //! - `cargo xtask install TOOL...`: installs the named tools when missing (CI uses it for
 //!   protoc and python3).
+//! - `cargo xtask layout`: the source layout check, which `cargo test -p xtask` also runs: no
+//!   import loop in any crate (`import_loops.rs` says what counts).
 
 mod containers;
+mod import_loops;
+mod modtree;
 mod tools;
 
 use std::path::PathBuf;
@@ -44,6 +48,12 @@ enum Cmd {
         #[arg(required = true)]
         tools: Vec<String>,
     },
+    /// Check the source layout: no import loop.
+    Layout {
+        /// The checkout to check (default: this one).
+        #[arg(long)]
+        repo: Option<PathBuf>,
+    },
 }
 
 /// A step message.
@@ -64,7 +74,19 @@ fn main() -> Result<()> {
                 .collect::<Result<Vec<_>>>()?;
             tools::ensure(&wanted)
         }
+        Cmd::Layout { repo: dir } => layout(dir.map_or_else(repo, Ok)?),
     }
+}
+
+/// `cargo xtask layout`: the layout check, every finding listed.
+fn layout(repo: PathBuf) -> Result<()> {
+    let loops = import_loops::workspace_loops(&repo)?;
+    if loops.is_empty() {
+        say("no import loop");
+        return Ok(());
+    }
+    eprint!("{}", import_loops::report(&loops));
+    bail!("{} import loop(s)", loops.len())
 }
 
 /// The tools `cargo test --workspace` runs, with or without the container tests.
@@ -232,7 +254,7 @@ mod tests {
                 assert!(!no_containers);
                 assert_eq!(cargo_args, ["--test", "groups", "--nocapture"]);
             }
-            Cmd::Install { .. } => panic!("parsed as install"),
+            other => panic!("parsed as {other:?}"),
         }
     }
 
