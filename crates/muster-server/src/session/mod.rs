@@ -49,6 +49,7 @@ use self::burst::{Bursts, Incoming};
 use self::routing::Router;
 use self::writer::{takes_large_slot, write_responses, Outbox, ToWriter, WriteEnd, WriterLimits};
 use crate::auth::{Auth, SessionAuth};
+use crate::connection_limits::ConnectionLimits;
 use crate::node::NodeIdentity;
 pub use crate::telemetry::NO_REQUEST;
 use crate::tls::ClientStream;
@@ -95,7 +96,7 @@ impl SessionSettings {
             max_in_flight,
             max_connections,
             idle_timeout,
-            writer: WriterLimits::from(&crate::ConnectionLimits::default()),
+            writer: WriterLimits::from(&ConnectionLimits::default()),
             server_id,
             node,
             cluster: None,
@@ -108,7 +109,7 @@ impl SessionSettings {
     }
 
     /// Each connection's bound on unwritten answers and its write timeout.
-    pub fn with_limits(mut self, limits: &crate::ConnectionLimits) -> Self {
+    pub fn with_limits(mut self, limits: &ConnectionLimits) -> Self {
         self.writer = WriterLimits::from(limits);
         self
     }
