@@ -1,9 +1,9 @@
-//! Per-principal quotas on what a principal holds (protocol §6: `max_groups` counts the existing
-//! groups it created, `max_members` its members and pending member ids across groups). A
+//! Per-principal quotas on what a principal holds (protocol §5 "Quotas": `max_groups` counts the
+//! existing groups it created, `max_members` its members and pending member ids across groups). A
 //! [`Quota`] keeps the counts; what holds a unit holds a [`QuotaSlot`], which gives it back when
-//! dropped, so whatever way a member or group goes (leave, expiry, eviction, deletion, fencing)
-//! the count follows without a rule to forget. [`Quotas`] is the table by principal name that
-//! the auth file's reloads and the store's recovery share, so counts survive both.
+//! dropped, so whatever way a member or group goes (leave, expiry, eviction, deletion, fencing) the
+//! count follows without a rule to forget. [`Quotas`] is the table by principal name that the auth
+//! file's reloads and the store's recovery share, so counts survive both.
 //!
 //! The request-rate quota is not here: it throttles reading a connection (the server's
 //! session), it holds nothing.

@@ -172,7 +172,7 @@ pub struct DescribeTopicsRequest {
     pub topics: Option<Vec<String>>,
 }
 
-/// Which node coordinates a group (protocol §6 additions). Not a group request: any node
+/// Which node coordinates a group (protocol §6.19). Not a group request: any node
 /// answers it, whether or not it coordinates the group.
 #[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
 #[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]

@@ -1,4 +1,4 @@
-//! What each request gets when its group does not exist (protocol §5: only a JoinGroup with
+//! What each request gets when its group does not exist (protocol §6.1: only a JoinGroup with
 //! an empty member id, or a simple OffsetCommit with generation -1, creates a group). Whether
 //! the group id is valid at all is the wire's rule, `muster_protocol::validate_group_id`.
 

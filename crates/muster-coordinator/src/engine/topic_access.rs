@@ -1,4 +1,4 @@
-//! Topic authorization of OffsetCommit and OffsetFetch (protocol §6 "Authorization"): as in
+//! Topic authorization of OffsetCommit and OffsetFetch (protocol §5 "Authorization"): as in
 //! Kafka, every topic such a request names needs `read` on it; each partition of a topic the
 //! principal may not read is answered TOPIC_AUTHORIZATION_FAILED and the other topics are
 //! processed; an OffsetFetch of every committed topic leaves out the ones it may not read.
@@ -39,7 +39,7 @@ pub(super) fn deny_unreadable(response: &mut OffsetCommitResponse, access: &Acce
 /// The answer to a group request refused as a whole before it reached a group (an invalid id,
 /// another node's group, the server's or the principal's group limit): [`error_for`],
 /// with an OffsetCommit's unreadable topics answered TOPIC_AUTHORIZATION_FAILED all the same
-/// (the denial comes first, protocol §6).
+/// (the denial comes first, protocol §5 "Authorization").
 pub fn refusal_for(request: &Request, code: ErrorCode, access: &Access) -> Response {
     let mut response = error_for(request, code);
     if let Response::OffsetCommit(commit) = &mut response {

@@ -1,6 +1,6 @@
 //! A connection's identity: the Hello that authenticates it (token or client certificate, with
 //! repeated failures from one address slowed down), the group permission every group request
-//! needs before it goes anywhere (protocol §6: authorization is checked before any other
+//! needs before it goes anywhere (protocol §5 "Authorization": checked before any other
 //! validation), and its principal's request-rate quota, which delays reading the connection
 //! instead of failing requests (Kafka's channel muting). A SIGHUP reload reaches a session at
 //! its next request: its principal's grants and rate are looked up again then.

@@ -1,10 +1,10 @@
 //! One client connection: a session actor that reads frames, enforces the connection rules of
-//! protocol §1 (Hello first, frame limits, undecodable payloads), and dispatches each request
-//! to its group (see `routing.rs`) or, for admin requests, the supervisor; it answers the
+//! protocol §1 and §5 (Hello first, frame limits, undecodable payloads), and dispatches each
+//! request to its group (see `routing.rs`) or, for admin requests, the supervisor; it answers the
 //! cluster requests (FindCoordinator, DescribeCluster) itself, from this node's identity
-//! (`node.rs`), without touching a group. Its lifecycle: it
-//! is counted in by the listener ([`ConnectionSlot`]), starts its reader (`burst.rs`) and its
-//! writer task (`writer.rs`) in `started`, and on stop sends what it gathered before closing.
+//! (`node.rs`), without touching a group. Its lifecycle: it is counted in by the listener
+//! ([`ConnectionSlot`]), starts its reader (`burst.rs`) and its writer task (`writer.rs`) in
+//! `started`, and on stop sends what it gathered before closing.
 //!
 //! Backpressure: each request takes a slot from the connection's in-flight semaphore, released
 //! by the writer when its response has been written. With every slot taken the session stops

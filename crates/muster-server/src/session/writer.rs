@@ -78,7 +78,7 @@ impl ReplySink for Outbox {
     }
 }
 
-/// A connection writer's limits (protocol §1 "Backpressure").
+/// A connection writer's limits (protocol §5, "Requests" and "Errors on the connection").
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct WriterLimits {
     /// Encoded answers not yet written at which the session stops reading (the writer takes

@@ -468,7 +468,7 @@ impl Supervisor {
         if !admin_access::may_create_any(&call.access, &topics) {
             // Nothing here it may create (or nothing named): answered at once, never queued
             // behind a change in flight, so a principal without `create` cannot fill the
-            // queue, and its denial comes before any other answer (protocol §6).
+            // queue, and its denial comes before any other answer (protocol §5 "Authorization").
             let requested: Vec<String> = topics.iter().map(|t| t.topic.clone()).collect();
             let (_, denied) = admin_access::creatable_topics(&call.access, topics);
             call.reply
@@ -635,7 +635,7 @@ impl Handler<Route> for Supervisor {
                     call.reply.send(answer);
                     return None;
                 }
-                // The creator's `max_groups` (protocol §6), after the server's own limit.
+                // The creator's `max_groups` (protocol §5 "Quotas"), after the server's own limit.
                 let quota = match call
                     .client
                     .access
