@@ -1,4 +1,4 @@
-//! Authorization over real TCP (issue #12, protocol §6 "Authorization"): every request allowed
+//! Authorization over real TCP (issue #12, protocol §5 "Authorization"): every request allowed
 //! and denied by the ACLs of an auth file, a principal confined to `orders-*` that can neither
 //! see nor touch `billing-*`, `"*"` ACLs, implied `describe`, cluster admin, refused Hellos, an
 //! open server without an auth file, and a reload that changes what an open connection may do

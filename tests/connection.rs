@@ -1,6 +1,6 @@
-//! Connection rules of protocol §1 over real TCP: Hello first, version negotiation, undecodable
-//! payloads, frame limits, out-of-order answers, many connections, and a client vanishing
-//! while the coordinator holds its JoinGroup.
+//! Connection rules of protocol §1 and §5 over real TCP: Hello first, version negotiation,
+//! undecodable payloads, frame limits, out-of-order answers, many connections, and a client
+//! vanishing while the coordinator holds its JoinGroup.
 
 mod common;
 

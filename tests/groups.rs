@@ -1,6 +1,6 @@
 //! Consumer groups over TCP with several members, each on its own connection: rebalances,
 //! session expiry, a leader that never syncs, static membership, a large group, leaving,
-//! size limits, the initial rebalance delay and group-id validation (protocol §5).
+//! size limits, the initial rebalance delay and group-id validation (protocol §6).
 
 mod common;
 

@@ -1,5 +1,5 @@
-//! Offsets and the admin requests over TCP (protocol §5): OffsetCommit/OffsetFetch and their
-//! generation rules, DescribeGroups, ListGroups, DeleteGroups, and the topic catalog with the
+//! Offsets and the admin requests over TCP (protocol §6.13–§6.16): OffsetCommit/OffsetFetch and
+//! their generation rules, DescribeGroups, ListGroups, DeleteGroups, and the topic catalog with the
 //! rebalances its changes cause.
 
 mod common;

@@ -1,5 +1,5 @@
-//! Per-principal quotas over real TCP (issue #12, protocol §6), each test with its own auth
-//! file and in-process server:
+//! Per-principal quotas over real TCP (issue #12, protocol §5 "Quotas"), each test with its
+//! own auth file and in-process server:
 //!
 //! - `max_groups` counts the groups a principal created, by JoinGroup or by a generation -1
 //!   OffsetCommit; past it, creating one more is answered QUOTA_EXCEEDED (202); deleting one

@@ -1,5 +1,5 @@
 //! The group engine driven by arbitrary sequences of requests, clock advances, timer ticks,
-//! topic changes and crash-restarts, checking after every step the invariants protocol §5
+//! topic changes and crash-restarts, checking after every step the invariants protocol §6
 //! promises:
 //!
 //! - the generation never decreases, and never falls below a generation already handed to a

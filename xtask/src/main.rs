@@ -8,8 +8,14 @@
 //!   (`MUSTER_REQUIRE_DOCKER=1`).
 //! - `cargo xtask install TOOL...`: installs the named tools when missing (CI uses it for
 //!   protoc and python3).
+//! - `cargo xtask layout`: the source layout checks, which `cargo test -p xtask` also runs: no
+//!   import loop in any crate (`import_loops.rs` says what counts), and every path
+//!   docs/architecture.md names exists (`doc_paths.rs`).
 
 mod containers;
+mod doc_paths;
+mod import_loops;
+mod modtree;
 mod tools;
 
 use std::path::PathBuf;
@@ -44,6 +50,12 @@ enum Cmd {
         #[arg(required = true)]
         tools: Vec<String>,
     },
+    /// Check the source layout: no import loop, no stale path in docs/architecture.md.
+    Layout {
+        /// The checkout to check (default: this one).
+        #[arg(long)]
+        repo: Option<PathBuf>,
+    },
 }
 
 /// A step message.
@@ -64,7 +76,27 @@ fn main() -> Result<()> {
                 .collect::<Result<Vec<_>>>()?;
             tools::ensure(&wanted)
         }
+        Cmd::Layout { repo: dir } => layout(dir.map_or_else(repo, Ok)?),
     }
+}
+
+/// `cargo xtask layout`: both layout checks, every finding listed.
+fn layout(repo: PathBuf) -> Result<()> {
+    let loops = import_loops::workspace_loops(&repo)?;
+    let missing = doc_paths::missing_paths(&repo)?;
+    if loops.is_empty() && missing.is_empty() {
+        say("no import loop; every path docs/architecture.md names exists");
+        return Ok(());
+    }
+    eprint!("{}", import_loops::report(&loops));
+    for path in &missing {
+        eprintln!("{}: names `{path}`, which does not exist", doc_paths::DOC);
+    }
+    bail!(
+        "{} import loop(s), {} missing path(s)",
+        loops.len(),
+        missing.len()
+    )
 }
 
 /// The tools `cargo test --workspace` runs, with or without the container tests.
@@ -232,7 +264,7 @@ mod tests {
                 assert!(!no_containers);
                 assert_eq!(cargo_args, ["--test", "groups", "--nocapture"]);
             }
-            Cmd::Install { .. } => panic!("parsed as install"),
+            other => panic!("parsed as {other:?}"),
         }
     }
 

@@ -1,4 +1,4 @@
-//! The ACL model (protocol §6 "Authorization", docs/security.md): resource types, operations,
+//! The ACL model (protocol §5 "Authorization", docs/security.md): resource types, operations,
 //! name patterns, and [`Grant`], one ACL as it applies to a principal. Implied operations are
 //! folded into a grant when it is made.
 

@@ -1,4 +1,4 @@
-//! Who may do what: the authorization model of protocol §6 "Authorization" (docs/security.md).
+//! Who may do what: the authorization model of protocol §5 "Authorization" (docs/security.md).
 //! A [`Principal`] is an authenticated identity with the ACL grants that apply to it; an
 //! [`Access`] is what a connection carries: a principal, or `open` when the server runs without
 //! an auth file (everything allowed). The server builds principals from its auth file; the

@@ -1,4 +1,4 @@
-//! The topic catalog (protocol §5 "Topics"): which topics exist and how many partitions each
+//! The topic catalog (protocol §6.16): which topics exist and how many partitions each
 //! has. Validation and change detection are pure; the supervisor owns the only writer, group
 //! actors read it when a barrier completes (the leader's `topics`).
 
@@ -12,7 +12,7 @@ use crate::types::TopicLookup;
 /// Longest topic name, in bytes.
 pub const MAX_TOPIC_NAME_BYTES: usize = 249;
 
-/// Protocol §5: 1..=249 bytes of `[A-Za-z0-9._-]`.
+/// Protocol §6.16: 1..=249 bytes of `[A-Za-z0-9._-]`.
 pub fn validate_topic_name(name: &str) -> Result<(), ErrorCode> {
     let ok = !name.is_empty()
         && name.len() <= MAX_TOPIC_NAME_BYTES

@@ -1,4 +1,4 @@
-//! Settings the group engine obeys (protocol §5 "Settings named here"), shared by every group.
+//! Settings the group engine obeys (protocol §8), shared by every group.
 
 use muster_protocol::{DescribedMember, JoinedMember, ListedGroup};
 

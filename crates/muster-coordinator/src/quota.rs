@@ -1,4 +1,4 @@
-//! Per-principal quotas on what a principal holds (protocol §6: `max_groups` counts the existing
+//! Per-principal quotas on what a principal holds (protocol §5 "Quotas": `max_groups` counts the existing
 //! groups it created, `max_members` its members and pending member ids across groups). A
 //! [`Quota`] keeps the counts. A group's registry entry holds its creator's unit as a
 //! [`QuotaSlot`], which gives it back when dropped, whatever way the group goes. Members' units

@@ -38,7 +38,7 @@ impl fmt::Display for PrincipalName {
 /// Milliseconds on the coordinator's clock (monotonic while the process runs).
 pub type Millis = u64;
 
-/// The life-cycle states of protocol §5 (shared with clients through the protocol crate).
+/// The life-cycle states of protocol §6.1 (shared with clients through the protocol crate).
 pub use muster_protocol::GroupState;
 
 /// Why a rebalance started (for operators' logs and metrics).

@@ -4,7 +4,7 @@
 
 use wincode::{SchemaRead, SchemaWrite};
 
-use crate::TopicPartitions;
+use crate::shared::TopicPartitions;
 
 /// The rebalance journal of one group (protocol §6.20): its last rebalances, newest first.
 #[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]

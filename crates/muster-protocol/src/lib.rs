@@ -42,7 +42,10 @@
 //!   for the payload alone);
 //! - [`check_frame_length`], [`split_frame`], [`correlation_hint`]: the framing rules;
 //! - [`ErrorCode`]: the wire error codes, with names and descriptions, from one table;
-//! - [`Request::group_id`]: the group a group-scoped request is addressed to;
+//! - [`Request::group_id`]: the group a group-scoped request is addressed to, and
+//!   [`validate_group_id`]: whether a group id is valid (protocol §6.2);
+//! - [`error_answers`]: a refusal in each request's own answer shape ([`error_answers::error_for`]
+//!   and the like), for whoever refuses a request before or after it reaches its group;
 //! - with the `serde` feature, `view`: the JSON shape of a described member that the CLI and
 //!   the dashboard share (presentation of a decoded answer, not part of the codec).
 //!
@@ -95,7 +98,10 @@
 
 pub mod codec;
 mod error;
+pub mod error_answers;
+mod group_id;
 mod insight;
+mod shared;
 mod state;
 mod types;
 #[cfg(feature = "serde")]
@@ -111,6 +117,8 @@ pub use codec::{
     MIN_PROTOCOL_VERSION, PROTOCOL_VERSION,
 };
 pub use error::ErrorCode;
+pub use group_id::{validate_group_id, MAX_GROUP_ID_BYTES};
 pub use insight::*;
+pub use shared::*;
 pub use state::{GroupState, UnknownGroupState};
 pub use types::*;

@@ -1,4 +1,4 @@
-//! The group states of protocol §5, whose names travel as `state` strings in DescribeGroups,
+//! The group states of protocol §6.1, whose names travel as `state` strings in DescribeGroups,
 //! ListGroups and the ListGroups filter. Shared by the server's engine and every client.
 
 use std::fmt;

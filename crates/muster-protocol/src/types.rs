@@ -1,6 +1,8 @@
 //! The message types of protocol v1, field for field and variant for variant as in
-//! `docs/protocol.md` §3. Field order and variant order are the wire format: never reorder,
-//! only append variants at the end of an enum.
+//! `docs/protocol.md` §3: the frames, the `Request` and `Response` enums and each request's
+//! and response's own struct (the structures they share are `shared.rs`'s). Field order and
+//! variant order are the wire format: never reorder, only append variants at the end of an
+//! enum.
 //!
 //! Every `error_code` is kept as a raw `i16` so that a peer newer than us (with codes we do not
 //! know) still decodes; [`crate::ErrorCode`] names the values we use.
@@ -9,6 +11,11 @@ use wincode::{SchemaRead, SchemaWrite};
 
 use crate::insight::{
     GroupDiagnosisRequest, GroupDiagnosisResponse, GroupHistoryRequest, GroupHistoryResponse,
+};
+use crate::shared::{
+    AssignorMetadata, ClusterNode, DescribedGroup, FetchedTopic, GroupResult, JoinedMember,
+    LeaveResult, LeavingMember, ListedGroup, MemberAssignment, OffsetCommitTopic, PartitionResults,
+    TopicInfo, TopicPartitions, TopicResult,
 };
 use crate::ErrorCode;
 
@@ -26,29 +33,6 @@ pub struct RequestFrame {
 pub struct ResponseFrame {
     pub correlation_id: u32,
     pub response: Response,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
-#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
-pub struct TopicPartitions {
-    pub topic: String,
-    pub partitions: Vec<i32>,
-}
-
-/// One assignor the member supports, with the member's user data for it (by preference).
-#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
-#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
-pub struct AssignorMetadata {
-    pub name: String,
-    pub user_data: Vec<u8>,
-}
-
-/// A topic of the server's catalog.
-#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
-#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
-pub struct TopicInfo {
-    pub topic: String,
-    pub partitions: i32,
 }
 
 /// Every request, in wire order (variant index = tag).
@@ -188,7 +172,7 @@ pub struct DescribeTopicsRequest {
     pub topics: Option<Vec<String>>,
 }
 
-/// Which node coordinates a group (protocol §6 additions). Not a group request: any node
+/// Which node coordinates a group (protocol §6.19). Not a group request: any node
 /// answers it, whether or not it coordinates the group.
 #[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
 #[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
@@ -202,37 +186,6 @@ pub struct FindCoordinatorRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
 #[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct DescribeClusterRequest {}
-
-#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
-#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
-pub struct MemberAssignment {
-    pub member_id: String,
-    pub partitions: Vec<TopicPartitions>,
-    pub user_data: Vec<u8>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
-#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
-pub struct LeavingMember {
-    pub member_id: String,
-    pub group_instance_id: Option<String>,
-    pub reason: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
-#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
-pub struct OffsetCommitTopic {
-    pub topic: String,
-    pub partitions: Vec<OffsetCommitPartition>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
-#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
-pub struct OffsetCommitPartition {
-    pub partition: i32,
-    pub offset: i64,
-    pub metadata: Option<String>,
-}
 
 /// Every response, in wire order (variant index = tag).
 #[derive(Debug, Clone, PartialEq, Eq, SchemaWrite, SchemaRead)]
@@ -372,120 +325,12 @@ pub struct DescribeClusterResponse {
     pub nodes: Vec<ClusterNode>,
 }
 
-/// One live node of a cluster: where clients reach it, and the shards it owns.
-#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
-#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
-pub struct ClusterNode {
-    pub node_id: String,
-    pub host: String,
-    pub port: u16,
-    pub shards: Vec<u32>,
-}
-
 /// A request-level failure, for any request.
 #[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
 #[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct ErrorResponse {
     pub error_code: i16,
     pub message: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
-#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
-pub struct JoinedMember {
-    pub member_id: String,
-    pub group_instance_id: Option<String>,
-    pub topics: Vec<String>,
-    /// The member's user data for the chosen assignor.
-    pub user_data: Vec<u8>,
-    pub owned_partitions: Vec<TopicPartitions>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
-#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
-pub struct LeaveResult {
-    pub member_id: String,
-    pub group_instance_id: Option<String>,
-    pub error_code: i16,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
-#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
-pub struct PartitionResults {
-    pub topic: String,
-    pub partitions: Vec<PartitionResult>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
-#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
-pub struct PartitionResult {
-    pub partition: i32,
-    pub error_code: i16,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
-#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
-pub struct FetchedTopic {
-    pub topic: String,
-    pub partitions: Vec<FetchedPartition>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
-#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
-pub struct FetchedPartition {
-    pub partition: i32,
-    /// -1: nothing committed.
-    pub offset: i64,
-    pub metadata: Option<String>,
-    pub error_code: i16,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
-#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
-pub struct DescribedGroup {
-    pub error_code: i16,
-    pub group_id: String,
-    pub state: String,
-    pub generation_id: i32,
-    pub assignor: Option<String>,
-    pub leader_id: String,
-    pub members: Vec<DescribedMember>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
-#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
-pub struct DescribedMember {
-    pub member_id: String,
-    pub group_instance_id: Option<String>,
-    pub client_id: String,
-    pub client_host: String,
-    pub topics: Vec<String>,
-    pub assignment: Vec<TopicPartitions>,
-    pub session_timeout_ms: u32,
-    pub last_seen_ms_ago: u64,
-    pub holding_rebalance: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
-#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
-pub struct ListedGroup {
-    pub group_id: String,
-    pub state: String,
-    pub members: u32,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
-#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
-pub struct GroupResult {
-    pub group_id: String,
-    pub error_code: i16,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
-#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
-pub struct TopicResult {
-    pub topic: String,
-    pub error_code: i16,
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tracing::{debug, info, warn};
 
+use crate::connection_limits::ConnectionLimits;
 use crate::dashboard::Dashboard;
 use crate::listener::AcceptBackoff;
 use crate::telemetry::{metrics_handle, render_metrics};
@@ -95,8 +96,8 @@ pub struct AdminLimits {
     pub timeout: Duration,
 }
 
-impl From<&crate::ConnectionLimits> for AdminLimits {
-    fn from(limits: &crate::ConnectionLimits) -> Self {
+impl From<&ConnectionLimits> for AdminLimits {
+    fn from(limits: &ConnectionLimits) -> Self {
         Self {
             max_connections: limits.admin_max_connections,
             timeout: limits.admin_timeout,

@@ -29,6 +29,7 @@ use std::time::Duration;
 use clap::{Arg, ArgMatches, Command};
 use muster_coordinator::{GroupConfig, Limits};
 
+use crate::connection_limits::ConnectionLimits;
 use crate::node::{check_cluster_name, check_node_id, BadHostPort, HostPort, NodeOptions};
 use crate::telemetry::LogFormat;
 use table::settings;
@@ -416,8 +417,8 @@ impl Settings {
     }
 
     /// Connection writer and admin listener limits, as [`crate::ServerOptions`] takes them.
-    pub fn connection_limits(&self) -> crate::ConnectionLimits {
-        crate::ConnectionLimits {
+    pub fn connection_limits(&self) -> ConnectionLimits {
+        ConnectionLimits {
             max_buffered_response_bytes: usize::try_from(self.max_buffered_response_bytes)
                 .unwrap_or(usize::MAX),
             write_timeout: Duration::from_millis(self.write_timeout_ms),

@@ -10,6 +10,7 @@ pub mod admin_gate;
 pub mod auth;
 pub mod cluster;
 pub mod config;
+pub mod connection_limits;
 pub mod dashboard;
 pub mod fatal;
 pub mod listener;
@@ -33,9 +34,13 @@ use tracing::{error, info, warn};
 use crate::admin::{AdminLimits, AdminServer, Readiness};
 use crate::admin_gate::AdminGate;
 use crate::auth::Auth;
+use crate::cluster::{Cluster, ClusterHandle, ClusterSetup};
+use crate::connection_limits::ConnectionLimits;
+use crate::dashboard::Dashboard;
 use crate::listener::{Listener, StopAccepting};
 use crate::node::{NodeIdentity, NodeOptions};
 use crate::session::SessionSettings;
+use crate::tls::TlsSettings;
 
 /// How a server is set up.
 pub struct ServerOptions {
@@ -58,12 +63,12 @@ pub struct ServerOptions {
     /// How long shutdown may take: held requests answered, storage flushed, answers written.
     pub shutdown_timeout: Duration,
     /// TLS on the client and admin listeners (`TlsSettings::load`); `None` = plaintext.
-    pub tls: Option<crate::tls::TlsSettings>,
+    pub tls: Option<TlsSettings>,
     /// Node id, advertised address and cluster name (FindCoordinator, DescribeCluster).
     pub node: NodeOptions,
     /// Cluster mode (`--cluster-etcd`): the etcd store and the lease; `None` = a single node
     /// (`store` then holds everything).
-    pub cluster: Option<crate::cluster::ClusterSetup>,
+    pub cluster: Option<ClusterSetup>,
     /// Set true once state is loaded and clients are accepted (shared with the caller so a
     /// readiness probe can be served before the server starts).
     pub readiness: Readiness,
@@ -89,36 +94,6 @@ impl ServerOptions {
             tls: None,
             node: NodeOptions::default(),
             cluster: None,
-        }
-    }
-}
-
-/// Limits on what one connection can hold or keep waiting (`docs/operations.md`, "Limits and
-/// bad clients").
-#[derive(Debug, Clone, Copy)]
-pub struct ConnectionLimits {
-    /// Unwritten answers at which a connection stops being read (twice this closes it).
-    pub max_buffered_response_bytes: usize,
-    /// A client that takes no byte for this long is disconnected.
-    pub write_timeout: Duration,
-    /// Requests with possibly large answers (OffsetFetch, DescribeGroups, ListGroups,
-    /// DescribeTopics) a connection may have in flight; at it the connection stops being read.
-    pub max_in_flight_large: usize,
-    /// Admin HTTP connections open at once.
-    pub admin_max_connections: usize,
-    /// An admin connection's whole life: headers in, answer out.
-    pub admin_timeout: Duration,
-}
-
-impl Default for ConnectionLimits {
-    /// The settings' defaults (`config.rs`).
-    fn default() -> Self {
-        Self {
-            max_buffered_response_bytes: 16 << 20,
-            write_timeout: Duration::from_secs(60),
-            max_in_flight_large: 8,
-            admin_max_connections: 32,
-            admin_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -154,95 +129,37 @@ pub struct Running {
     shutdown_timeout: Duration,
     readiness: Readiness,
     store: Arc<dyn Store>,
-    cluster: Option<crate::cluster::ClusterHandle>,
+    cluster: Option<ClusterHandle>,
 }
 
 /// Starts the admin listener (if any), loads state, binds, and starts the supervisor,
 /// workers and listener. Call inside an actix system.
+///
+/// The order matters: the admin listener first, so that /healthz and /readyz answer while
+/// state loads; the client port is bound only once state is loaded; a cluster node registers
+/// (and so becomes reachable through FindCoordinator) only once sessions can be served; and
+/// the server says it is ready last.
 pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
     let readiness = options.readiness.clone();
     readiness.set(false);
     readiness.watch_storage(Arc::clone(&options.store));
-    let dashboard = crate::dashboard::Dashboard::new(Arc::clone(&options.auth));
-    // The admin listener runs on a thread of its own: a flood of admin connections must not
-    // delay the supervisor (routing, timers), which runs on this one.
-    let admin = match &options.admin_listen {
-        Some(addr) => Some(
-            AdminServer::start(
-                addr,
-                readiness.clone(),
-                AdminLimits::from(&options.limits),
-                options.tls.clone(),
-                Arc::clone(&dashboard),
-            )
-            .map_err(|source| ServerError::Bind {
-                addr: addr.clone(),
-                source,
-            })?,
-        ),
-        None => None,
-    };
+    let dashboard = Dashboard::new(Arc::clone(&options.auth));
+    let admin = start_admin(&options, &readiness, &dashboard)?;
     let loading = Instant::now();
-    // Loading can take a while (a million offsets): off the runtime thread, so the admin
-    // listener answers /healthz and /readyz (false) meanwhile.
-    // A single node loads everything; a clustered one only the topic catalog: groups come
-    // with the shards it takes.
-    let initial = match &options.cluster {
-        None => {
-            let store = Arc::clone(&options.store);
-            tokio::task::spawn_blocking(move || store.load())
-                .await
-                .map_err(|_| ServerError::Thread)??
-        }
-        Some(setup) => {
-            crate::cluster::check_shard_count(&setup.store, &options.node.cluster_name).await?;
-            let (topics, _) = setup.store.read_topics().await?;
-            StoredState {
-                topics,
-                ..StoredState::default()
-            }
-        }
-    };
+    let initial = load_state(&options).await?;
     let load_ms = loading.elapsed().as_millis() as u64;
-    let socket = bind(&options.listen)
-        .await
-        .map_err(|source| ServerError::Bind {
-            addr: options.listen.clone(),
-            source,
-        })?;
-    let local_addr = socket.local_addr().map_err(|source| ServerError::Bind {
-        addr: options.listen.clone(),
-        source,
-    })?;
-    let workers_wanted = match options.workers {
-        0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
-        n => n,
-    };
-    let workers: Vec<Arbiter> = (0..workers_wanted).map(|_| Arbiter::new()).collect();
-    let handles: Vec<ArbiterHandle> = workers.iter().map(Arbiter::handle).collect();
     let groups = initial.groups.len();
-    let max_client_id_bytes = options.group.limits.max_client_id_bytes;
+    let (socket, local_addr) = bind_client_port(&options.listen).await?;
+    let workers = start_workers(options.workers);
+    let handles: Vec<ArbiterHandle> = workers.iter().map(Arbiter::handle).collect();
+    let cluster = options
+        .cluster
+        .as_ref()
+        .map(|setup| Cluster::new(&options.node.cluster_name, setup.store.shards()));
+    let supervisor = start_supervisor(&options, cluster.as_ref(), handles.clone(), initial);
     // One count for the sessions and the dashboard: admin requests in flight server-wide.
     let admin_gate = AdminGate::new(options.group.limits.max_admin_requests_in_flight);
-    let cluster = options.cluster.as_ref().map(|setup| {
-        crate::cluster::Cluster::new(&options.node.cluster_name, setup.store.shards())
-    });
-    let placement: Arc<dyn Placement> = match &cluster {
-        Some(cluster) => Arc::clone(&cluster.table) as Arc<dyn Placement>,
-        None => Arc::new(SingleNode),
-    };
-    let supervisor = Supervisor::new(SupervisorOptions {
-        config: options.group,
-        store: Arc::clone(&options.store),
-        arbiters: handles.clone(),
-        placement,
-        initial,
-        clock: Clock::new(),
-        quotas: options.auth.quotas().clone(),
-    })
-    .start();
     dashboard.connect(supervisor.clone(), admin_gate.clone());
-    let auth_enabled = options.auth.enabled();
     // With TLS the client listener speaks TLS on the port it bound: that is the port to
     // advertise.
     let node = NodeIdentity::new(
@@ -251,66 +168,33 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
         local_addr,
         crate::node::host_name,
     );
-    let advertised = node.advertised.to_string();
-    let node_id = node.node_id.clone();
-    let mut sessions = SessionSettings::new(
-        options.max_frame_bytes,
-        options.max_in_flight,
-        options.max_connections,
-        options.idle_timeout,
-        uuid::Uuid::new_v4().to_string(),
-        node,
-        options.auth,
-        supervisor.clone(),
-    )
-    .with_limits(&options.limits);
-    sessions.max_client_id_bytes = max_client_id_bytes;
-    sessions.admin_gate = admin_gate;
-    sessions.cluster = cluster.as_ref().map(|c| Arc::clone(&c.view));
-    let sessions = Arc::new(sessions);
-    // Registered (and so reachable through FindCoordinator) only once sessions can be
-    // served; shards are taken from then on.
-    let cluster_handle = match (options.cluster, &cluster) {
-        (Some(setup), Some(cluster)) => Some(
-            crate::cluster::join(
-                setup,
-                node_id.clone(),
-                advertised.clone(),
-                supervisor.clone(),
-                cluster,
-            )
-            .await?,
-        ),
-        _ => None,
-    };
-    let (running, connections_done) = mpsc::channel(1);
-    let tls = options.tls.clone();
-    let listener = Listener::new(socket, handles, Arc::clone(&sessions), running, tls).start();
-    readiness.set(true);
-    if !auth_enabled && !local_addr.ip().is_loopback() {
-        warn!(
-            %local_addr,
-            "no auth file: anyone who can reach this address may read, change and delete every \
-             group (see docs/security.md)"
-        );
-    }
-    info!(
-        %local_addr,
-        %node_id,
-        %advertised,
-        admin_addr = %admin
+    let started = Started {
+        local_addr,
+        node_id: node.node_id.clone(),
+        advertised: node.advertised.to_string(),
+        admin: admin.as_ref().map(AdminServer::local_addr),
+        workers: workers.len(),
+        tls: options
+            .tls
             .as_ref()
-            .map_or_else(|| "off".to_owned(), |a| a.local_addr().to_string()),
-        workers = workers_wanted,
-        tls = match &options.tls {
-            None => "off",
-            Some(tls) if tls.client_certificates_required => "on, client certificates required",
-            Some(_) => "on",
-        },
+            .map(|tls| tls.client_certificates_required),
+        auth_enabled: options.auth.enabled(),
         groups,
         load_ms,
-        "musterd listening"
+    };
+    let sessions = session_settings(
+        &options,
+        node,
+        supervisor.clone(),
+        cluster.as_ref(),
+        admin_gate,
     );
+    let cluster = join_cluster(options.cluster, cluster.as_ref(), &started, &supervisor).await?;
+    let (running, connections_done) = mpsc::channel(1);
+    let listener =
+        Listener::new(socket, handles, Arc::clone(&sessions), running, options.tls).start();
+    readiness.set(true);
+    announce(&started);
     Ok(Running {
         local_addr,
         admin,
@@ -322,8 +206,199 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
         shutdown_timeout: options.shutdown_timeout,
         readiness,
         store: options.store,
-        cluster: cluster_handle,
+        cluster,
     })
+}
+
+/// Starts the admin listener, if the options name an address for it. It runs on a thread of
+/// its own: a flood of admin connections must not delay the supervisor (routing, timers),
+/// which runs on the caller's.
+fn start_admin(
+    options: &ServerOptions,
+    readiness: &Readiness,
+    dashboard: &Arc<Dashboard>,
+) -> Result<Option<AdminServer>, ServerError> {
+    let Some(addr) = &options.admin_listen else {
+        return Ok(None);
+    };
+    AdminServer::start(
+        addr,
+        readiness.clone(),
+        AdminLimits::from(&options.limits),
+        options.tls.clone(),
+        Arc::clone(dashboard),
+    )
+    .map(Some)
+    .map_err(|source| ServerError::Bind {
+        addr: addr.clone(),
+        source,
+    })
+}
+
+/// The state to start from. A single node loads everything; a clustered one only the topic
+/// catalog (after checking the cluster's shard count): groups come with the shards it takes.
+///
+/// Loading can take a while (a million offsets): it runs off the runtime thread, so the admin
+/// listener answers /healthz and /readyz (false) meanwhile.
+async fn load_state(options: &ServerOptions) -> Result<StoredState, ServerError> {
+    match &options.cluster {
+        None => {
+            let store = Arc::clone(&options.store);
+            tokio::task::spawn_blocking(move || store.load())
+                .await
+                .map_err(|_| ServerError::Thread)?
+                .map_err(ServerError::Load)
+        }
+        Some(setup) => {
+            crate::cluster::check_shard_count(&setup.store, &options.node.cluster_name).await?;
+            let (topics, _) = setup.store.read_topics().await?;
+            Ok(StoredState {
+                topics,
+                ..StoredState::default()
+            })
+        }
+    }
+}
+
+/// Binds the client port, and says which address it got (`listen` may ask for port 0).
+async fn bind_client_port(
+    listen: &str,
+) -> Result<(tokio::net::TcpListener, SocketAddr), ServerError> {
+    let failed = |source| ServerError::Bind {
+        addr: listen.to_owned(),
+        source,
+    };
+    let socket = bind(listen).await.map_err(failed)?;
+    let local_addr = socket.local_addr().map_err(failed)?;
+    Ok((socket, local_addr))
+}
+
+/// The worker arbiters that run sessions and group actors: `wanted` of them, or one per core
+/// for 0.
+fn start_workers(wanted: usize) -> Vec<Arbiter> {
+    let count = match wanted {
+        0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
+        n => n,
+    };
+    (0..count).map(|_| Arbiter::new()).collect()
+}
+
+/// Starts the supervisor over the loaded state, creating group actors on `arbiters`.
+fn start_supervisor(
+    options: &ServerOptions,
+    cluster: Option<&Cluster>,
+    arbiters: Vec<ArbiterHandle>,
+    initial: StoredState,
+) -> Addr<Supervisor> {
+    // Who owns which group: in a cluster, the shard table the ownership loop keeps; alone,
+    // this node owns every group.
+    let placement: Arc<dyn Placement> = match cluster {
+        Some(cluster) => Arc::clone(&cluster.table) as Arc<dyn Placement>,
+        None => Arc::new(SingleNode),
+    };
+    Supervisor::new(SupervisorOptions {
+        config: options.group.clone(),
+        store: Arc::clone(&options.store),
+        arbiters,
+        placement,
+        initial,
+        clock: Clock::new(),
+        quotas: options.auth.quotas().clone(),
+    })
+    .start()
+}
+
+/// What every session of this server shares: its limits, the node's identity, the rules in
+/// force, the supervisor, and in a cluster the view FindCoordinator answers from.
+fn session_settings(
+    options: &ServerOptions,
+    node: NodeIdentity,
+    supervisor: Addr<Supervisor>,
+    cluster: Option<&Cluster>,
+    admin_gate: AdminGate,
+) -> Arc<SessionSettings> {
+    let mut sessions = SessionSettings::new(
+        options.max_frame_bytes,
+        options.max_in_flight,
+        options.max_connections,
+        options.idle_timeout,
+        uuid::Uuid::new_v4().to_string(),
+        node,
+        Arc::clone(&options.auth),
+        supervisor,
+    )
+    .with_limits(&options.limits);
+    sessions.max_client_id_bytes = options.group.limits.max_client_id_bytes;
+    sessions.admin_gate = admin_gate;
+    sessions.cluster = cluster.map(|c| Arc::clone(&c.view));
+    Arc::new(sessions)
+}
+
+/// Registers a cluster node under its id and advertised address, and starts taking shards
+/// (`cluster/`). Called once sessions can be served: from then on FindCoordinator may send
+/// clients here. `None` for a single node.
+async fn join_cluster(
+    setup: Option<ClusterSetup>,
+    cluster: Option<&Cluster>,
+    started: &Started,
+    supervisor: &Addr<Supervisor>,
+) -> Result<Option<ClusterHandle>, ServerError> {
+    let (Some(setup), Some(cluster)) = (setup, cluster) else {
+        return Ok(None);
+    };
+    let handle = crate::cluster::join(
+        setup,
+        started.node_id.clone(),
+        started.advertised.clone(),
+        supervisor.clone(),
+        cluster,
+    )
+    .await?;
+    Ok(Some(handle))
+}
+
+/// What [`announce`] says about a server that started.
+struct Started {
+    local_addr: SocketAddr,
+    node_id: String,
+    advertised: String,
+    admin: Option<SocketAddr>,
+    workers: usize,
+    /// `None`: plaintext; `Some(true)`: TLS with client certificates required.
+    tls: Option<bool>,
+    auth_enabled: bool,
+    groups: usize,
+    load_ms: u64,
+}
+
+/// The startup log line, and a warning when anyone who can reach a non-loopback address may
+/// do everything.
+fn announce(started: &Started) {
+    let local_addr = started.local_addr;
+    if !started.auth_enabled && !local_addr.ip().is_loopback() {
+        warn!(
+            %local_addr,
+            "no auth file: anyone who can reach this address may read, change and delete every \
+             group (see docs/security.md)"
+        );
+    }
+    info!(
+        %local_addr,
+        node_id = %started.node_id,
+        advertised = %started.advertised,
+        admin_addr = %started
+            .admin
+            .map_or_else(|| "off".to_owned(), |a| a.to_string()),
+        workers = started.workers,
+        tls = match started.tls {
+            None => "off",
+            Some(true) => "on, client certificates required",
+            Some(false) => "on",
+        },
+        groups = started.groups,
+        load_ms = started.load_ms,
+        "musterd listening"
+    );
 }
 
 /// Connections the kernel queues for the listener before it accepts them. std and tokio use

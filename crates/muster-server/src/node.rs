@@ -11,9 +11,8 @@ use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
 
-use muster_coordinator::engine::validate_group_id;
 use muster_protocol::{
-    ClusterNode, DescribeClusterResponse, ErrorCode, FindCoordinatorRequest,
+    validate_group_id, ClusterNode, DescribeClusterResponse, ErrorCode, FindCoordinatorRequest,
     FindCoordinatorResponse,
 };
 

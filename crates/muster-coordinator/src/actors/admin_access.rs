@@ -1,4 +1,4 @@
-//! Authorization of the admin requests the supervisor answers (protocol §6 "Authorization"),
+//! Authorization of the admin requests the supervisor answers (protocol §5 "Authorization"),
 //! per group or topic named, as in Kafka:
 //!
 //! - DescribeGroups: `describe` on each group, else that entry is GROUP_AUTHORIZATION_FAILED,

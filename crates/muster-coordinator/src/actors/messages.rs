@@ -100,7 +100,7 @@ pub struct Route {
 pub struct AdminCall {
     pub request: Request,
     pub reply: ReplyTo,
-    /// What the sender may see and do (protocol §6 "Authorization").
+    /// What the sender may see and do (protocol §5 "Authorization").
     pub access: Access,
 }
 

@@ -1,9 +1,10 @@
 //! The shapes of JoinGroup and SyncGroup answers (protocol §5 "Barrier": only the leader gets
 //! the member list and the topics), successful or not, in one place.
 
-use muster_protocol::{
-    ErrorCode, JoinGroupResponse, JoinedMember, Response, SyncGroupResponse, TopicInfo,
-};
+// The error shapes are the wire's own; re-imported here, where the engine's files look for
+// every answer shape.
+pub(super) use muster_protocol::error_answers::{join_error, sync_error};
+use muster_protocol::{JoinGroupResponse, JoinedMember, Response, SyncGroupResponse, TopicInfo};
 
 use super::{Ctx, Group, Member, TopicLookup, NONE};
 
@@ -68,28 +69,6 @@ impl<R> Group<R> {
             })
             .collect()
     }
-}
-
-pub(super) fn join_error(code: ErrorCode, member_id: &str) -> Response {
-    Response::JoinGroup(JoinGroupResponse {
-        error_code: code.code(),
-        generation_id: -1,
-        assignor: None,
-        leader_id: String::new(),
-        member_id: member_id.to_owned(),
-        skip_assignment: false,
-        members: Vec::new(),
-        topics: Vec::new(),
-    })
-}
-
-pub(super) fn sync_error(code: ErrorCode) -> Response {
-    Response::SyncGroup(SyncGroupResponse {
-        error_code: code.code(),
-        assignor: None,
-        partitions: Vec::new(),
-        user_data: Vec::new(),
-    })
 }
 
 /// The SyncGroup answer carrying `m`'s assignment.

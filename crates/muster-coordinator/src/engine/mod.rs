@@ -17,7 +17,7 @@
 //! | protocol §5 rule                         | file           |
 //! |------------------------------------------|----------------|
 //! | States (entering a state)                | `mod.rs`       |
-//! | Group id; a group that does not exist    | `absent.rs`    |
+//! | A group that does not exist              | `absent.rs`    |
 //! | JoinGroup checks, pending ids            | `join.rs`      |
 //! | `max_members` (§6): members, pending ids | `join.rs`      |
 //! | Request limits, pending-id budget        | `limits.rs`    |
@@ -56,10 +56,7 @@ mod tests;
 mod timers;
 mod topic_access;
 
-pub use absent::{
-    absent_group, error_for, error_like, limit_error, validate_group_id, AbsentGroup,
-    MAX_GROUP_ID_BYTES,
-};
+pub use absent::{absent_group, AbsentGroup};
 pub use effects::{
     Deletion, Effects, Grant, Grants, JoinNeeds, LedgerRequest, PendingCommit, Write,
 };

@@ -1,6 +1,8 @@
 //! OffsetCommit and OffsetFetch (protocol §5 "OffsetCommit", "OffsetFetch"); the request-level
 //! answers are shared with groups that do not exist (`absent.rs`).
 
+use muster_protocol::error_answers::commit_error;
+use muster_protocol::error_answers::error_like;
 use muster_protocol::{
     ErrorCode, FetchedPartition, FetchedTopic, OffsetCommitRequest, OffsetCommitResponse,
     OffsetFetchRequest, OffsetFetchResponse, PartitionResult, PartitionResults, Response,
@@ -13,7 +15,7 @@ use std::sync::Arc;
 use super::effects::{Effects, PendingCommit, Write};
 use super::limits::{check_commit, check_fetch};
 use super::topic_access::{deny_unreadable, may_read};
-use super::{error_like, Group, GroupState, Millis, Offsets, ProcessKeys, NONE};
+use super::{Group, GroupState, Millis, Offsets, ProcessKeys, NONE};
 use crate::access::Access;
 use crate::storage::records::{CommittedOffset, OffsetWrite};
 use crate::storage::Mutation;
@@ -257,28 +259,6 @@ fn check_partition(
         Err(ErrorCode::OffsetMetadataTooLarge)
     } else {
         Ok(())
-    }
-}
-
-/// A request-level OffsetCommit failure: on the top level and on every partition.
-pub(super) fn commit_error(code: ErrorCode, req: &OffsetCommitRequest) -> OffsetCommitResponse {
-    OffsetCommitResponse {
-        error_code: code.code(),
-        topics: req
-            .topics
-            .iter()
-            .map(|t| PartitionResults {
-                topic: t.topic.clone(),
-                partitions: t
-                    .partitions
-                    .iter()
-                    .map(|p| PartitionResult {
-                        partition: p.partition,
-                        error_code: code.code(),
-                    })
-                    .collect(),
-            })
-            .collect(),
     }
 }
 

@@ -1,4 +1,4 @@
-//! Topic authorization of OffsetCommit and OffsetFetch (protocol §6 "Authorization"): as in
+//! Topic authorization of OffsetCommit and OffsetFetch (protocol §5 "Authorization"): as in
 //! Kafka, every topic such a request names needs `read` on it; each partition of a topic the
 //! principal may not read is answered TOPIC_AUTHORIZATION_FAILED and the other topics are
 //! processed; an OffsetFetch of every committed topic leaves out the ones it may not read.
@@ -7,6 +7,7 @@
 //! topic's partitions go; it is a pure function of the connection's [`Access`], which arrives
 //! with the request in its `ClientInfo`.
 
+use muster_protocol::error_answers::error_for;
 use muster_protocol::{ErrorCode, OffsetCommitResponse, Request, Response};
 
 use crate::access::{Access, Operation, ResourceType};
@@ -36,11 +37,11 @@ pub(super) fn deny_unreadable(response: &mut OffsetCommitResponse, access: &Acce
 }
 
 /// The answer to a group request refused as a whole before it reached a group (an invalid id,
-/// another node's group, the server's or the principal's group limit): [`super::error_for`],
+/// another node's group, the server's or the principal's group limit): [`error_for`],
 /// with an OffsetCommit's unreadable topics answered TOPIC_AUTHORIZATION_FAILED all the same
-/// (the denial comes first, protocol §6).
+/// (the denial comes first, protocol §5 "Authorization").
 pub fn refusal_for(request: &Request, code: ErrorCode, access: &Access) -> Response {
-    let mut response = super::error_for(request, code);
+    let mut response = error_for(request, code);
     if let Response::OffsetCommit(commit) = &mut response {
         deny_unreadable(commit, access);
     }

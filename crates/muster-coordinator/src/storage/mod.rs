@@ -5,7 +5,7 @@
 //!
 //! Writes are batches of [`Mutation`]s applied atomically and in submission order; the
 //! returned [`Durable`] resolves once the batch is on stable storage. Callers answer clients
-//! only after that (protocol §5: a NONE OffsetCommit answer means the offset survives a crash).
+//! only after that (protocol §6.13: a NONE OffsetCommit answer means the offset survives a crash).
 //!
 //! A failing disk (ENOSPC, EIO) fails exactly the batches that were being written, with an
 //! error; the store then reports itself unhealthy ([`Store::healthy`]: `/readyz` and the

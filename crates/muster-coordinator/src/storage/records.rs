@@ -31,7 +31,7 @@ pub struct OffsetWrite {
     pub committed: CommittedOffset,
 }
 
-/// A group's durable metadata (protocol §5 "Durability").
+/// A group's durable metadata (protocol §6.17).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupRecord {
     pub group_id: String,

@@ -1,4 +1,4 @@
-//! Authentication and the rules in force (protocol §1 "Authentication", §6 "Authorization";
+//! Authentication and the rules in force (protocol §5, "Authentication" and "Authorization";
 //! docs/security.md). [`Auth`] is what sessions ask: who a Hello's token or client certificate
 //! names ([`Auth::authenticate`]), and, after a SIGHUP reload, what that principal may do now
 //! ([`Auth::refresh`]). Without an auth file it answers "open" and everything is allowed.

@@ -6,9 +6,8 @@
 use std::collections::BTreeMap;
 use std::sync::{PoisonError, RwLock};
 
-use muster_coordinator::engine::validate_group_id;
 use muster_protocol::{
-    ClusterNode, DescribeClusterResponse, ErrorCode, FindCoordinatorRequest,
+    validate_group_id, ClusterNode, DescribeClusterResponse, ErrorCode, FindCoordinatorRequest,
     FindCoordinatorResponse,
 };
 

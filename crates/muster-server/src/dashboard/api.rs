@@ -28,7 +28,7 @@ use super::insight::{self, GroupInsight, RowInsight};
 /// Groups per page when the query does not say.
 const DEFAULT_PAGE: usize = 100;
 
-/// The longest filter or cursor accepted (a group id is at most 255 bytes, protocol §4; a
+/// The longest filter or cursor accepted (a group id is at most 255 bytes, protocol §6.2; a
 /// cursor need not be an existing id).
 const MAX_QUERY_TEXT: usize = 1024;
 

@@ -1,6 +1,6 @@
 //! A connection's identity: the Hello that authenticates it (token or client certificate, with
 //! repeated failures from one address slowed down), the group permission every group request
-//! needs before it goes anywhere (protocol §6: authorization is checked before any other
+//! needs before it goes anywhere (protocol §5 "Authorization": checked before any other
 //! validation), and its principal's request-rate quota, which delays reading the connection
 //! instead of failing requests (Kafka's channel muting). A SIGHUP reload reaches a session at
 //! its next request: its principal's grants and rate are looked up again then.
@@ -12,8 +12,8 @@ use actix::prelude::*;
 use metrics::{counter, histogram};
 use muster_coordinator::access::{Operation, ResourceType};
 use muster_coordinator::actors::Ticket;
-use muster_coordinator::engine::error_for;
 use muster_coordinator::logsafe;
+use muster_protocol::error_answers::error_for;
 use muster_protocol::{
     ErrorCode, HelloRequest, HelloResponse, Request, Response, MAX_PROTOCOL_VERSION,
     MIN_PROTOCOL_VERSION,

@@ -1,10 +1,10 @@
 //! One client connection: a session actor that reads frames, enforces the connection rules of
-//! protocol §1 (Hello first, frame limits, undecodable payloads), and dispatches each request
-//! to its group (see `routing.rs`) or, for admin requests, the supervisor; it answers the
+//! protocol §1 and §5 (Hello first, frame limits, undecodable payloads), and dispatches each
+//! request to its group (see `routing.rs`) or, for admin requests, the supervisor; it answers the
 //! cluster requests (FindCoordinator, DescribeCluster) itself, from this node's identity
-//! (`node.rs`), without touching a group. Its lifecycle: it
-//! is counted in by the listener ([`ConnectionSlot`]), starts its reader (`burst.rs`) and its
-//! writer task (`writer.rs`) in `started`, and on stop sends what it gathered before closing.
+//! (`node.rs`), without touching a group. Its lifecycle: it is counted in by the listener
+//! ([`ConnectionSlot`]), starts its reader (`burst.rs`) and its writer task (`writer.rs`) in
+//! `started`, and on stop sends what it gathered before closing.
 //!
 //! Backpressure: each request takes a slot from the connection's in-flight semaphore, released
 //! by the writer when its response has been written. With every slot taken the session stops
@@ -54,6 +54,7 @@ use self::routing::Router;
 use self::writer::{takes_large_slot, write_responses, Outbox, ToWriter, WriteEnd, WriterLimits};
 use crate::admin_gate::AdminGate;
 use crate::auth::{Auth, SessionAuth};
+use crate::connection_limits::ConnectionLimits;
 use crate::node::NodeIdentity;
 pub use crate::telemetry::NO_REQUEST;
 use crate::tls::ClientStream;
@@ -103,7 +104,7 @@ impl SessionSettings {
             max_in_flight,
             max_connections,
             idle_timeout,
-            writer: WriterLimits::from(&crate::ConnectionLimits::default()),
+            writer: WriterLimits::from(&ConnectionLimits::default()),
             server_id,
             node,
             cluster: None,
@@ -119,7 +120,7 @@ impl SessionSettings {
     }
 
     /// Each connection's bound on unwritten answers and its write timeout.
-    pub fn with_limits(mut self, limits: &crate::ConnectionLimits) -> Self {
+    pub fn with_limits(mut self, limits: &ConnectionLimits) -> Self {
         self.writer = WriterLimits::from(limits);
         self
     }

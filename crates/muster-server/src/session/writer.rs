@@ -18,6 +18,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 use tracing::info;
 
+use crate::connection_limits::ConnectionLimits;
 use crate::telemetry::RequestMetrics;
 
 /// Whether a request (by its tag, `Request::tag`) takes one of the connection's
@@ -77,7 +78,7 @@ impl ReplySink for Outbox {
     }
 }
 
-/// A connection writer's limits (protocol §1 "Backpressure").
+/// A connection writer's limits (protocol §5, "Requests" and "Errors on the connection").
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct WriterLimits {
     /// Encoded answers not yet written at which the session stops reading (the writer takes
@@ -90,8 +91,8 @@ pub(crate) struct WriterLimits {
     pub max_in_flight_large: usize,
 }
 
-impl From<&crate::ConnectionLimits> for WriterLimits {
-    fn from(limits: &crate::ConnectionLimits) -> Self {
+impl From<&ConnectionLimits> for WriterLimits {
+    fn from(limits: &ConnectionLimits) -> Self {
         Self {
             max_buffered: limits.max_buffered_response_bytes,
             write_timeout: limits.write_timeout,

@@ -35,9 +35,10 @@ use crate::access::ResourceType;
 use crate::catalog::TopicCatalog;
 use crate::clock::Clock;
 use crate::config::GroupConfig;
-use crate::engine::{error_for, unreadable_topics, Ctx, Effects, Group, GroupState, Millis, Write};
+use crate::engine::{unreadable_topics, Ctx, Effects, Group, GroupState, Millis, Write};
 use crate::logsafe::logsafe;
 use crate::storage::Store;
+use muster_protocol::error_answers::error_for;
 
 /// What every group actor shares.
 pub(crate) struct GroupEnv {

@@ -13,7 +13,9 @@ use tracing::{debug, error, info};
 use super::GroupActor;
 use crate::actors::messages::Forget;
 use crate::actors::reply::ReplyTo;
-use crate::engine::{error_like, Group, GroupState, PendingCommit};
+use muster_protocol::error_answers::error_like;
+
+use crate::engine::{Group, GroupState, PendingCommit};
 use crate::logsafe::logsafe;
 use crate::storage::{GroupRecord, Mutation, StoreError};
 

@@ -7,12 +7,13 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use futures_util::future::join_all;
+use muster_protocol::validate_group_id;
 use muster_protocol::ErrorCode;
 
 use super::Supervisor;
 use crate::access::ResourceType;
 use crate::actors::messages::{AbortHeld, Forget, GroupLink, Route, Shutdown};
-use crate::engine::{absent_group, unreadable_topics, validate_group_id, AbsentGroup};
+use crate::engine::{absent_group, unreadable_topics, AbsentGroup};
 
 impl Supervisor {
     /// Why a group id cannot be served here, if it cannot.

@@ -1,5 +1,6 @@
-//! Groups that do not exist, group-id validation, and the error answers of each request
-//! type (protocol §5 "Group id", "States").
+//! Groups that do not exist: what each request type gets, and which requests create the group
+//! (protocol §6.1).
+//! Group-id validation and the error answers' shapes are muster-protocol's, tested there.
 
 use super::*;
 
@@ -135,76 +136,4 @@ fn absent_group_answers() {
         Response::OffsetFetch(r) => assert!(r.topics.is_empty()),
         other => panic!("{other:?}"),
     }
-}
-
-#[test]
-fn group_id_validation() {
-    assert_eq!(validate_group_id(""), Err(ErrorCode::InvalidGroupId));
-    assert_eq!(validate_group_id(&"g".repeat(255)), Ok(()));
-    assert_eq!(
-        validate_group_id(&"g".repeat(256)),
-        Err(ErrorCode::InvalidGroupId)
-    );
-    // 255 bytes, counted in bytes not characters.
-    assert_eq!(
-        validate_group_id(&"é".repeat(128)),
-        Err(ErrorCode::InvalidGroupId)
-    );
-    assert_eq!(validate_group_id("a\nb"), Err(ErrorCode::InvalidGroupId));
-    assert_eq!(validate_group_id("a\u{7f}"), Err(ErrorCode::InvalidGroupId));
-    assert_eq!(validate_group_id("\0"), Err(ErrorCode::InvalidGroupId));
-    assert_eq!(validate_group_id("orders-consumers.v2 ü"), Ok(()));
-}
-
-#[test]
-fn error_answers_have_the_request_shape() {
-    let leave = Request::LeaveGroup(LeaveGroupRequest {
-        group_id: GROUP.into(),
-        members: vec![LeavingMember {
-            member_id: "a".into(),
-            group_instance_id: Some("i".into()),
-            reason: None,
-        }],
-    });
-    assert_eq!(leave.group_id(), Some(GROUP));
-    let bad = code(ErrorCode::InvalidGroupId);
-    match error_for(&leave, ErrorCode::InvalidGroupId) {
-        Response::LeaveGroup(r) => {
-            assert_eq!(r.error_code, bad);
-            assert_eq!(r.members[0].error_code, bad);
-            assert_eq!(r.members[0].group_instance_id.as_deref(), Some("i"));
-        }
-        other => panic!("{other:?}"),
-    }
-    let join = Request::JoinGroup(Harness::join_req("m-1", None, &["t1"], &["range"]));
-    match error_for(&join, ErrorCode::InvalidGroupId) {
-        Response::JoinGroup(r) => assert_eq!((r.error_code, r.member_id.as_str()), (bad, "m-1")),
-        other => panic!("{other:?}"),
-    }
-
-    // A commit answer whose write failed becomes the same answer with the error everywhere.
-    let mut h = Harness::new();
-    let (answer, _) = h.commit(
-        "",
-        None,
-        -1,
-        vec![commit_topic(
-            "t1",
-            &[(0, 1, None), (1, 1, Some("x".repeat(5_000)))],
-        )],
-    );
-    let failed = error_like(
-        &Response::OffsetCommit(answer),
-        ErrorCode::CoordinatorNotAvailable,
-    );
-    match failed {
-        Response::OffsetCommit(r) => {
-            let c = code(ErrorCode::CoordinatorNotAvailable);
-            assert_eq!(r.error_code, c);
-            assert_eq!(r.topics[0].partitions.len(), 2);
-            assert!(r.topics[0].partitions.iter().all(|p| p.error_code == c));
-        }
-        other => panic!("{other:?}"),
-    }
-    assert_eq!(Request::DescribeGroups(Default::default()).group_id(), None);
 }

@@ -74,7 +74,7 @@ fn delete_only_an_empty_group() {
     assert_eq!(h.delete(), ErrorCode::NonEmptyGroup);
     assert_eq!(h.state(), GroupState::Stable);
     h.leave(&[(&ids[0], None)]);
-    let (_, w) = h.commit("", None, -1, vec![commit_topic("t1", &[(0, 1, None)])]);
+    let _ = h.commit("", None, -1, vec![commit_topic("t1", &[(0, 1, None)])]);
     assert_eq!(h.delete(), ErrorCode::None);
     assert_eq!(h.state(), GroupState::Dead);
     assert!(!h.group.has_offsets());

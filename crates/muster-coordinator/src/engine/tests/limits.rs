@@ -267,7 +267,7 @@ fn commit_writes_a_repeated_partition_once_and_shares_the_topic() {
 #[test]
 fn fetch_answers_a_repeated_partition_once() {
     let mut h = Harness::new();
-    let (_, writes) = h.commit(
+    let _ = h.commit(
         "",
         None,
         -1,

@@ -205,7 +205,7 @@ fn oversized_metadata_is_refused_on_its_partition_only() {
 #[test]
 fn fetch_returns_applied_offsets() {
     let mut h = Harness::new();
-    let (_, writes) = h.commit(
+    let _ = h.commit(
         "",
         None,
         -1,
@@ -269,7 +269,7 @@ fn offsets_survive_membership_changes() {
     let mut h = Harness::new();
     let ids = h.form_group(1);
     let generation = h.generation();
-    let (_, w) = h.commit(
+    let _ = h.commit(
         &ids[0],
         None,
         generation,

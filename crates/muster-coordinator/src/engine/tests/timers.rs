@@ -96,9 +96,9 @@ fn new_member_held_join_is_capped() {
 #[test]
 fn offsets_expire_by_commit_time_and_state_since_tracks_empty() {
     let mut h = Harness::new();
-    let (_, w) = h.commit("", None, -1, vec![commit_topic("t1", &[(0, 1, None)])]);
+    let _ = h.commit("", None, -1, vec![commit_topic("t1", &[(0, 1, None)])]);
     h.now = 100;
-    let (_, w) = h.commit("", None, -1, vec![commit_topic("t1", &[(1, 2, None)])]);
+    let _ = h.commit("", None, -1, vec![commit_topic("t1", &[(1, 2, None)])]);
     assert_eq!(h.group.expire_offsets(50), vec![("t1".to_owned(), 0)]);
     assert!(h.group.has_offsets());
     assert_eq!(h.group.expire_offsets(100), vec![("t1".to_owned(), 1)]);
@@ -128,7 +128,7 @@ fn retention_config() -> GroupConfig {
 impl Harness {
     /// A simple (generation -1) commit of `offset` to t1/`partition`, applied as durable.
     fn simple_commit(&mut self, partition: i32, offset: i64) {
-        let (response, writes) = self.commit(
+        let (response, _) = self.commit(
             "",
             None,
             -1,

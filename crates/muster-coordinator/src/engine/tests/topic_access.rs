@@ -52,7 +52,7 @@ fn fetch(
 /// Commits offsets to `orders-a`, `billing-a` and `orders-b` with open access.
 fn committed() -> Harness {
     let mut h = Harness::new();
-    let (r, writes) = h.commit(
+    let (r, _) = h.commit(
         "",
         None,
         -1,
