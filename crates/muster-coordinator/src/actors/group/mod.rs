@@ -158,15 +158,6 @@ impl GroupActor {
         self.insight = shown;
     }
 
-    /// What the engine needs from the outside world for one call. Borrows the catalog beside
-    /// `self.group`: no reference-count traffic on the shared `Arc` per request.
-    fn cx(env: &GroupEnv, now: Millis) -> Ctx<'_> {
-        Ctx {
-            now,
-            topics: env.catalog.as_ref(),
-        }
-    }
-
     /// Every request but a heartbeat: one engine call, then its effects carried out.
     fn handle_call(&mut self, call: GroupCall, ctx: &mut Context<Self>) {
         let now = self.env.clock.now();
@@ -185,18 +176,23 @@ impl GroupActor {
             reply.send(error_for(&request, code));
             return;
         }
-        let env = Arc::clone(&self.env);
-        let cx = Self::cx(&env, now);
         crate::metrics::authorization_denials(
             ResourceType::Topic.name(),
             unreadable_topics(&request, &client.access),
         );
+        if let Request::Heartbeat(r) = &request {
+            // The hot path: answered at once, no allocation, no timer work.
+            reply.send(self.heartbeat(now, r, serving));
+            return;
+        }
+        // Borrows the catalog beside `self.group` (disjoint fields): no reference-count
+        // traffic on the shared `Arc` per request.
+        let env = &self.env;
+        let cx = Ctx {
+            now,
+            topics: env.catalog.as_ref(),
+        };
         let effects = match request {
-            Request::Heartbeat(r) => {
-                // The hot path: answered at once, no allocation, no timer work.
-                reply.send(self.heartbeat(now, &r, serving));
-                return;
-            }
             Request::JoinGroup(r) => {
                 let grants = env.ledger.reserve_for_join(&self.group, &r, &client);
                 self.group
@@ -211,6 +207,7 @@ impl GroupActor {
                 reply.send(Response::OffsetFetch(fetched));
                 return;
             }
+            // Heartbeats were answered above.
             other => {
                 reply.send(Response::error(
                     ErrorCode::InvalidRequest,
@@ -390,8 +387,11 @@ impl Handler<Tick> for GroupActor {
             // its rebalance here would be a phantom, refused by etcd anyway).
             return;
         }
-        let env = Arc::clone(&self.env);
-        let effects = self.group.tick(Self::cx(&env, env.clock.now()));
+        let cx = Ctx {
+            now: self.env.clock.now(),
+            topics: self.env.catalog.as_ref(),
+        };
+        let effects = self.group.tick(cx);
         self.carry_out(effects, ctx);
     }
 }
@@ -436,10 +436,11 @@ impl Handler<TopicsChanged> for GroupActor {
             self.missed_topics.extend(msg.0.iter().cloned());
             return;
         }
-        let env = Arc::clone(&self.env);
-        let effects = self
-            .group
-            .topics_changed(Self::cx(&env, env.clock.now()), &msg.0);
+        let cx = Ctx {
+            now: self.env.clock.now(),
+            topics: self.env.catalog.as_ref(),
+        };
+        let effects = self.group.topics_changed(cx, &msg.0);
         self.carry_out(effects, ctx);
     }
 }

@@ -15,7 +15,7 @@ use crate::actors::messages::Forget;
 use crate::actors::reply::ReplyTo;
 use muster_protocol::error_answers::error_like;
 
-use crate::engine::{Group, GroupState, PendingCommit};
+use crate::engine::{Ctx, Group, GroupState, PendingCommit};
 use crate::logsafe::logsafe;
 use crate::storage::{GroupRecord, Mutation, StoreError};
 
@@ -270,8 +270,11 @@ impl GroupActor {
         );
         let missed = std::mem::take(&mut self.missed_topics);
         if !missed.is_empty() {
-            let env = Arc::clone(&self.env);
-            let effects = self.group.topics_changed(Self::cx(&env, now), &missed);
+            let cx = Ctx {
+                now,
+                topics: self.env.catalog.as_ref(),
+            };
+            let effects = self.group.topics_changed(cx, &missed);
             self.carry_out(effects, ctx);
         }
     }
