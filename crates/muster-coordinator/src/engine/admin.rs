@@ -1,5 +1,5 @@
-//! Operator requests and server events (protocol §5 "DescribeGroups", "DeleteGroups",
-//! "Topics"), and the shutdown answer to every held request.
+//! Operator requests and server events (protocol §6.15, §6.16), and the shutdown answer to
+//! every held request.
 
 use muster_protocol::{DescribedGroup, DescribedMember, ErrorCode};
 
@@ -103,8 +103,8 @@ impl<R> Group<R> {
         ledger
     }
 
-    /// The partition count of `topics` changed: subscribed groups rebalance (protocol §5
-    /// "Topics"). A group already preparing picks the new counts up when its barrier closes.
+    /// The partition count of `topics` changed: subscribed groups rebalance (protocol §6.16). A
+    /// group already preparing picks the new counts up when its barrier closes.
     pub fn topics_changed(&mut self, cx: Ctx<'_>, topics: &[String]) -> Effects<R> {
         let mut out = Effects::default();
         self.rebalance_for_topics(cx, topics, &mut out);

@@ -1,4 +1,4 @@
-//! The shapes of JoinGroup and SyncGroup answers (protocol §5 "Barrier": only the leader gets
+//! The shapes of JoinGroup and SyncGroup answers (protocol §6.6: only the leader gets
 //! the member list and the topics), successful or not, in one place.
 
 // The error shapes are the wire's own; re-imported here, where the engine's files look for

@@ -1,4 +1,4 @@
-//! The join barrier (protocol §5 "Barrier"): entering PreparingRebalance, the initial
+//! The join barrier (protocol §6.5, §6.6): entering PreparingRebalance, the initial
 //! rebalance delay, completing early or at the rebalance timeout, evicting dynamic laggards,
 //! the new generation, the assignor vote's result and the leader, and the held JoinGroup answers.
 //!
@@ -57,7 +57,7 @@ impl Barrier {
     }
 }
 
-/// The initial-rebalance-delay window (protocol §5: a plain timer, extended while new members
+/// The initial-rebalance-delay window (protocol §6.5: a plain timer, extended while new members
 /// arrive, never past the rebalance timeout).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct InitialDelay {
@@ -82,7 +82,7 @@ impl<R> Group<R> {
                 for m in self.members.values_mut() {
                     if let Some(r) = m.awaiting_sync.take() {
                         out.reply(r, sync_error(ErrorCode::RebalanceInProgress));
-                        // Heard from while held (protocol §5 "Session expiry"; Kafka's
+                        // Heard from while held (protocol §6.10; Kafka's
                         // `propagateAssignment` reschedules the heartbeat): its session runs
                         // from this answer, not from when it sent the SyncGroup.
                         m.last_heard = now;
@@ -221,7 +221,8 @@ impl<R> Group<R> {
     /// The barrier closes: laggards go, the generation moves on, held joins are answered.
     pub(super) fn complete_join(&mut self, cx: Ctx<'_>, out: &mut Effects<R>) {
         let now = cx.now;
-        // Dynamic members that did not rejoin are removed; static ones stay (protocol §5).
+        // Dynamic members that did not rejoin are removed; static ones stay (protocol §6.5,
+        // §6.12).
         let laggards: Vec<String> = self
             .members
             .values()
@@ -302,7 +303,7 @@ impl<R> Group<R> {
         self.journal_barrier_closed(now, evicted, out);
 
         // Only members that rejoined are expected to sync; a static member that missed the
-        // barrier is not removed for it (protocol §5 "Static membership").
+        // barrier is not removed for it (protocol §6.12).
         let mut answered = Vec::new();
         for m in self.members.values_mut() {
             m.clear_assignment();

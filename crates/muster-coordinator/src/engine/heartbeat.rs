@@ -1,4 +1,4 @@
-//! Heartbeat (protocol §5 "Heartbeat"): answered at once, refreshes the session.
+//! Heartbeat (protocol §6.9): answered at once, refreshes the session.
 
 use muster_protocol::{ErrorCode, HeartbeatRequest};
 
@@ -6,7 +6,7 @@ use super::limits::check_heartbeat;
 use super::{Group, GroupState, Millis};
 
 impl<R> Group<R> {
-    /// Heartbeat (protocol §5 "Heartbeat"): answered at once; returns the error code.
+    /// Heartbeat (protocol §6.9): answered at once; returns the error code.
     pub fn heartbeat(&mut self, now: Millis, req: &HeartbeatRequest) -> ErrorCode {
         if let Err(code) = check_heartbeat(&self.config.limits, req) {
             return code;

@@ -1,6 +1,6 @@
-//! JoinGroup (protocol §5 "JoinGroup", the join half of "Static membership", "Unchanged
-//! follower"): the checks in their order, MEMBER_ID_REQUIRED and pending ids, new members, known
-//! members rejoining, and a static instance taking over its old member id.
+//! JoinGroup (protocol §6.3, §6.4, the join half of §6.12, and §6.7): the checks in their
+//! order, MEMBER_ID_REQUIRED and pending ids, new members, known members rejoining, and a static
+//! instance taking over its old member id.
 
 use std::sync::Arc;
 
@@ -59,7 +59,7 @@ impl<R> Group<R> {
         }
     }
 
-    /// JoinGroup (protocol §5 "JoinGroup", "Barrier", "Static membership").
+    /// JoinGroup (protocol §6.3-§6.5, §6.12).
     /// `fresh` seeds a new member id if one is needed; `grants` is what the shell reserved for
     /// [`Group::join_needs`].
     pub fn join(
@@ -265,7 +265,7 @@ impl<R> Group<R> {
         out.reply(reply, join_error(ErrorCode::MemberIdRequired, &member_id));
     }
 
-    /// Whether a member the group does not know yet may join (protocol §5, Kafka's
+    /// Whether a member the group does not know yet may join (protocol §6.3, check 4; Kafka's
     /// `acceptJoiningMember`). Pending ids count against the size cap, as in Kafka (other than
     /// the joiner's own, if `joiner_is_pending`): otherwise MEMBER_ID_REQUIRED would hand out
     /// ids without bound.
@@ -483,7 +483,7 @@ impl<R> Group<R> {
 }
 
 /// Takes the unit of `client`'s principal's `max_members` that the shell reserved (`None`
-/// without a quota); QUOTA_EXCEEDED if it was refused (protocol §6).
+/// without a quota); QUOTA_EXCEEDED if it was refused (protocol §5 "Quotas").
 fn take_member_unit(
     client: &ClientInfo,
     grants: &mut Grants,
@@ -514,7 +514,7 @@ fn charge_for_takeover(
     }
 }
 
-/// Protocol §5 "JoinGroup": a session timeout outside the server's [min, max] is refused first
+/// Protocol §6.3: a session timeout outside the server's [min, max] is refused first
 /// (also when the group does not exist).
 pub(super) fn check_session_timeout(
     config: &GroupConfig,

@@ -1,4 +1,4 @@
-//! LeaveGroup (protocol §5 "LeaveGroup"): per-member results, static members by instance id,
+//! LeaveGroup (protocol §6.11): per-member results, static members by instance id,
 //! pending ids forgotten, and the rebalance of those who remain.
 
 use muster_protocol::{ErrorCode, LeaveGroupRequest, LeaveGroupResponse, LeaveResult, Response};
@@ -7,7 +7,7 @@ use super::limits::check_leave;
 use super::{Ctx, Effects, Group, GroupState, RebalanceTrigger, NONE};
 
 impl<R> Group<R> {
-    /// LeaveGroup (protocol §5 "LeaveGroup"): per-member results at once; held requests of the
+    /// LeaveGroup (protocol §6.11): per-member results at once; held requests of the
     /// leaving members are answered through `out`.
     pub fn leave(&mut self, cx: Ctx<'_>, req: LeaveGroupRequest, reply: R) -> Effects<R> {
         let mut out = Effects::default();

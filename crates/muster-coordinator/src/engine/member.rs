@@ -1,6 +1,6 @@
 //! Membership bookkeeping every rule family shares: checking a member (and instance) id,
-//! "heard from" (protocol §5 "Session expiry"), removing a member, and the assignor support
-//! count behind the protocol check and the vote (protocol §5 "JoinGroup", "Barrier").
+//! "heard from" (protocol §6.10), removing a member, and the assignor support
+//! count behind the protocol check and the vote (protocol §6.3, §6.6).
 
 use std::collections::HashMap;
 

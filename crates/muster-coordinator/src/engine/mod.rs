@@ -1,5 +1,5 @@
 //! The group engine: one consumer group's membership, generation and offsets as a pure,
-//! deterministic state machine (protocol §5; Kafka's classic `GroupCoordinator` is the reference).
+//! deterministic state machine (protocol §6; Kafka's classic `GroupCoordinator` is the reference).
 //!
 //! It does no I/O, reads no clock, holds no shared counter and knows nothing of actix, tokio or
 //! metrics (a test reads these files to keep it so). Every entry point takes the message and
@@ -12,29 +12,29 @@
 //! nothing). Queries (`describe`, `history`, `diagnose`, `next_deadline`) change nothing.
 //!
 //! This module holds the group's data ([`Group`], `Member`); each rule family is an
-//! `impl Group` block of its own file. Where each rule of protocol §5 lives:
+//! `impl Group` block of its own file. Where each rule of protocol §6 lives:
 //!
-//! | protocol §5 rule                         | file           |
-//! |------------------------------------------|----------------|
-//! | States (entering a state)                | `mod.rs`       |
-//! | A group that does not exist              | `absent.rs`    |
-//! | JoinGroup checks, pending ids            | `join.rs`      |
-//! | `max_members` (§6): members, pending ids | `join.rs`      |
-//! | Request limits, pending-id budget        | `limits.rs`    |
-//! | Unchanged follower; Static membership    | `join.rs`      |
-//! | Barrier, initial delay, generation, vote | `barrier.rs`   |
-//! | JoinGroup / SyncGroup answer shapes      | `answers.rs`   |
-//! | SyncGroup, the pending-sync window       | `sync.rs`      |
-//! | Heartbeat                                | `heartbeat.rs` |
-//! | "Heard from", removal, assignor support  | `member.rs`    |
-//! | Session expiry, deadlines; retention     | `timers.rs`    |
-//! | LeaveGroup                               | `leave.rs`     |
-//! | OffsetCommit, OffsetFetch                | `offsets.rs`   |
-//! | DescribeGroups, DeleteGroups, Topics     | `admin.rs`     |
-//! | What a call returns (effects, grants)    | `effects.rs`   |
-//! | Durability (records, sealing a call)     | `persist.rs`   |
-//! | Rebalance journal (§6.20)                | `journal.rs`   |
-//! | Stuck detector, GroupDiagnosis (§6.20)   | `diagnosis.rs` |
+//! | protocol §6 rule                                  | file           |
+//! |---------------------------------------------------|----------------|
+//! | States (entering a state)                         | `mod.rs`       |
+//! | A group that does not exist                       | `absent.rs`    |
+//! | JoinGroup checks, pending ids                     | `join.rs`      |
+//! | `max_members` (§5 "Quotas"): members, pending ids | `join.rs`      |
+//! | Request limits, pending-id budget                 | `limits.rs`    |
+//! | Unchanged follower; Static membership             | `join.rs`      |
+//! | Barrier, initial delay, generation, vote          | `barrier.rs`   |
+//! | JoinGroup / SyncGroup answer shapes               | `answers.rs`   |
+//! | SyncGroup, the pending-sync window                | `sync.rs`      |
+//! | Heartbeat                                         | `heartbeat.rs` |
+//! | "Heard from", removal, assignor support           | `member.rs`    |
+//! | Session expiry, deadlines; retention              | `timers.rs`    |
+//! | LeaveGroup                                        | `leave.rs`     |
+//! | OffsetCommit, OffsetFetch                         | `offsets.rs`   |
+//! | DescribeGroups, DeleteGroups, Topics              | `admin.rs`     |
+//! | What a call returns (effects, grants)             | `effects.rs`   |
+//! | Durability (records, sealing a call)              | `persist.rs`   |
+//! | Rebalance journal (§6.20)                         | `journal.rs`   |
+//! | Stuck detector, GroupDiagnosis (§6.20)            | `diagnosis.rs` |
 
 mod absent;
 mod admin;
@@ -507,7 +507,7 @@ impl<R> Group<R> {
         !self.offsets.is_empty()
     }
 
-    /// Enters `state` (protocol §5 "States"); entering Empty starts the retention clocks.
+    /// Enters `state` (protocol §6.1); entering Empty starts the retention clocks.
     fn set_state(&mut self, state: GroupState, now: Millis) {
         if self.state != state {
             self.state = state;

@@ -1,4 +1,4 @@
-//! OffsetCommit and OffsetFetch (protocol §5 "OffsetCommit", "OffsetFetch"); the request-level
+//! OffsetCommit and OffsetFetch (protocol §6.13, §6.14); the request-level
 //! answers are shared with groups that do not exist (`absent.rs`).
 
 use muster_protocol::error_answers::commit_error;
@@ -21,7 +21,7 @@ use crate::storage::records::{CommittedOffset, OffsetWrite};
 use crate::storage::Mutation;
 
 impl<R> Group<R> {
-    /// OffsetCommit (protocol §5 "OffsetCommit"). What passes is handed to the shell as a
+    /// OffsetCommit (protocol §6.13). What passes is handed to the shell as a
     /// [`Write::Commit`]: the answer leaves, and the offsets become visible to OffsetFetch,
     /// only once they are durable ([`Group::commit_written`]). Topics `access` may not read
     /// are answered TOPIC_AUTHORIZATION_FAILED and not written (`topic_access.rs`); the
@@ -212,7 +212,7 @@ impl<R> Group<R> {
         }
     }
 
-    /// OffsetFetch (protocol §5 "OffsetFetch"): any state; no commit → offset -1. Only topics
+    /// OffsetFetch (protocol §6.14): any state; no commit → offset -1. Only topics
     /// `access` may read are answered with offsets (`topic_access.rs`).
     pub fn fetch_offsets(&self, req: &OffsetFetchRequest, access: &Access) -> OffsetFetchResponse {
         if let Err(code) = check_fetch(&self.config.limits, req) {

@@ -1,4 +1,4 @@
-//! The durable form of a group (protocol §5 "Durability"): to a [`GroupRecord`] and back after
+//! The durable form of a group (protocol §6.17): to a [`GroupRecord`] and back after
 //! a restart. The records are storage's (`storage::records`); the engine only builds and reads
 //! them.
 
@@ -14,7 +14,7 @@ use crate::storage::Mutation;
 use crate::types::Millis;
 
 impl<R> Group<R> {
-    /// The durable form of this group's metadata (protocol §5 "Durability").
+    /// The durable form of this group's metadata (protocol §6.17).
     pub fn to_record(&self) -> GroupRecord {
         let mut members: Vec<MemberRecord> = self
             .members

@@ -1,4 +1,4 @@
-//! SyncGroup (protocol §5 "SyncGroup"): held syncs in CompletingRebalance, the leader's
+//! SyncGroup (protocol §6.8): held syncs in CompletingRebalance, the leader's
 //! assignment, going Stable, and who still owes a SyncGroup.
 //!
 //! Who still owes a SyncGroup, and until when, is a [`SyncWindow`]: opened when a barrier
@@ -27,7 +27,7 @@ pub(super) struct SyncWindow {
 }
 
 impl<R> Group<R> {
-    /// SyncGroup (protocol §5 "SyncGroup").
+    /// SyncGroup (protocol §6.8).
     pub fn sync(&mut self, cx: Ctx<'_>, req: SyncGroupRequest, reply: R) -> Effects<R> {
         let mut out = Effects::default();
         self.sync_inner(cx, req, reply, &mut out);

@@ -1,5 +1,5 @@
-//! Everything that happens because time passed (protocol §5 "Session expiry", the deadlines of
-//! "Barrier" and "SyncGroup", pending ids forgotten) and offset retention with the removal of
+//! Everything that happens because time passed (protocol §6.10, the deadlines of
+//! §6.5 and §6.8, pending ids forgotten: §6.4) and offset retention with the removal of
 //! abandoned groups (Kafka's offset expiration; `GroupConfig::offsets_retention_ms`).
 
 use super::effects::LedgerRequest;
@@ -223,10 +223,11 @@ impl<R> Group<R> {
             .saturating_add(self.config.empty_group_removal_ms)
     }
 
-    /// Offset retention and removal of abandoned groups (protocol §5 via Kafka's offset
-    /// expiration): an offset expires once the group has been Empty, and the offset unchanged,
-    /// for the retention period; a group left Empty with no offsets is removed (state Dead,
-    /// `persist` set so the caller deletes it durably).
+    /// Offset retention and removal of abandoned groups (Kafka's offset expiration;
+    /// docs/protocol.md has no retention rule, the setting is docs/operations.md's
+    /// `offsets_retention_minutes`): an offset expires once the group has been Empty, and the
+    /// offset unchanged, for the retention period; a group left Empty with no offsets is removed
+    /// (state Dead, `persist` set so the caller deletes it durably).
     pub(super) fn run_retention(&mut self, now: Millis, out: &mut Effects<R>) {
         if !self.retention_runs() {
             return;

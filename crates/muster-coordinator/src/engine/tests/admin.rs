@@ -1,5 +1,5 @@
 //! DescribeGroups, DeleteGroups, topic changes, and answering held requests at shutdown
-//! (protocol §5 "DescribeGroups", "DeleteGroups", "Topics").
+//! (protocol §6.15, §6.16).
 
 use super::*;
 

@@ -1,6 +1,6 @@
 //! The join barrier: the initial rebalance delay, completing early or at the timeout,
 //! laggards, generations, the assignor vote and the leader, and the half-way warning
-//! (protocol §5 "Barrier").
+//! (protocol §6.5, §6.6).
 
 use super::*;
 

@@ -1,5 +1,4 @@
-//! Heartbeat answers by state, and which requests refresh a session (protocol §5
-//! "Heartbeat").
+//! Heartbeat answers by state, and which requests refresh a session (protocol §6.9).
 
 use super::*;
 

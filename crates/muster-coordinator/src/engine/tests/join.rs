@@ -1,6 +1,5 @@
 //! JoinGroup: the checks in their order, pending ids (MEMBER_ID_REQUIRED), known members
-//! rejoining a formed group, and the group size limit (protocol §5 "JoinGroup", "Unchanged
-//! follower").
+//! rejoining a formed group, and the group size limit (protocol §6.3, §6.4, §6.7).
 
 use super::*;
 

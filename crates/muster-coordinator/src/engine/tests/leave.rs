@@ -1,5 +1,4 @@
-//! LeaveGroup: per-member results and held requests of leaving members (protocol §5
-//! "LeaveGroup").
+//! LeaveGroup: per-member results and held requests of leaving members (protocol §6.11).
 
 use super::*;
 

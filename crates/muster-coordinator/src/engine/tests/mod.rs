@@ -1,5 +1,5 @@
 //! Engine tests: the group state machine driven by hand, with time as a plain number (no runtime,
-//! no sleeping). Each test pins one rule of protocol §5; the cases follow Kafka's
+//! no sleeping). Each test pins one rule of protocol §6; the cases follow Kafka's
 //! `GroupCoordinatorTest` where Kafka has the rule. `props.rs` drives random operation sequences
 //! and checks the engine's invariants after every step.
 //!

@@ -1,4 +1,4 @@
-//! OffsetCommit and OffsetFetch (protocol §5 "OffsetCommit", "OffsetFetch").
+//! OffsetCommit and OffsetFetch (protocol §6.13, §6.14).
 
 use super::*;
 

@@ -1,4 +1,4 @@
-//! The group record and restoring from it after a restart (protocol §5 "Durability").
+//! The group record and restoring from it after a restart (protocol §6.17).
 
 use super::*;
 

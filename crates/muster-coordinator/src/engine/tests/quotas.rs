@@ -1,6 +1,6 @@
-//! A principal's `max_members` (protocol §6): members and pending ids hold a unit each, given
-//! back however they go; over the limit a join is refused with QUOTA_EXCEEDED; a restart
-//! charges the recorded principals again.
+//! A principal's `max_members` (protocol §5 "Quotas"): members and pending ids hold a unit
+//! each, given back however they go; over the limit a join is refused with QUOTA_EXCEEDED; a
+//! restart charges the recorded principals again.
 
 use super::*;
 use crate::access::Principal;

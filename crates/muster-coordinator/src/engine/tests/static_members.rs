@@ -1,4 +1,4 @@
-//! Static membership: takeovers, fencing, and the vote (protocol §5 "Static membership").
+//! Static membership: takeovers, fencing, and the vote (protocol §6.12).
 
 use super::*;
 

@@ -1,5 +1,5 @@
 //! SyncGroup: refusals, held syncs until the leader assigns, and members that never sync
-//! (protocol §5 "SyncGroup").
+//! (protocol §6.8).
 
 use super::*;
 

@@ -1,4 +1,4 @@
-//! Time passing: session expiry and the new-member cap (protocol §5 "Session expiry"), and
+//! Time passing: session expiry and the new-member cap (protocol §6.10), and
 //! offset retention with the removal of abandoned groups.
 
 use super::*;

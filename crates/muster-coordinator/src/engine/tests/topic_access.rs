@@ -1,4 +1,4 @@
-//! Topic authorization of OffsetCommit and OffsetFetch (protocol §6 "Authorization"): `read`
+//! Topic authorization of OffsetCommit and OffsetFetch (protocol §5 "Authorization"): `read`
 //! on each topic named; a denied topic's partitions are TOPIC_AUTHORIZATION_FAILED and the
 //! other topics are processed; an OffsetFetch of everything leaves denied topics out.
 
