@@ -40,6 +40,7 @@ mod absent;
 mod admin;
 mod answers;
 mod barrier;
+pub mod consumer;
 mod diagnosis;
 mod effects;
 mod heartbeat;

@@ -1,0 +1,4 @@
+//! Tests of the consumer-protocol engine, one file per engine file, each case named after the
+//! Kafka 4 test it follows.
+
+mod reconcile;
