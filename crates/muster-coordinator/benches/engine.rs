@@ -11,6 +11,9 @@
 //! - `sync/1000`: the SyncGroup round after that barrier: 999 followers' syncs are held, then
 //!   the leader's sync with a round-robin assignment releases all 1 000 answers.
 //! - `heartbeat/1000`: one heartbeat of a member of a Stable 1 000-member group.
+//! - `uniform/1000x10000`: the consumer protocol's `uniform` assignor computing the target of a
+//!   1 000-member group on 10 000 partitions when one member has just joined (999 keep what
+//!   they had; the newcomer takes its share).
 //! - `tick/10000`: a timer tick on a Stable 10 000-member group with nothing due (what every
 //!   group pays when its early wake-up fires: one scan of the members' deadlines).
 //!
@@ -270,6 +273,35 @@ fn bench_tick(c: &mut Criterion) {
     });
 }
 
+fn bench_uniform(c: &mut Criterion) {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use muster_coordinator::engine::consumer::{assign_uniform, AssignmentSpec, Target};
+
+    let subscribe = |n: usize| -> BTreeMap<String, BTreeSet<String>> {
+        (0..n)
+            .map(|i| (format!("member-{i:04}"), BTreeSet::from([TOPIC.to_owned()])))
+            .collect()
+    };
+    let counts = BTreeMap::from([(TOPIC.to_owned(), 10_000)]);
+    let before = subscribe(999);
+    let formed = assign_uniform(&AssignmentSpec {
+        members: &before,
+        partition_counts: &counts,
+        current: &Target::new(),
+    });
+    let after = subscribe(1_000);
+    c.bench_function("uniform/1000x10000", |b| {
+        b.iter(|| {
+            black_box(assign_uniform(&AssignmentSpec {
+                members: &after,
+                partition_counts: &counts,
+                current: &formed,
+            }))
+        })
+    });
+}
+
 fn short() -> Criterion {
     Criterion::default()
         .sample_size(20)
@@ -280,6 +312,6 @@ fn short() -> Criterion {
 criterion_group! {
     name = engine;
     config = short();
-    targets = bench_barrier, bench_heartbeat, bench_tick
+    targets = bench_barrier, bench_heartbeat, bench_tick, bench_uniform
 }
 criterion_main!(engine);

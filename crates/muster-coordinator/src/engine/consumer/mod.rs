@@ -8,11 +8,14 @@
 //! | rule (protocol-v1 §7; Kafka 4's class)                        | file           |
 //! |---------------------------------------------------------------|----------------|
 //! | Reconciling a member toward its target (`CurrentAssignmentBuilder`) | `reconcile.rs` |
+//! | The `uniform` server assignor (`UniformAssignor`)              | `uniform.rs`   |
 //!
 //! [`Effects`]: super::Effects
 
 mod reconcile;
 #[cfg(test)]
 mod tests;
+mod uniform;
 
 pub use reconcile::{MemberAssignment, MemberState, Partitions, Reconcile};
+pub use uniform::{assign_uniform, AssignmentSpec, Target};

@@ -2,3 +2,4 @@
 //! Kafka 4 test it follows.
 
 mod reconcile;
+mod uniform;
