@@ -226,7 +226,7 @@ mod props {
                 let topic = ["t0", "t1", "t2", "t3", "gone"][t];
                 current
                     .entry(format!("m{:02}", m % subs.len()))
-                    .or_insert_with(Partitions::new)
+                    .or_default()
                     .entry(topic.to_owned())
                     .or_default()
                     .insert(p);
