@@ -9,13 +9,16 @@
 //! |---------------------------------------------------------------|----------------|
 //! | Reconciling a member toward its target (`CurrentAssignmentBuilder`) | `reconcile.rs` |
 //! | The `uniform` server assignor (`UniformAssignor`)              | `uniform.rs`   |
+//! | The `range` server assignor (`RangeAssignor`)                  | `range.rs`     |
 //!
 //! [`Effects`]: super::Effects
 
+mod range;
 mod reconcile;
 #[cfg(test)]
 mod tests;
 mod uniform;
 
+pub use range::assign_range;
 pub use reconcile::{MemberAssignment, MemberState, Partitions, Reconcile};
 pub use uniform::{assign_uniform, AssignmentSpec, Target};

@@ -1,5 +1,6 @@
 //! Tests of the consumer-protocol engine, one file per engine file, each case named after the
 //! Kafka 4 test it follows.
 
+mod range;
 mod reconcile;
 mod uniform;

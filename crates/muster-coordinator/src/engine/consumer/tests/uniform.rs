@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::engine::consumer::{assign_uniform, AssignmentSpec, Partitions, Target};
+use crate::engine::consumer::{assign_range, assign_uniform, AssignmentSpec, Partitions, Target};
 
 fn topics(names: &[&str]) -> BTreeSet<String> {
     names.iter().map(|t| (*t).to_owned()).collect()
@@ -40,7 +40,7 @@ fn sizes(target: &Target) -> Vec<usize> {
 }
 
 /// Every partition of every subscribed topic is assigned exactly once, to a subscriber.
-fn assert_exactly_once(
+pub(super) fn assert_exactly_once(
     target: &Target,
     members: &BTreeMap<String, BTreeSet<String>>,
     partition_counts: &BTreeMap<String, i32>,
@@ -200,7 +200,7 @@ mod props {
     proptest! {
         /// Any subscriptions, any earlier target (even one naming gone topics or partitions,
         /// or one partition twice): every subscribed partition is assigned exactly once, to a
-        /// subscriber; with one subscription for all, counts differ by at most one; and asking
+        /// subscriber, by `uniform` and by `range`; for `uniform`, with one subscription for all, counts differ by at most one; and asking
         /// again with the result changes nothing.
         #[test]
         fn every_partition_once_balanced_and_stable(
@@ -231,6 +231,12 @@ mod props {
                     .or_default()
                     .insert(p);
             }
+            let range = assign_range(&AssignmentSpec {
+                members: &members,
+                partition_counts: &counts,
+                current: &current,
+            });
+            assert_exactly_once(&range, &members, &counts);
             let target = assign(&members, &counts, &current);
             assert_exactly_once(&target, &members, &counts);
             if same {
