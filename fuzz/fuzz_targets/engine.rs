@@ -173,6 +173,9 @@ impl Model {
             ..
         } = effects;
         self.ledger.apply(ledger);
+        // Answers of calls made while carrying these out (a commit handed back), already
+        // checked by their own `carry_out`.
+        let mut nested = Vec::new();
         for write in writes {
             match write {
                 Write::Record {
@@ -199,7 +202,7 @@ impl Model {
                         }
                     }
                     let done = self.group.commit_written(commit, Ok(()));
-                    replies.extend(self.carry_out(done));
+                    nested.extend(self.carry_out(done));
                 }
                 Write::BestEffort(_) => {}
             }
@@ -211,6 +214,7 @@ impl Model {
             );
             self.learn(*token, response);
         }
+        replies.extend(nested);
         replies
     }
 
