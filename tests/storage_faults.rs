@@ -8,6 +8,8 @@
 //! - OffsetCommit fails COORDINATOR_NOT_AVAILABLE while storage fails, and nothing of it is
 //!   visible; `/readyz` is not ready meanwhile;
 //! - retention never deletes a partition whose newer commit is still being written;
+//! - DeleteGroups is written in line with the group's record writes: a record queued before it
+//!   never lands after it and brings the group back;
 //! - CreateTopics waits for the disk without stalling the supervisor, and admin requests held
 //!   that way count against the server's `max_admin_requests_in_flight`: past it, admin
 //!   requests are refused at once.
@@ -391,4 +393,68 @@ async fn admin_requests_in_flight_are_bounded_server_wide() -> anyhow::Result<()
         "only the admitted CreateTopics changed the catalog"
     );
     Ok(())
+}
+
+/// DeleteGroups is one of the group's record writes, in their order: a record queued behind a
+/// write in flight (the last members leaving) never lands after the deletion and brings the
+/// deleted group back (found in review: the deletion used to go to the store at once).
+#[tokio::test]
+async fn a_deletion_is_never_overtaken_by_a_record_queued_before_it() -> anyhow::Result<()> {
+    let store = Arc::new(GatedStore {
+        inner: MemoryStore::new(),
+        gate: Mutex::new(None),
+    });
+    let shared: Arc<dyn Store> = store.clone();
+    let server = start_server_with(fast_config(), |o| o.store = shared);
+    let addr = server.local_addr();
+    let members = form_group(addr, GROUP, 2, LONG_MS, LONG_MS).await?;
+    let ids: Vec<String> = members.iter().map(|m| m.id.clone()).collect();
+    let mut conn = Conn::connect(addr, "admin").await?;
+
+    store.close_gate();
+    // The first leave's write is in flight (held by the gate); the second's record queues
+    // behind it in the group.
+    let first = conn.send(leave(GROUP, &[&ids[0]])).await?;
+    let second = conn.send(leave(GROUP, &[&ids[1]])).await?;
+    // The group is Empty in memory: DeleteGroups is accepted and waits for its write.
+    let mut deleted = conn.send(delete_groups(&[GROUP])).await?;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_pending(&mut deleted, "DeleteGroups before its write is durable");
+    let mut applied = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline && !applied.iter().any(is_delete) {
+        applied.extend(store.flush());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    applied.extend(store.flush());
+    for answer in [wait(first).await?, wait(second).await?] {
+        let Response::LeaveGroup(l) = answer else {
+            anyhow::bail!("not a LeaveGroup answer: {answer:?}")
+        };
+        assert_eq!(l.error_code, 0);
+    }
+    let Response::DeleteGroups(d) = wait(deleted).await? else {
+        anyhow::bail!("not a DeleteGroups answer")
+    };
+    assert_eq!(d.results[0].error_code, 0, "{d:?}");
+    let at = applied
+        .iter()
+        .position(is_delete)
+        .expect("the deletion is written");
+    assert!(
+        !applied[at..]
+            .iter()
+            .any(|m| matches!(m, Mutation::PutGroup(_))),
+        "a record was written after the deletion: {applied:?}"
+    );
+    let stored = store.inner.load_group(GROUP)?;
+    assert!(
+        stored.record.is_none(),
+        "the deleted group is back: {stored:?}"
+    );
+    Ok(())
+}
+
+fn is_delete(m: &Mutation) -> bool {
+    matches!(m, Mutation::DeleteGroup { .. })
 }

@@ -133,8 +133,20 @@ impl Quota {
         self.report(kind, before.saturating_add(1));
     }
 
+    /// Gives one unit back; never below zero (a unit given back twice would otherwise wrap the
+    /// count and lock the principal out for good).
     pub(crate) fn give_back(&self, kind: QuotaKind) {
-        let before = self.count(kind).fetch_sub(1, Ordering::AcqRel);
+        let before = self
+            .count(kind)
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                Some(used.saturating_sub(1))
+            })
+            .unwrap_or_default();
+        debug_assert!(
+            before > 0,
+            "a {kind:?} unit of {} given back twice",
+            self.principal
+        );
         self.report(kind, before.saturating_sub(1));
     }
 

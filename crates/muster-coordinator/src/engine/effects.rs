@@ -20,10 +20,11 @@ use crate::storage::records::OffsetWrite;
 use crate::storage::Mutation;
 use crate::types::{Millis, PrincipalName};
 
-/// What one engine call asks its shell to do, in this order: send `replies`, carry out
-/// `writes` (each write's own replies once it is durable), apply `ledger`, arm a timer for
-/// `deadline`, log `events`. An empty `Effects` allocates nothing (an idle group makes one per
-/// call and keeps none).
+/// What one engine call asks its shell to do. The group actor carries it out in this order:
+/// log `events`, apply `ledger`, send `replies`, start `writes` (each write's own replies leave
+/// once it is durable), arm a timer for `deadline`. Nothing in one field depends on another
+/// being done first. An empty `Effects` allocates nothing (an idle group makes one per call and
+/// keeps none).
 #[derive(Debug)]
 #[must_use = "the shell must carry out what the engine asked for"]
 pub struct Effects<R> {

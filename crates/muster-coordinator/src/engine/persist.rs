@@ -118,7 +118,9 @@ impl<R> Group<R> {
 
     /// Ends an engine call: the replies wait for a write of the group's record if the call
     /// changed it (`persist`), expired offsets become a best-effort delete, and the deadline
-    /// the call moved earlier is reported. Every public entry point returns through here.
+    /// the call moved earlier is reported. Every entry point that can change the group's
+    /// record returns through here (`abort_held` changes nothing durable; `delete` answers a
+    /// `Deletion`).
     pub(super) fn seal(&mut self, mut out: Effects<R>) -> Effects<R> {
         if out.persist {
             out.persist = false;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use muster_protocol::{ErrorCode, HeartbeatRequest, HeartbeatResponse, Request, Response};
-use tracing::warn;
+use tracing::{info, warn};
 use uuid::Uuid;
 
 use super::ledger::Ledger;
@@ -257,7 +257,9 @@ impl GroupActor {
         }
         for write in writes {
             match write {
-                Write::Record { batch, replies } => self.write_record(batch, replies, ctx),
+                Write::Record { batch, replies } => {
+                    self.write_record(batch, replies, Vec::new(), ctx)
+                }
                 Write::Commit { batch, commit } => self.write_commit(batch, commit, ctx),
                 Write::BestEffort(batch) => self.write_best_effort(batch, ctx),
             }
@@ -301,10 +303,17 @@ impl Actor for GroupActor {
     }
 
     fn stopped(&mut self, _: &mut Self::Context) {
-        // Whatever way the group went, the units its members and pending ids held go back.
-        self.env.ledger.apply(self.group.release_all());
         // A stopped group is stuck, unowned or rebalancing no more.
         self.show_insight(InsightShown::default());
+    }
+}
+
+/// Whatever way the group goes (stopped, dropped, or a handler unwinding), the units its
+/// members and pending ids hold go back to the server's counters. A second call returns
+/// nothing.
+impl Drop for GroupActor {
+    fn drop(&mut self) {
+        self.env.ledger.apply(self.group.release_all());
     }
 }
 
@@ -405,22 +414,34 @@ impl Handler<Describe> for GroupActor {
 }
 
 impl Handler<Delete> for GroupActor {
-    type Result = ResponseActFuture<Self, ErrorCode>;
+    /// Not tied to the actor: the group's actor stops once the deletion is durable, and the
+    /// answer must still reach the supervisor.
+    type Result = ResponseFuture<ErrorCode>;
 
-    fn handle(&mut self, _: Delete, _: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, _: Delete, ctx: &mut Self::Context) -> Self::Result {
         if self.relinquished {
-            return Box::pin(actix::fut::ready(ErrorCode::NotCoordinator));
+            return Box::pin(std::future::ready(ErrorCode::NotCoordinator));
         }
         if self.reloading {
-            return Box::pin(actix::fut::ready(ErrorCode::CoordinatorNotAvailable));
+            return Box::pin(std::future::ready(ErrorCode::CoordinatorNotAvailable));
         }
-        match self.group.delete(self.env.clock.now()) {
-            Ok(deletion) => {
-                self.env.ledger.apply(deletion.ledger);
-                self.write_deletion(deletion.batch)
+        let deletion = match self.group.delete(self.env.clock.now()) {
+            Ok(deletion) => deletion,
+            Err(code) => return Box::pin(std::future::ready(code)),
+        };
+        self.env.ledger.apply(deletion.ledger);
+        // In line with the group's record writes: a record queued before it can never land
+        // after it (and bring the group back).
+        let (done, outcome) = tokio::sync::oneshot::channel();
+        self.write_record(deletion.batch, Vec::new(), vec![done], ctx);
+        let group_id = logsafe(self.group.group_id()).to_string();
+        Box::pin(async move {
+            let code = outcome.await.unwrap_or(ErrorCode::CoordinatorNotAvailable);
+            if code == ErrorCode::None {
+                info!(%group_id, "group deleted");
             }
-            Err(code) => Box::pin(actix::fut::ready(code)),
-        }
+            code
+        })
     }
 }
 

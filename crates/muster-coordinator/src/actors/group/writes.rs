@@ -15,7 +15,7 @@ use crate::actors::messages::Forget;
 use crate::actors::reply::ReplyTo;
 use muster_protocol::error_answers::error_like;
 
-use crate::engine::{Ctx, Group, GroupState, PendingCommit};
+use crate::engine::{Ctx, Effects, Group, GroupState, PendingCommit};
 use crate::logsafe::logsafe;
 use crate::storage::{GroupRecord, Mutation, StoreError};
 
@@ -32,13 +32,18 @@ fn failed_write_code(error: &StoreError) -> ErrorCode {
     }
 }
 
-/// Record writes queued behind the one in flight, as one: its batch and the replies waiting
-/// for it.
+/// Record writes queued behind the one in flight, as one: its batch, the replies waiting for
+/// it, and who else waits for it (a DeleteGroups, told the outcome's code).
 #[derive(Default)]
 pub(super) struct QueuedRecord {
     batch: Vec<Mutation>,
     replies: Vec<(ReplyTo, Response)>,
+    waiters: Vec<Waiter>,
 }
+
+/// Someone waiting for a record write (a DeleteGroups): told NONE once it is durable, or the
+/// code its failure is answered with.
+pub(super) type Waiter = tokio::sync::oneshot::Sender<ErrorCode>;
 
 /// Adds `batch` to record writes queued behind the one in flight: the later record (or the
 /// group's deletion) supersedes an earlier one; journal entries add up, in order.
@@ -55,18 +60,22 @@ fn coalesce(queued: &mut Vec<Mutation>, batch: Vec<Mutation>) {
 }
 
 impl GroupActor {
-    /// Writes the group's record, then sends `replies`. While one write is in flight, later
-    /// ones are coalesced into the next (which carries the latest record).
+    /// Writes the group's record (or its deletion), then sends `replies` and tells `waiters`.
+    /// Record writes are ordered: while one is in flight, later ones are coalesced into the next
+    /// (which carries the latest record, or the deletion that supersedes it), so a record can
+    /// never land after the group's deletion.
     pub(super) fn write_record(
         &mut self,
         batch: Vec<Mutation>,
         replies: Vec<(ReplyTo, Response)>,
+        waiters: Vec<Waiter>,
         ctx: &mut Context<Self>,
     ) {
         if self.record_in_flight {
             let queued = self.record_next.get_or_insert_with(QueuedRecord::default);
             coalesce(&mut queued.batch, batch);
             queued.replies.extend(replies);
+            queued.waiters.extend(waiters);
             return;
         }
         self.record_in_flight = true;
@@ -78,6 +87,9 @@ impl GroupActor {
                     for (to, response) in replies {
                         to.send(response);
                     }
+                    for waiter in waiters {
+                        let _ = waiter.send(ErrorCode::None);
+                    }
                 }
                 Err(e)
                     if act.relinquished || failed_write_code(&e) == ErrorCode::NotCoordinator =>
@@ -87,7 +99,7 @@ impl GroupActor {
                     // relinquishes the group; until then it answers NOT_COORDINATOR.
                     info!(group_id = %logsafe(act.group.group_id()), error = %e,
                         "group metadata refused: another node coordinates the group now");
-                    act.fail_waiting(replies, ErrorCode::NotCoordinator);
+                    act.fail_waiting(replies, waiters, ErrorCode::NotCoordinator);
                     act.give_up(ctx);
                     return;
                 }
@@ -95,18 +107,24 @@ impl GroupActor {
                     error!(group_id = %logsafe(act.group.group_id()), error = %e,
                         "group metadata not durable; answering COORDINATOR_NOT_AVAILABLE and \
                          rolling back to the durable record");
-                    act.fail_waiting(replies, ErrorCode::CoordinatorNotAvailable);
+                    act.fail_waiting(replies, waiters, ErrorCode::CoordinatorNotAvailable);
                     act.roll_back(ctx);
                     return;
                 }
             }
-            if let Some(QueuedRecord { batch, replies }) = act.record_next.take() {
-                act.write_record(batch, replies, ctx);
+            if let Some(QueuedRecord {
+                batch,
+                replies,
+                waiters,
+            }) = act.record_next.take()
+            {
+                act.write_record(batch, replies, waiters, ctx);
             } else if act.relinquished {
                 act.stop_if_drained(ctx);
             } else if act.group.state() == GroupState::Dead {
-                // Removed by retention and now deleted from storage: the supervisor forgets us
-                // and requests still addressed here are answered by the drop guard.
+                // Removed (retention or DeleteGroups) and now deleted from storage: the
+                // supervisor forgets us and requests still addressed here are answered by the
+                // drop guard.
                 act.env.supervisor.forget.do_send(Forget { key: act.key });
                 ctx.stop();
             }
@@ -114,16 +132,20 @@ impl GroupActor {
         ctx.spawn(fut);
     }
 
-    /// Answers `replies`, and those queued for the next record write (they depend on this
-    /// one's state too), with `code`.
-    fn fail_waiting(&mut self, replies: Vec<(ReplyTo, Response)>, code: ErrorCode) {
-        let next = self
-            .record_next
-            .take()
-            .map(|q| q.replies)
-            .unwrap_or_default();
-        for (to, response) in replies.into_iter().chain(next) {
+    /// Answers `replies` and `waiters`, and those queued for the next record write (they
+    /// depend on this one's state too), with `code`; nothing queued is written any more.
+    fn fail_waiting(
+        &mut self,
+        replies: Vec<(ReplyTo, Response)>,
+        waiters: Vec<Waiter>,
+        code: ErrorCode,
+    ) {
+        let next = self.record_next.take().unwrap_or_default();
+        for (to, response) in replies.into_iter().chain(next.replies) {
             to.send(error_like(&response, code));
+        }
+        for waiter in waiters.into_iter().chain(next.waiters) {
+            let _ = waiter.send(code);
         }
     }
 
@@ -165,31 +187,6 @@ impl GroupActor {
                 error!(group_id = %logsafe(act.group.group_id()), error = %e, "expired offsets not deleted");
             }
         }));
-    }
-
-    /// DeleteGroups: answered once the deletion is durable; the actor then stops.
-    pub(super) fn write_deletion(
-        &mut self,
-        batch: Vec<Mutation>,
-    ) -> ResponseActFuture<Self, ErrorCode> {
-        let durable = self.env.store.apply(batch);
-        Box::pin(durable.into_actor(self).map(|result, act, ctx| match result {
-            Ok(()) => {
-                info!(group_id = %logsafe(act.group.group_id()), "group deleted");
-                ctx.stop();
-                ErrorCode::None
-            }
-            Err(e) if act.relinquished || failed_write_code(&e) == ErrorCode::NotCoordinator => {
-                act.give_up(ctx);
-                ErrorCode::NotCoordinator
-            }
-            Err(e) => {
-                error!(group_id = %logsafe(act.group.group_id()), error = %e, "group deletion not durable");
-                // The engine already marked the group Dead: back to what is durable.
-                act.roll_back(ctx);
-                ErrorCode::CoordinatorNotAvailable
-            }
-        }))
     }
 
     /// This node stops coordinating the group: held requests are answered NOT_COORDINATOR,
@@ -269,13 +266,17 @@ impl GroupActor {
             "group rolled back to its durable record"
         );
         let missed = std::mem::take(&mut self.missed_topics);
-        if !missed.is_empty() {
+        let effects = if missed.is_empty() {
+            Effects::default()
+        } else {
             let cx = Ctx {
                 now,
                 topics: self.env.catalog.as_ref(),
             };
-            let effects = self.group.topics_changed(cx, &missed);
-            self.carry_out(effects, ctx);
-        }
+            self.group.topics_changed(cx, &missed)
+        };
+        // Carried out even when empty: the supervisor hears the restored state and size (it
+        // was told of the state the failed write would have made).
+        self.carry_out(effects, ctx);
     }
 }
