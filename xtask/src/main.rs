@@ -103,6 +103,7 @@ fn layout(repo: PathBuf) -> Result<()> {
 fn test_tools(containers: bool) -> Vec<tools::Tool> {
     let names: &[&str] = if containers {
         &[
+            "make",
             "etcd",
             "chromium",
             "mount",
@@ -113,7 +114,7 @@ fn test_tools(containers: bool) -> Vec<tools::Tool> {
             "openssl",
         ]
     } else {
-        &["etcd", "chromium", "mount", "kill"]
+        &["make", "etcd", "chromium", "mount", "kill"]
     };
     tools::ALL
         .iter()

@@ -36,6 +36,15 @@ enum Probe {
 /// Every tool `cargo xtask install` knows, in the order it reports them.
 pub const ALL: &[Tool] = &[
     Tool {
+        name: "make",
+        package: "make",
+        needed_by: "building the workspace (tikv-jemalloc-sys builds jemalloc, musterd's allocator, with make; a fresh Debian with only gcc lacks it)",
+        probe: Probe::Program {
+            names: &["make"],
+            env: None,
+        },
+    },
+    Tool {
         name: "etcd",
         package: "etcd-server",
         needed_by: "the cluster-mode tests (crates/muster-server/tests/cluster*.rs, tests/cluster_requests.rs)",
