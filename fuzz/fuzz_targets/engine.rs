@@ -194,6 +194,9 @@ impl Model {
                         }
                     }
                     replies.extend(waiting);
+                    // Durable at once: the engine may hand out the next record write.
+                    let next = self.group.record_written(Ok(()));
+                    nested.extend(self.carry_out(next));
                 }
                 Write::Commit { batch, commit } => {
                     for m in batch {

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use muster_coordinator::actors::Ledger;
-use muster_coordinator::engine::{ClientInfo, Ctx, Effects, Group, GroupState};
+use muster_coordinator::engine::{ClientInfo, Ctx, Effects, Group, GroupState, Write};
 use muster_coordinator::quota::Quotas;
 use muster_coordinator::GroupConfig;
 use muster_protocol::{
@@ -81,6 +81,23 @@ fn ledger() -> Ledger {
     )
 }
 
+/// Carries a call's writes out as durable at once, as the group actor does once its store
+/// answers: every reply the call released, waiting or not.
+fn durable(group: &mut Group<usize>, effects: Effects<usize>) -> Vec<(usize, Response)> {
+    let mut replies = effects.replies;
+    for write in effects.writes {
+        if let Write::Record {
+            replies: waiting, ..
+        } = write
+        {
+            replies.extend(waiting);
+            let next = group.record_written(Ok(()));
+            replies.extend(durable(group, next));
+        }
+    }
+    replies
+}
+
 /// One JoinGroup as the group actor makes it: reserve what the engine may need, call it, give
 /// back what it returned.
 fn join(
@@ -91,12 +108,12 @@ fn join(
     client: &ClientInfo,
     fresh: Uuid,
     token: usize,
-) -> Effects<usize> {
+) -> Vec<(usize, Response)> {
     let req = join_request(member_id);
     let grants = ledger.reserve_for_join(group, &req, client);
     let mut effects = group.join(cx, req, client, fresh, grants, token);
     ledger.apply(std::mem::take(&mut effects.ledger));
-    effects
+    durable(group, effects)
 }
 
 /// A Stable group of `n` members at time 1 000; returns it, the member ids and the generation.
@@ -114,7 +131,7 @@ fn stable_group(n: usize) -> (Group<usize>, Vec<String>, i32, String) {
     let mut ids = Vec::with_capacity(n);
     for i in 0..n {
         let effects = join(&mut group, &ledger, cx(now), "", &client, Uuid::new_v4(), i);
-        let id = match effects.every_reply().next() {
+        let id = match effects.first() {
             Some((_, Response::JoinGroup(r))) => Some(r.member_id.clone()),
             _ => None,
         };
@@ -124,16 +141,17 @@ fn stable_group(n: usize) -> (Group<usize>, Vec<String>, i32, String) {
         let _ = join(&mut group, &ledger, cx(now), id, &client, Uuid::nil(), i);
     }
     // The initial delay is extended once (members arrived in its window), then fires.
-    let mut last = Effects::default();
+    let mut last = Vec::new();
     for _ in 0..10 {
         now += 100;
-        last = group.tick(cx(now));
+        let effects = group.tick(cx(now));
+        last = durable(&mut group, effects);
         if group.state() != GroupState::PreparingRebalance {
             break;
         }
     }
     let (generation, leader) = last
-        .every_reply()
+        .iter()
         .find_map(|(_, r)| match r {
             Response::JoinGroup(j) if j.error_code == 0 => {
                 Some((j.generation_id, j.leader_id.clone()))
@@ -147,14 +165,14 @@ fn stable_group(n: usize) -> (Group<usize>, Vec<String>, i32, String) {
 }
 
 /// Followers sync first (held), then the leader with a round-robin assignment; returns the
-/// leader's sync's effects (which release every answer).
+/// answers the leader's sync released (every member's).
 fn sync_all(
     group: &mut Group<usize>,
     ids: &[String],
     leader: &str,
     generation: i32,
     now: u64,
-) -> Effects<usize> {
+) -> Vec<(usize, Response)> {
     let catalog = catalog();
     let cx = Ctx {
         now,
@@ -169,7 +187,8 @@ fn sync_all(
         assignments,
     };
     for (i, id) in ids.iter().enumerate().filter(|(_, id)| *id != leader) {
-        let _ = group.sync(cx, sync(id, Vec::new()), i);
+        let effects = group.sync(cx, sync(id, Vec::new()), i);
+        durable(group, effects);
     }
     let assignments = ids
         .iter()
@@ -183,7 +202,8 @@ fn sync_all(
             user_data: Vec::new(),
         })
         .collect();
-    group.sync(cx, sync(leader, assignments), usize::MAX)
+    let effects = group.sync(cx, sync(leader, assignments), usize::MAX);
+    durable(group, effects)
 }
 
 /// Every member rejoins (leader first): the barrier completes on the last one.
@@ -199,9 +219,7 @@ fn rebalance(group: &mut Group<usize>, ids: &[String], leader: &str, now: u64) -
         std::iter::once(leader).chain(ids.iter().map(String::as_str).filter(|id| *id != leader));
     let mut answered = 0;
     for (i, id) in order.enumerate() {
-        answered += join(group, &ledger, cx, id, &client, Uuid::nil(), i)
-            .every_reply()
-            .count();
+        answered += join(group, &ledger, cx, id, &client, Uuid::nil(), i).len();
     }
     answered
 }
@@ -228,8 +246,8 @@ fn bench_barrier(c: &mut Criterion) {
                 (group, ids, generation + 1, leader)
             },
             |(mut group, ids, generation, leader)| {
-                let effects = sync_all(&mut group, &ids, &leader, generation, 2_000);
-                assert_eq!(effects.every_reply().count(), n);
+                let answers = sync_all(&mut group, &ids, &leader, generation, 2_000);
+                assert_eq!(answers.len(), n);
                 group
             },
             BatchSize::PerIteration,

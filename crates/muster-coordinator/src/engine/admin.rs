@@ -3,9 +3,8 @@
 
 use muster_protocol::{DescribedGroup, DescribedMember, ErrorCode};
 
-use super::effects::{Deletion, LedgerRequest};
+use super::effects::LedgerRequest;
 use super::{Ctx, Effects, Group, GroupState, Millis, RebalanceTrigger, NONE};
-use crate::storage::Mutation;
 
 impl<R> Group<R> {
     /// DescribeGroups entry for this group.
@@ -50,22 +49,20 @@ impl<R> Group<R> {
     }
 
     /// DeleteGroups: only an Empty group may go; it becomes Dead and its offsets are gone.
-    pub fn delete(&mut self, now: Millis) -> Result<Deletion, ErrorCode> {
+    /// DeleteGroups of this group: only an Empty one. Its deletion is a record write in the
+    /// group's order (a record changed before it is never written after it).
+    pub fn delete(&mut self, now: Millis) -> Result<Effects<R>, ErrorCode> {
         match self.state {
             GroupState::Empty => {
                 self.offsets.clear();
-                let mut out = Effects::<R>::default();
+                let mut out = Effects::default();
                 let pending: Vec<String> = self.pending.keys().cloned().collect();
                 for id in pending {
                     self.forget_pending(&id, &mut out);
                 }
                 self.set_state(GroupState::Dead, now);
-                Ok(Deletion {
-                    batch: vec![Mutation::DeleteGroup {
-                        group_id: self.group_id.to_string(),
-                    }],
-                    ledger: out.ledger,
-                })
+                out.persist = true;
+                Ok(self.seal(out))
             }
             GroupState::Dead => Err(ErrorCode::GroupIdNotFound),
             _ => Err(ErrorCode::NonEmptyGroup),

@@ -67,17 +67,6 @@ impl<R> Effects<R> {
         self.replies.push((to, response));
     }
 
-    /// Every reply of this call, waiting for a write or not, in order: what a shell sends
-    /// once every write is durable (commits answer only when handed back).
-    pub fn every_reply(&self) -> impl Iterator<Item = &(R, Response)> {
-        self.replies
-            .iter()
-            .chain(self.writes.iter().flat_map(|w| match w {
-                Write::Record { replies, .. } => replies.as_slice(),
-                _ => &[],
-            }))
-    }
-
     /// Whether a rebalance-level change happened (the group's record changed, or an event was
     /// emitted): the shell refreshes what it shows of the group's insight then, never after a
     /// plain commit or fetch.
@@ -94,10 +83,12 @@ impl<R> Effects<R> {
 #[derive(Debug)]
 pub enum Write<R> {
     /// The group's record changed: `batch` (its record and the journal entries that changed,
-    /// or its deletion) must be durable before `replies` leave. Record writes are ordered; the
-    /// shell may coalesce those that queue behind one in flight (a later record supersedes an
-    /// earlier one; journal entries add up). If it fails, what the engine holds is ahead of
-    /// disk: the shell answers `replies` with an error and rebuilds the group from storage.
+    /// or its deletion) must be durable before `replies` leave. The engine hands out one at a
+    /// time: once it is durable or has failed, the shell reports it with
+    /// [`Group::record_written`](super::Group::record_written), which starts the next one if
+    /// calls meanwhile changed the record (built then, from the latest state). If it fails,
+    /// what the engine holds is ahead of disk: the shell answers `replies` with an error and
+    /// rebuilds the group from storage.
     Record {
         batch: Vec<Mutation>,
         replies: Vec<(R, Response)>,
@@ -174,12 +165,4 @@ pub enum Grant {
 pub struct JoinNeeds {
     pub member_unit: bool,
     pub pending_id: bool,
-}
-
-/// A group deleted by DeleteGroups: the shell writes `batch`, answers once it is durable, and
-/// gives `ledger` back.
-#[derive(Debug)]
-pub struct Deletion {
-    pub batch: Vec<Mutation>,
-    pub ledger: Vec<LedgerRequest>,
 }

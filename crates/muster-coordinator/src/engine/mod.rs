@@ -58,9 +58,7 @@ mod timers;
 mod topic_access;
 
 pub use absent::{absent_group, AbsentGroup};
-pub use effects::{
-    Deletion, Effects, Grant, Grants, JoinNeeds, LedgerRequest, PendingCommit, Write,
-};
+pub use effects::{Effects, Grant, Grants, JoinNeeds, LedgerRequest, PendingCommit, Write};
 pub use journal::{kind as cause_kind, MAX_LISTED, MAX_LISTED_PARTITIONS};
 pub use limits::check_request;
 pub use topic_access::{refusal_for, unreadable_topics};
@@ -71,7 +69,7 @@ use std::hash::BuildHasher;
 use std::num::NonZeroU64;
 use std::sync::{Arc, OnceLock};
 
-use muster_protocol::{AssignorMetadata, ErrorCode, JoinGroupRequest, TopicPartitions};
+use muster_protocol::{AssignorMetadata, ErrorCode, JoinGroupRequest, Response, TopicPartitions};
 
 use crate::access::Access;
 use crate::config::GroupConfig;
@@ -183,6 +181,10 @@ impl ClientInfo {
         self.charge() == held
     }
 }
+
+/// Replies owed to the next record write (see `Group::record_owed`).
+#[derive(Debug)]
+struct Owed<R>(Vec<(R, Response)>);
 
 /// One member. Kept small: a group holds one per consumer, idle or not. The id is shared with
 /// the group's map key (and the leader field); lists are boxed slices (no spare capacity, 16
@@ -404,6 +406,13 @@ pub struct Group<R> {
     /// OffsetCommits handed to the shell ([`Write::Commit`]) and not yet reported back:
     /// retention waits for them (an expiry landing behind an acknowledged commit would lose it).
     commits_in_flight: u32,
+    /// A record write handed to the shell ([`Write::Record`]) and not yet reported back by
+    /// [`Group::record_written`]: record writes are ordered, one at a time.
+    record_in_flight: bool,
+    /// Replies of calls that changed the record while one was being written: the next record
+    /// write (built from the latest state when the one in flight is done) carries them. Boxed:
+    /// only a group written twice within one write's time has one.
+    record_owed: Option<Box<Owed<R>>>,
     /// The group has a creator its durable record may not hold yet: a group made by an
     /// OffsetCommit has offsets but no record until a member joins, and a restart would then
     /// charge no one for it. Its first commit writes the (member-less) record too.
@@ -438,6 +447,8 @@ impl<R> Group<R> {
             offsets: Map::default(),
             new_deadline: None,
             commits_in_flight: 0,
+            record_in_flight: false,
+            record_owed: None,
             owner_unrecorded: false,
             created_by: None,
             insight: None,

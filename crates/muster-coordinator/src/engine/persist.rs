@@ -5,9 +5,12 @@
 use std::sync::Arc;
 
 use super::barrier::Barrier;
+use muster_protocol::error_answers::error_like;
+use muster_protocol::ErrorCode;
+
 use super::effects::{Effects, LedgerRequest, Write};
 use super::journal::kind as cause_kind;
-use super::{Group, GroupState, Member, MemberClient, PrincipalName, RebalanceTrigger};
+use super::{Group, GroupState, Member, MemberClient, Owed, PrincipalName, RebalanceTrigger};
 use crate::config::GroupConfig;
 use crate::storage::records::{GroupRecord, MemberRecord, OffsetWrite};
 use crate::storage::Mutation;
@@ -116,27 +119,28 @@ impl<R> Group<R> {
         self.commits_in_flight = old.commits_in_flight;
     }
 
-    /// Ends an engine call: the replies wait for a write of the group's record if the call
-    /// changed it (`persist`), expired offsets become a best-effort delete, and the deadline
-    /// the call moved earlier is reported. Every entry point that can change the group's
-    /// record returns through here (`abort_held` changes nothing durable; `delete` answers a
-    /// `Deletion`).
+    /// Ends an engine call: if the call changed the group's record (`persist`), its replies wait
+    /// for a record write — a new one built from the state now, or, while one is in flight, the
+    /// next one, built when that is done ([`Group::record_written`]), so a burst of changes
+    /// during one write costs one more record, not one each. Expired offsets become a
+    /// best-effort delete; the deadline the call moved earlier is reported. Every entry point
+    /// that can change the group's record returns through here (`abort_held` changes nothing
+    /// durable).
     pub(super) fn seal(&mut self, mut out: Effects<R>) -> Effects<R> {
         if out.persist {
             out.persist = false;
-            let batch = if self.state == GroupState::Dead {
-                vec![Mutation::DeleteGroup {
-                    group_id: self.group_id.to_string(),
-                }]
-            } else {
-                // The journal entries that changed ride in the same batch (protocol §6.20).
-                let mut batch = vec![Mutation::PutGroup(self.to_record())];
-                batch.extend(self.journal_changes());
-                batch
-            };
             self.owner_unrecorded = false;
             let replies = std::mem::take(&mut out.replies);
-            out.writes.push(Write::Record { batch, replies });
+            if self.record_in_flight {
+                self.record_owed
+                    .get_or_insert_with(|| Box::new(Owed(Vec::new())))
+                    .0
+                    .extend(replies);
+            } else {
+                let batch = self.record_batch();
+                self.record_in_flight = true;
+                out.writes.push(Write::Record { batch, replies });
+            }
         }
         if !out.expired_offsets.is_empty() {
             out.writes
@@ -147,6 +151,47 @@ impl<R> Group<R> {
         }
         out.deadline = self.moved_deadline();
         out
+    }
+
+    /// The group's record as it is now, with the journal entries that changed (protocol
+    /// §6.20), or its deletion once Dead.
+    fn record_batch(&mut self) -> Vec<Mutation> {
+        if self.state == GroupState::Dead {
+            return vec![Mutation::DeleteGroup {
+                group_id: self.group_id.to_string(),
+            }];
+        }
+        let mut batch = vec![Mutation::PutGroup(self.to_record())];
+        batch.extend(self.journal_changes());
+        batch
+    }
+
+    /// The record write in flight is durable (`Ok`) or failed with the code its replies got:
+    /// the next one owed is started (from the latest state), or its replies are answered with
+    /// the failure. On a failure the shell rebuilds the group from storage.
+    pub fn record_written(&mut self, result: Result<(), ErrorCode>) -> Effects<R> {
+        self.record_in_flight = false;
+        let mut out = Effects::default();
+        if let Some(owed) = self.record_owed.take() {
+            match result {
+                Ok(()) => {
+                    out.replies = owed.0;
+                    out.persist = true;
+                }
+                Err(code) => {
+                    for (to, response) in owed.0 {
+                        out.reply(to, error_like(&response, code));
+                    }
+                }
+            }
+        }
+        self.seal(out)
+    }
+
+    /// Whether a record write is in flight (the shell waits for it before letting go of the
+    /// group).
+    pub fn record_write_in_flight(&self) -> bool {
+        self.record_in_flight
     }
 }
 

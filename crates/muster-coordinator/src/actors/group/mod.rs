@@ -28,7 +28,7 @@ mod insight;
 mod log;
 mod writes;
 
-use self::writes::QueuedRecord;
+use self::writes::Waiter;
 
 use self::log::log_event;
 use crate::access::ResourceType;
@@ -73,10 +73,8 @@ pub struct GroupActor {
     env: Arc<GroupEnv>,
     /// The wake-up the supervisor holds for us (at or before our next deadline).
     armed: Option<Millis>,
-    /// A write of the group's record is in flight (`writes.rs`).
-    record_in_flight: bool,
-    /// Record writes that came while one was in flight, coalesced into one.
-    record_next: Option<QueuedRecord>,
+    /// DeleteGroups waiting for the group's deletion to be durable (`writes.rs`).
+    deletion_waiters: Vec<Waiter>,
     status: (GroupState, u32),
     /// A write of the group's record failed and the durable record is not reloaded yet.
     reloading: bool,
@@ -111,8 +109,7 @@ impl GroupActor {
             group,
             env,
             armed: None,
-            record_in_flight: false,
-            record_next: None,
+            deletion_waiters: Vec::new(),
             status,
             reloading: false,
             missed_topics: Vec::new(),
@@ -257,9 +254,7 @@ impl GroupActor {
         }
         for write in writes {
             match write {
-                Write::Record { batch, replies } => {
-                    self.write_record(batch, replies, Vec::new(), ctx)
-                }
+                Write::Record { batch, replies } => self.write_record(batch, replies, ctx),
                 Write::Commit { batch, commit } => self.write_commit(batch, commit, ctx),
                 Write::BestEffort(batch) => self.write_best_effort(batch, ctx),
             }
@@ -425,15 +420,14 @@ impl Handler<Delete> for GroupActor {
         if self.reloading {
             return Box::pin(std::future::ready(ErrorCode::CoordinatorNotAvailable));
         }
-        let deletion = match self.group.delete(self.env.clock.now()) {
-            Ok(deletion) => deletion,
+        let effects = match self.group.delete(self.env.clock.now()) {
+            Ok(effects) => effects,
             Err(code) => return Box::pin(std::future::ready(code)),
         };
-        self.env.ledger.apply(deletion.ledger);
-        // In line with the group's record writes: a record queued before it can never land
-        // after it (and bring the group back).
+        // The deletion is a record write in the group's order: answered once it is durable.
         let (done, outcome) = tokio::sync::oneshot::channel();
-        self.write_record(deletion.batch, Vec::new(), vec![done], ctx);
+        self.deletion_waiters.push(done);
+        self.carry_out(effects, ctx);
         let group_id = logsafe(self.group.group_id()).to_string();
         Box::pin(async move {
             let code = outcome.await.unwrap_or(ErrorCode::CoordinatorNotAvailable);

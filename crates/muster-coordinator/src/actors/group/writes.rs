@@ -1,5 +1,5 @@
 //! How a group actor makes its engine's writes durable ([`Write`]): the group's record
-//! (ordered, coalesced while one is in flight, rolled back to what is durable when it fails),
+//! (one at a time, as the engine hands them out; rolled back to what is durable when it fails),
 //! offset commits (concurrent, answered by the engine once durable), best-effort deletes, a
 //! DeleteGroups deletion; and, in cluster mode, letting go of a group another node took over.
 
@@ -32,64 +32,38 @@ fn failed_write_code(error: &StoreError) -> ErrorCode {
     }
 }
 
-/// Record writes queued behind the one in flight, as one: its batch, the replies waiting for
-/// it, and who else waits for it (a DeleteGroups, told the outcome's code).
-#[derive(Default)]
-pub(super) struct QueuedRecord {
-    batch: Vec<Mutation>,
-    replies: Vec<(ReplyTo, Response)>,
-    waiters: Vec<Waiter>,
-}
-
-/// Someone waiting for a record write (a DeleteGroups): told NONE once it is durable, or the
+/// Someone waiting for the group's deletion to be durable (a DeleteGroups): told NONE, or the
 /// code its failure is answered with.
 pub(super) type Waiter = tokio::sync::oneshot::Sender<ErrorCode>;
 
-/// Adds `batch` to record writes queued behind the one in flight: the later record (or the
-/// group's deletion) supersedes an earlier one; journal entries add up, in order.
-fn coalesce(queued: &mut Vec<Mutation>, batch: Vec<Mutation>) {
-    for mutation in batch {
-        if matches!(
-            mutation,
-            Mutation::PutGroup(_) | Mutation::DeleteGroup { .. }
-        ) {
-            queued.retain(|m| !matches!(m, Mutation::PutGroup(_)));
-        }
-        queued.push(mutation);
-    }
-}
-
 impl GroupActor {
-    /// Writes the group's record (or its deletion), then sends `replies` and tells `waiters`.
-    /// Record writes are ordered: while one is in flight, later ones are coalesced into the next
-    /// (which carries the latest record, or the deletion that supersedes it), so a record can
-    /// never land after the group's deletion.
+    /// Writes the group's record (or its deletion), then sends `replies` and reports the
+    /// outcome to the engine, which hands out the next record write if calls meanwhile changed
+    /// the record (it gives out one at a time, so a record never lands after the group's
+    /// deletion). A durable deletion tells the DeleteGroups waiting for it.
     pub(super) fn write_record(
         &mut self,
         batch: Vec<Mutation>,
         replies: Vec<(ReplyTo, Response)>,
-        waiters: Vec<Waiter>,
         ctx: &mut Context<Self>,
     ) {
-        if self.record_in_flight {
-            let queued = self.record_next.get_or_insert_with(QueuedRecord::default);
-            coalesce(&mut queued.batch, batch);
-            queued.replies.extend(replies);
-            queued.waiters.extend(waiters);
-            return;
-        }
-        self.record_in_flight = true;
+        let deletes = batch
+            .iter()
+            .any(|m| matches!(m, Mutation::DeleteGroup { .. }));
         let durable = self.env.store.apply(batch);
         let fut = durable.into_actor(self).map(move |result, act, ctx| {
-            act.record_in_flight = false;
             match result {
                 Ok(()) => {
                     for (to, response) in replies {
                         to.send(response);
                     }
-                    for waiter in waiters {
-                        let _ = waiter.send(ErrorCode::None);
+                    if deletes {
+                        for waiter in act.deletion_waiters.drain(..) {
+                            let _ = waiter.send(ErrorCode::None);
+                        }
                     }
+                    let effects = act.group.record_written(Ok(()));
+                    act.carry_out(effects, ctx);
                 }
                 Err(e)
                     if act.relinquished || failed_write_code(&e) == ErrorCode::NotCoordinator =>
@@ -99,7 +73,7 @@ impl GroupActor {
                     // relinquishes the group; until then it answers NOT_COORDINATOR.
                     info!(group_id = %logsafe(act.group.group_id()), error = %e,
                         "group metadata refused: another node coordinates the group now");
-                    act.fail_waiting(replies, waiters, ErrorCode::NotCoordinator);
+                    act.fail_waiting(replies, ErrorCode::NotCoordinator, ctx);
                     act.give_up(ctx);
                     return;
                 }
@@ -107,21 +81,14 @@ impl GroupActor {
                     error!(group_id = %logsafe(act.group.group_id()), error = %e,
                         "group metadata not durable; answering COORDINATOR_NOT_AVAILABLE and \
                          rolling back to the durable record");
-                    act.fail_waiting(replies, waiters, ErrorCode::CoordinatorNotAvailable);
+                    act.fail_waiting(replies, ErrorCode::CoordinatorNotAvailable, ctx);
                     act.roll_back(ctx);
                     return;
                 }
             }
-            if let Some(QueuedRecord {
-                batch,
-                replies,
-                waiters,
-            }) = act.record_next.take()
-            {
-                act.write_record(batch, replies, waiters, ctx);
-            } else if act.relinquished {
+            if act.relinquished {
                 act.stop_if_drained(ctx);
-            } else if act.group.state() == GroupState::Dead {
+            } else if act.group.state() == GroupState::Dead && !act.group.record_write_in_flight() {
                 // Removed (retention or DeleteGroups) and now deleted from storage: the
                 // supervisor forgets us and requests still addressed here are answered by the
                 // drop guard.
@@ -132,21 +99,22 @@ impl GroupActor {
         ctx.spawn(fut);
     }
 
-    /// Answers `replies` and `waiters`, and those queued for the next record write (they
-    /// depend on this one's state too), with `code`; nothing queued is written any more.
+    /// A record write failed: its replies, those the engine owed to the next record write (they
+    /// depend on this one's state too) and any DeleteGroups waiting are answered with `code`.
     fn fail_waiting(
         &mut self,
         replies: Vec<(ReplyTo, Response)>,
-        waiters: Vec<Waiter>,
         code: ErrorCode,
+        ctx: &mut Context<Self>,
     ) {
-        let next = self.record_next.take().unwrap_or_default();
-        for (to, response) in replies.into_iter().chain(next.replies) {
+        for (to, response) in replies {
             to.send(error_like(&response, code));
         }
-        for waiter in waiters.into_iter().chain(next.waiters) {
+        for waiter in self.deletion_waiters.drain(..) {
             let _ = waiter.send(code);
         }
+        let effects = self.group.record_written(Err(code));
+        self.carry_out(effects, ctx);
     }
 
     /// Offsets are answered only once durable, and only then visible to OffsetFetch: the
@@ -200,7 +168,10 @@ impl GroupActor {
 
     /// Once relinquished and with no write in flight, tells whoever waits and stops.
     pub(super) fn stop_if_drained(&mut self, ctx: &mut Context<Self>) {
-        if !self.relinquished || self.record_in_flight || self.group.commits_in_flight() > 0 {
+        if !self.relinquished
+            || self.group.record_write_in_flight()
+            || self.group.commits_in_flight() > 0
+        {
             return;
         }
         if self.drained.is_empty() {

@@ -245,6 +245,9 @@ impl Harness {
                             .filter(|m| matches!(m, Mutation::PutRebalances { .. })),
                     );
                     replies.extend(waiting);
+                    // Durable at once: the engine may hand out the next record write.
+                    let next = self.group.record_written(Ok(()));
+                    committed.extend(self.collect(next));
                 }
                 Write::Commit { commit, .. } => {
                     committed.extend(commit.offsets.iter().cloned());
@@ -472,12 +475,16 @@ impl Harness {
     /// DeleteGroups on the group: its code, the deletion's units given back.
     fn delete(&mut self) -> ErrorCode {
         match self.group.delete(self.now) {
-            Ok(deletion) => {
-                assert!(matches!(
-                    deletion.batch.as_slice(),
-                    [Mutation::DeleteGroup { group_id }] if group_id == GROUP
-                ));
-                self.ledger.apply(deletion.ledger);
+            Ok(effects) => {
+                let deletes = |w: &Write<u32>| match w {
+                    Write::Record { batch, .. } => matches!(
+                        batch.as_slice(),
+                        [Mutation::DeleteGroup { group_id }] if group_id == GROUP
+                    ),
+                    _ => false,
+                };
+                assert!(effects.writes.iter().any(deletes), "{effects:?}");
+                self.collect(effects);
                 ErrorCode::None
             }
             Err(code) => code,

@@ -139,3 +139,113 @@ fn restored_leader_shares_its_member_id() {
         restored.members.get_key_value(&*leader).expect("key").0
     ));
 }
+
+// ------------------------------------------------------------------ record writes in order
+
+/// A LeaveGroup sent straight to the engine, its write left for the test to complete.
+fn leave_held(h: &mut Harness, member_id: &str) -> (u32, Effects<u32>) {
+    let token = h.next_token();
+    let req = LeaveGroupRequest {
+        group_id: GROUP.into(),
+        members: vec![LeavingMember {
+            member_id: member_id.to_owned(),
+            group_instance_id: None,
+            reason: None,
+        }],
+    };
+    let cx = Ctx {
+        now: h.now,
+        topics: &h.catalog,
+    };
+    (token, h.group.leave(cx, req, token))
+}
+
+fn record_writes(effects: &Effects<u32>) -> Vec<&Vec<Mutation>> {
+    effects
+        .writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::Record { batch, .. } => Some(batch),
+            _ => None,
+        })
+        .collect()
+}
+
+/// While a record write is in flight, further changes build no record: their replies wait for
+/// the next write, built once the first is done, from the state then (a burst of leaves of a
+/// large group costs two records, not one each).
+#[test]
+fn changes_during_a_record_write_share_the_next_one_built_from_the_latest_state() {
+    let mut h = Harness::new();
+    let ids = h.form_group(3);
+    let (_, first) = leave_held(&mut h, &ids[0]);
+    assert_eq!(record_writes(&first).len(), 1);
+    let (t1, second) = leave_held(&mut h, &ids[1]);
+    let (t2, third) = leave_held(&mut h, &ids[2]);
+    for later in [&second, &third] {
+        assert!(
+            record_writes(later).is_empty(),
+            "one record write at a time"
+        );
+        assert!(later.replies.is_empty(), "answered with the next write");
+    }
+    let next = h.group.record_written(Ok(()));
+    let writes = record_writes(&next);
+    assert_eq!(writes.len(), 1);
+    let Some(Mutation::PutGroup(record)) = writes[0].first() else {
+        panic!("the next write carries the record: {:?}", writes[0]);
+    };
+    assert!(record.members.is_empty(), "built from the latest state");
+    let answered: Vec<u32> = next
+        .writes
+        .iter()
+        .flat_map(|w| match w {
+            Write::Record { replies, .. } => replies.iter().map(|(t, _)| *t).collect(),
+            _ => Vec::new(),
+        })
+        .collect();
+    assert_eq!(answered, vec![t1, t2]);
+    assert!(h.group.record_write_in_flight());
+    let done = h.group.record_written(Ok(()));
+    assert!(done.writes.is_empty() && !h.group.record_write_in_flight());
+}
+
+/// A failed record write fails the replies owed to the next one too (they depend on its state).
+#[test]
+fn a_failed_record_write_fails_the_replies_owed_to_the_next() {
+    let mut h = Harness::new();
+    let ids = h.form_group(2);
+    let (_, _first) = leave_held(&mut h, &ids[0]);
+    let (t, _second) = leave_held(&mut h, &ids[1]);
+    let failed = h
+        .group
+        .record_written(Err(ErrorCode::CoordinatorNotAvailable));
+    assert!(failed.writes.is_empty(), "nothing more is written");
+    let [(token, Response::LeaveGroup(answer))] = failed.replies.as_slice() else {
+        panic!("the owed reply is answered: {failed:?}");
+    };
+    assert_eq!(*token, t);
+    assert_eq!(answer.error_code, code(ErrorCode::CoordinatorNotAvailable));
+}
+
+/// DeleteGroups is a record write in the group's order: one queued before it is written first,
+/// and the deletion comes last (a record never lands after it and brings the group back).
+#[test]
+fn a_deletion_is_written_after_the_record_changes_before_it() {
+    let mut h = Harness::new();
+    let ids = h.form_group(2);
+    let (_, first) = leave_held(&mut h, &ids[0]);
+    assert_eq!(record_writes(&first).len(), 1);
+    let (_, _second) = leave_held(&mut h, &ids[1]);
+    let deleted = h.group.delete(h.now).expect("an Empty group");
+    assert!(
+        record_writes(&deleted).is_empty(),
+        "waits for the write in flight"
+    );
+    let next = h.group.record_written(Ok(()));
+    let writes = record_writes(&next);
+    assert!(
+        matches!(writes.as_slice(), [batch] if matches!(batch.as_slice(), [Mutation::DeleteGroup { .. }])),
+        "the deletion alone, last: {writes:?}"
+    );
+}
