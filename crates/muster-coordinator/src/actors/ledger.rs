@@ -68,7 +68,7 @@ impl Ledger {
     /// Reserves what a JoinGroup of `access` may need: the principal's unit first, and a
     /// pending id only if that was not refused (an over-quota principal does not spend the
     /// server's pending ids).
-    pub fn reserve(&self, needs: JoinNeeds, access: &Access) -> Grants {
+    fn reserve(&self, needs: JoinNeeds, access: &Access) -> Grants {
         let member_unit = match (needs.member_unit, access.quota()) {
             (true, Some(quota)) => match quota.try_count(QuotaKind::Members) {
                 Ok(()) => Grant::Granted,

@@ -46,6 +46,9 @@ pub struct Effects<R> {
     /// Offsets past retention, gathered while the call runs; sealed into a
     /// [`Write::BestEffort`].
     pub(super) expired_offsets: Vec<(String, i32)>,
+    /// Set by sealing: the call changed the group's record (written now, or owed to the next
+    /// record write while one is in flight).
+    pub(super) record_changed: bool,
 }
 
 impl<R> Default for Effects<R> {
@@ -58,6 +61,7 @@ impl<R> Default for Effects<R> {
             ledger: Vec::new(),
             persist: false,
             expired_offsets: Vec::new(),
+            record_changed: false,
         }
     }
 }
@@ -71,11 +75,7 @@ impl<R> Effects<R> {
     /// emitted): the shell refreshes what it shows of the group's insight then, never after a
     /// plain commit or fetch.
     pub fn changed_group(&self) -> bool {
-        !self.events.is_empty()
-            || self
-                .writes
-                .iter()
-                .any(|w| matches!(w, Write::Record { .. }))
+        self.record_changed || !self.events.is_empty()
     }
 }
 

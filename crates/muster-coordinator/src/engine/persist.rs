@@ -129,6 +129,7 @@ impl<R> Group<R> {
     pub(super) fn seal(&mut self, mut out: Effects<R>) -> Effects<R> {
         if out.persist {
             out.persist = false;
+            out.record_changed = true;
             self.owner_unrecorded = false;
             let replies = std::mem::take(&mut out.replies);
             if self.record_in_flight {

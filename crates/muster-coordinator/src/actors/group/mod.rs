@@ -13,6 +13,7 @@
 use std::sync::Arc;
 
 use actix::prelude::*;
+use muster_protocol::error_answers::error_for;
 use muster_protocol::{ErrorCode, HeartbeatRequest, HeartbeatResponse, Request, Response};
 use tracing::{info, warn};
 use uuid::Uuid;
@@ -38,7 +39,6 @@ use crate::config::GroupConfig;
 use crate::engine::{unreadable_topics, Ctx, Effects, Group, GroupState, Millis, Write};
 use crate::logsafe::logsafe;
 use crate::storage::Store;
-use muster_protocol::error_answers::error_for;
 
 /// What every group actor shares.
 pub(crate) struct GroupEnv {

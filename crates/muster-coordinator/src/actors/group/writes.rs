@@ -7,14 +7,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
+use muster_protocol::error_answers::error_like;
 use muster_protocol::{ErrorCode, Response};
 use tracing::{debug, error, info};
 
 use super::GroupActor;
 use crate::actors::messages::Forget;
 use crate::actors::reply::ReplyTo;
-use muster_protocol::error_answers::error_like;
-
 use crate::engine::{Ctx, Effects, Group, GroupState, PendingCommit};
 use crate::logsafe::logsafe;
 use crate::storage::{GroupRecord, Mutation, StoreError};

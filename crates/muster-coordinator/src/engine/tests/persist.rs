@@ -188,6 +188,10 @@ fn changes_during_a_record_write_share_the_next_one_built_from_the_latest_state(
             "one record write at a time"
         );
         assert!(later.replies.is_empty(), "answered with the next write");
+        assert!(
+            later.changed_group(),
+            "the shell still refreshes what it shows"
+        );
     }
     let next = h.group.record_written(Ok(()));
     let writes = record_writes(&next);
