@@ -88,6 +88,10 @@ error_codes! {
     79 => MemberIdRequired, "MEMBER_ID_REQUIRED", "the server asks the member to rejoin with an id";
     81 => GroupMaxSizeReached, "GROUP_MAX_SIZE_REACHED", "the group is full";
     82 => FencedInstanceId, "FENCED_INSTANCE_ID", "another member took over this instance id";
+    110 => FencedMemberEpoch, "FENCED_MEMBER_EPOCH", "the member's epoch is not the one the group holds for it; rejoin with epoch 0";
+    111 => UnreleasedInstanceId, "UNRELEASED_INSTANCE_ID", "the static member with this instance id has not released it yet";
+    112 => UnsupportedAssignor, "UNSUPPORTED_ASSIGNOR", "the server has no assignor of that name (uniform, range)";
+    113 => StaleMemberEpoch, "STALE_MEMBER_EPOCH", "the member's epoch is older than the group's for it";
     200 => IllegalState, "ILLEGAL_STATE", "the server expected Hello first";
     201 => TooManyConnections, "TOO_MANY_CONNECTIONS", "the server is at its connection limit; try again";
     202 => QuotaExceeded, "QUOTA_EXCEEDED", "the principal is at its max_groups or max_members quota";

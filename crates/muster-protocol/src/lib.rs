@@ -97,6 +97,7 @@
 //! ```
 
 pub mod codec;
+mod consumer;
 mod error;
 pub mod error_answers;
 mod group_id;
@@ -116,6 +117,7 @@ pub use codec::{
     EncodeError, FrameError, DEFAULT_MAX_FRAME_BYTES, LENGTH_PREFIX_BYTES, MAX_PROTOCOL_VERSION,
     MIN_PROTOCOL_VERSION, PROTOCOL_VERSION,
 };
+pub use consumer::*;
 pub use error::ErrorCode;
 pub use group_id::{validate_group_id, MAX_GROUP_ID_BYTES};
 pub use insight::*;

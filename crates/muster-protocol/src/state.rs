@@ -1,4 +1,5 @@
-//! The group states of protocol §6.1, whose names travel as `state` strings in DescribeGroups,
+//! The group states of protocol §6.1 (and the consumer protocol's `Assigning` and
+//! `Reconciling`, protocol-v1 §7), whose names travel as `state` strings in DescribeGroups,
 //! ListGroups and the ListGroups filter. Shared by the server's engine and every client.
 
 use std::fmt;
@@ -12,14 +13,21 @@ pub enum GroupState {
     CompletingRebalance,
     Stable,
     Dead,
+    /// A consumer-protocol group (protocol-v1 §7) whose target assignment is behind its group
+    /// epoch.
+    Assigning,
+    /// A consumer-protocol group with a member not yet at the target assignment.
+    Reconciling,
 }
 
 impl GroupState {
     /// Every state, in the order operators see them listed.
-    pub const ALL: [GroupState; 5] = [
+    pub const ALL: [GroupState; 7] = [
         GroupState::Empty,
         GroupState::PreparingRebalance,
         GroupState::CompletingRebalance,
+        GroupState::Assigning,
+        GroupState::Reconciling,
         GroupState::Stable,
         GroupState::Dead,
     ];
@@ -32,6 +40,8 @@ impl GroupState {
             GroupState::CompletingRebalance => "CompletingRebalance",
             GroupState::Stable => "Stable",
             GroupState::Dead => "Dead",
+            GroupState::Assigning => "Assigning",
+            GroupState::Reconciling => "Reconciling",
         }
     }
 
@@ -73,6 +83,8 @@ mod tests {
                 "Empty",
                 "PreparingRebalance",
                 "CompletingRebalance",
+                "Assigning",
+                "Reconciling",
                 "Stable",
                 "Dead"
             ]

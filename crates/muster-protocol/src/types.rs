@@ -9,6 +9,10 @@
 
 use wincode::{SchemaRead, SchemaWrite};
 
+use crate::consumer::{
+    ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse, GroupSimulateRequest, GroupSimulateResponse,
+};
 use crate::insight::{
     GroupDiagnosisRequest, GroupDiagnosisResponse, GroupHistoryRequest, GroupHistoryResponse,
 };
@@ -55,6 +59,9 @@ pub enum Request {
     DescribeCluster(DescribeClusterRequest),
     GroupHistory(GroupHistoryRequest),
     GroupDiagnosis(GroupDiagnosisRequest),
+    ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest),
+    ConsumerGroupDescribe(ConsumerGroupDescribeRequest),
+    GroupSimulate(GroupSimulateRequest),
 }
 
 #[derive(Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
@@ -208,6 +215,9 @@ pub enum Response {
     DescribeCluster(DescribeClusterResponse),
     GroupHistory(GroupHistoryResponse),
     GroupDiagnosis(GroupDiagnosisResponse),
+    ConsumerGroupHeartbeat(ConsumerGroupHeartbeatResponse),
+    ConsumerGroupDescribe(ConsumerGroupDescribeResponse),
+    GroupSimulate(GroupSimulateResponse),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
@@ -404,6 +414,9 @@ wire_enum_helpers!(Request {
     13 => DescribeCluster(DescribeClusterRequest),
     14 => GroupHistory(GroupHistoryRequest),
     15 => GroupDiagnosis(GroupDiagnosisRequest),
+    16 => ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest),
+    17 => ConsumerGroupDescribe(ConsumerGroupDescribeRequest),
+    18 => GroupSimulate(GroupSimulateRequest),
 });
 
 wire_enum_helpers!(Response {
@@ -424,6 +437,9 @@ wire_enum_helpers!(Response {
     14 => DescribeCluster(DescribeClusterResponse),
     15 => GroupHistory(GroupHistoryResponse),
     16 => GroupDiagnosis(GroupDiagnosisResponse),
+    17 => ConsumerGroupHeartbeat(ConsumerGroupHeartbeatResponse),
+    18 => ConsumerGroupDescribe(ConsumerGroupDescribeResponse),
+    19 => GroupSimulate(GroupSimulateResponse),
 });
 
 impl Request {
@@ -442,6 +458,7 @@ impl Request {
             Request::LeaveGroup(r) => Some(&r.group_id),
             Request::OffsetCommit(r) => Some(&r.group_id),
             Request::OffsetFetch(r) => Some(&r.group_id),
+            Request::ConsumerGroupHeartbeat(r) => Some(&r.group_id),
             Request::Hello(_)
             | Request::DescribeGroups(_)
             | Request::ListGroups(_)
@@ -451,7 +468,9 @@ impl Request {
             | Request::FindCoordinator(_)
             | Request::DescribeCluster(_)
             | Request::GroupHistory(_)
-            | Request::GroupDiagnosis(_) => None,
+            | Request::GroupDiagnosis(_)
+            | Request::ConsumerGroupDescribe(_)
+            | Request::GroupSimulate(_) => None,
         }
     }
 }
@@ -483,15 +502,18 @@ impl Response {
             Response::DescribeCluster(r) => r.error_code,
             Response::GroupHistory(r) => r.error_code,
             Response::GroupDiagnosis(r) => r.error_code,
-            Response::DescribeGroups(_) | Response::DeleteGroups(_) | Response::CreateTopics(_) => {
-                0
-            }
+            Response::ConsumerGroupHeartbeat(r) => r.error_code,
+            Response::GroupSimulate(r) => r.error_code,
+            Response::DescribeGroups(_)
+            | Response::DeleteGroups(_)
+            | Response::CreateTopics(_)
+            | Response::ConsumerGroupDescribe(_) => 0,
         }
     }
 }
 
 /// The names of the request variants, indexed by wire tag (for metrics labels).
-pub const REQUEST_NAMES: [&str; 16] = [
+pub const REQUEST_NAMES: [&str; 19] = [
     "Hello",
     "JoinGroup",
     "SyncGroup",
@@ -508,4 +530,7 @@ pub const REQUEST_NAMES: [&str; 16] = [
     "DescribeCluster",
     "GroupHistory",
     "GroupDiagnosis",
+    "ConsumerGroupHeartbeat",
+    "ConsumerGroupDescribe",
+    "GroupSimulate",
 ];

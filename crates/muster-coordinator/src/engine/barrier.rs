@@ -76,6 +76,8 @@ impl<R> Group<R> {
         let now = cx.now;
         match self.state {
             GroupState::PreparingRebalance | GroupState::Dead => return,
+            // The consumer protocol's states: no classic rebalance (`consumer/`).
+            GroupState::Assigning | GroupState::Reconciling => return,
             GroupState::CompletingRebalance => {
                 // Held syncs are told to rejoin; the half-made assignment is dropped.
                 let mut released = None::<Millis>;
@@ -355,7 +357,10 @@ impl<R> Group<R> {
                 self.prepare_rebalance(cx, trigger, out)
             }
             GroupState::PreparingRebalance => self.maybe_complete_join(cx, out),
-            GroupState::Empty | GroupState::Dead => {}
+            GroupState::Empty
+            | GroupState::Dead
+            | GroupState::Assigning
+            | GroupState::Reconciling => {}
         }
     }
 

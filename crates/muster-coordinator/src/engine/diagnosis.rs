@@ -128,6 +128,7 @@ impl<R> Group<R> {
                 }))
             }
             GroupState::Empty | GroupState::Stable | GroupState::Dead => None,
+            GroupState::Assigning | GroupState::Reconciling => None,
         }
     }
 

@@ -196,7 +196,11 @@ impl<R> Group<R> {
                 }
             }
             // Known members do not exist in Empty or Dead groups; `check_member` refused them.
-            GroupState::Empty | GroupState::Dead => {
+            // A consumer-protocol group has no classic members to rejoin.
+            GroupState::Empty
+            | GroupState::Dead
+            | GroupState::Assigning
+            | GroupState::Reconciling => {
                 out.reply(reply, join_error(ErrorCode::UnknownMemberId, &member_id));
             }
         }
@@ -272,6 +276,7 @@ impl<R> Group<R> {
     pub(super) fn accepts_new_member(&self, joiner_is_pending: bool) -> bool {
         let members = match self.state {
             GroupState::Empty | GroupState::Dead => 0,
+            GroupState::Assigning | GroupState::Reconciling => self.members.len(),
             GroupState::PreparingRebalance => self.num_awaiting_join,
             GroupState::CompletingRebalance | GroupState::Stable => self.members.len(),
         };
@@ -460,7 +465,10 @@ impl<R> Group<R> {
                 self.update_member_await_only(&new_member_id, reply);
                 self.maybe_complete_join(cx, out);
             }
-            GroupState::Empty | GroupState::Dead => {
+            GroupState::Empty
+            | GroupState::Dead
+            | GroupState::Assigning
+            | GroupState::Reconciling => {
                 // A static member is never kept in an Empty group; answer defensively.
                 out.reply(
                     reply,

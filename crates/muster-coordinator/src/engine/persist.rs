@@ -47,6 +47,7 @@ impl<R> Group<R> {
             members,
             state_since_ms: self.state_since,
             created_by: self.created_by.as_deref().map(str::to_owned),
+            consumer: None,
         }
     }
 

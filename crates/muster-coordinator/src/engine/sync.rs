@@ -75,7 +75,10 @@ impl<R> Group<R> {
                     .unwrap_or_else(|| sync_error(ErrorCode::UnknownMemberId));
                 out.reply(reply, response);
             }
-            GroupState::Empty | GroupState::Dead => {
+            GroupState::Empty
+            | GroupState::Dead
+            | GroupState::Assigning
+            | GroupState::Reconciling => {
                 out.reply(reply, sync_error(ErrorCode::UnknownMemberId));
             }
         }

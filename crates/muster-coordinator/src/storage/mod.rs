@@ -30,7 +30,10 @@ pub mod codec {
 }
 
 pub use memory::MemoryStore;
-pub use records::{CommittedOffset, GroupRecord, MemberRecord, OffsetWrite, RebalanceRecord};
+pub use records::{
+    CommittedOffset, ConsumerGroupRecord, ConsumerMemberRecord, GroupRecord, MemberRecord,
+    OffsetWrite, RebalanceRecord,
+};
 pub use redb_store::{RedbStore, WriterStats};
 
 use std::future::Future;

@@ -44,6 +44,51 @@ pub struct GroupRecord {
     /// The principal that created the group, charged its `max_groups` again on load (`None`:
     /// no auth file, or stored before owners were recorded).
     pub created_by: Option<String>,
+    /// The consumer protocol's part (protocol-v1 §7), for a group that speaks it: then
+    /// `generation` is its group epoch and `members` its classic members (none unless the group
+    /// was upgraded from a classic one). `None` for a classic group.
+    pub consumer: Option<ConsumerGroupRecord>,
+}
+
+/// The durable part of a consumer-protocol group (protocol-v1 §7): its target assignment and
+/// each member's epoch, current assignment and reconciliation state, so that a restart or a
+/// failover resumes with the same epochs (none is ever reused).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ConsumerGroupRecord {
+    /// The epoch of the target assignment (≤ the group epoch).
+    pub assignment_epoch: i32,
+    /// The server assignor the target was computed with (`uniform` or `range`).
+    pub assignor: String,
+    pub members: Vec<ConsumerMemberRecord>,
+}
+
+/// One member of a [`ConsumerGroupRecord`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ConsumerMemberRecord {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    /// The principal whose `max_members` the member counts against, charged again on load.
+    pub principal: Option<String>,
+    pub rebalance_timeout_ms: u32,
+    pub subscribed_topics: Vec<String>,
+    pub subscribed_topic_regex: Option<String>,
+    /// The assignor the member asked for, if any.
+    pub server_assignor: Option<String>,
+    /// 0 Stable, 1 UnrevokedPartitions, 2 UnreleasedPartitions (never renumbered).
+    pub state: u8,
+    /// Its epoch (-2: a static member on a temporary leave).
+    pub member_epoch: i32,
+    /// The epoch before its last bump (a heartbeat whose answer was lost may still carry it).
+    pub previous_member_epoch: i32,
+    /// What it owns now.
+    pub assigned: Vec<TopicPartitions>,
+    /// What it was asked to give up and still reports.
+    pub pending_revocation: Vec<TopicPartitions>,
+    /// Its share of the target assignment.
+    pub target: Vec<TopicPartitions>,
 }
 
 impl GroupRecord {
@@ -59,6 +104,7 @@ impl GroupRecord {
             members: Vec::new(),
             state_since_ms: now,
             created_by: None,
+            consumer: None,
         }
     }
 }

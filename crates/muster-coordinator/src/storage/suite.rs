@@ -65,6 +65,7 @@ pub fn group(id: &str, generation: i32) -> GroupRecord {
         members: vec![member(&format!("{id}-m1")), member(&format!("{id}-m2"))],
         state_since_ms: 1_000 + generation as u64,
         created_by: Some("orders-service".into()),
+        consumer: None,
     }
 }
 

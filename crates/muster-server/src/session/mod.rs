@@ -385,7 +385,8 @@ impl Session {
             | Request::Heartbeat(_)
             | Request::LeaveGroup(_)
             | Request::OffsetCommit(_)
-            | Request::OffsetFetch(_) => {
+            | Request::OffsetFetch(_)
+            | Request::ConsumerGroupHeartbeat(_) => {
                 self.refresh_identity();
                 if self.may_touch_group(&request, &ticket) {
                     self.dispatch_to_group(request, ticket, ctx);
@@ -397,7 +398,9 @@ impl Session {
             | Request::CreateTopics(_)
             | Request::DescribeTopics(_)
             | Request::GroupHistory(_)
-            | Request::GroupDiagnosis(_) => {
+            | Request::GroupDiagnosis(_)
+            | Request::ConsumerGroupDescribe(_)
+            | Request::GroupSimulate(_) => {
                 self.refresh_identity();
                 // Past the server's bound on admin requests in flight the gate answers at once
                 // (RESOURCE_LIMIT_REACHED) and nothing is sent: the supervisor's mailbox takes

@@ -161,6 +161,8 @@ fn state_to_u8(state: GroupState) -> u8 {
         GroupState::CompletingRebalance => 2,
         GroupState::Stable => 3,
         GroupState::Dead => 4,
+        GroupState::Assigning => 5,
+        GroupState::Reconciling => 6,
     }
 }
 
@@ -171,6 +173,8 @@ fn state_from_u8(value: u8) -> Result<GroupState, CodecError> {
         2 => GroupState::CompletingRebalance,
         3 => GroupState::Stable,
         4 => GroupState::Dead,
+        5 => GroupState::Assigning,
+        6 => GroupState::Reconciling,
         other => return Err(CodecError(format!("unknown group state number {other}"))),
     })
 }
@@ -262,6 +266,7 @@ pub fn encode_group(record: GroupRecord) -> Result<(String, Vec<u8>), CodecError
         members,
         state_since_ms,
         created_by,
+        consumer: _,
     } = record;
     let stored = GroupV2 {
         state: state_to_u8(state),
@@ -325,6 +330,7 @@ fn group_record(group_id: &str, stored: GroupV2) -> Result<GroupRecord, CodecErr
         members: stored.members.into_iter().map(Into::into).collect(),
         state_since_ms: stored.state_since_ms,
         created_by: stored.created_by,
+        consumer: None,
     })
 }
 
