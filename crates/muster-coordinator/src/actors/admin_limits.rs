@@ -63,7 +63,7 @@ mod tests {
             assert_eq!(m & state_bit(*s), 0, "{s}");
             m | state_bit(*s)
         });
-        assert_eq!(all.count_ones(), 5);
+        assert_eq!(all.count_ones(), 7);
     }
 
     #[test]

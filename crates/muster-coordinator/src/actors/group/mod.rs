@@ -195,6 +195,14 @@ impl GroupActor {
                 self.group
                     .join(cx, r, &client, Uuid::new_v4(), grants, reply)
             }
+            Request::ConsumerGroupHeartbeat(r) => {
+                let unit = env.ledger.reserve_member_unit(
+                    self.group.consumer_join_needs_unit(&r, &client),
+                    &client.access,
+                );
+                self.group
+                    .consumer_heartbeat(cx, r, &client, unit, Uuid::new_v4(), reply)
+            }
             Request::SyncGroup(r) => self.group.sync(cx, r, reply),
             Request::LeaveGroup(r) => self.group.leave(cx, r, reply),
             Request::OffsetCommit(r) => self.group.commit_offsets(now, r, &client.access, reply),
