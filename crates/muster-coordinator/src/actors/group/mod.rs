@@ -20,8 +20,8 @@ use uuid::Uuid;
 
 use super::ledger::Ledger;
 use super::messages::{
-    AbortHeld, ArmTimer, Delete, Describe, Forget, GroupBatch, GroupCall, GroupInbox, Relinquish,
-    StatusChanged, Tick, TopicsChanged,
+    AbortHeld, ArmTimer, Delete, Describe, DescribeConsumer, Forget, GroupBatch, GroupCall,
+    GroupInbox, Relinquish, Simulate, StatusChanged, Tick, TopicsChanged,
 };
 use super::reply::ReplyTo;
 
@@ -413,6 +413,22 @@ impl Handler<Describe> for GroupActor {
 
     fn handle(&mut self, _: Describe, _: &mut Self::Context) -> Self::Result {
         MessageResult(self.group.describe(self.env.clock.now()))
+    }
+}
+
+impl Handler<DescribeConsumer> for GroupActor {
+    type Result = MessageResult<DescribeConsumer>;
+
+    fn handle(&mut self, _: DescribeConsumer, _: &mut Self::Context) -> Self::Result {
+        MessageResult(self.group.describe_consumer())
+    }
+}
+
+impl Handler<Simulate> for GroupActor {
+    type Result = MessageResult<Simulate>;
+
+    fn handle(&mut self, Simulate(request): Simulate, _: &mut Self::Context) -> Self::Result {
+        MessageResult(self.group.simulate(&request, self.env.catalog.as_ref()))
     }
 }
 

@@ -5,4 +5,5 @@ mod group;
 mod harness;
 mod range;
 mod reconcile;
+mod simulate;
 mod uniform;
