@@ -44,12 +44,12 @@ impl<R> Group<R> {
                     member_id: member_id.to_string(),
                     last_heard_ms_ago: age,
                 });
-                super::cause::SESSION_EXPIRED
+                super::journal::kind::SESSION_EXPIRED
             } else {
                 out.events.push(Event::RevocationTimedOut {
                     member_id: member_id.to_string(),
                 });
-                super::cause::REVOCATION_TIMEOUT
+                super::journal::kind::REVOCATION_TIMEOUT
             };
             self.remove_consumer_member(cx, &member_id, trigger, out);
         }

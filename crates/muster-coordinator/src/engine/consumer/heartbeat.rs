@@ -16,6 +16,7 @@ use uuid::Uuid;
 use super::group::{
     from_wire, is_subset, to_wire, ConsumerMember, ConsumerPart, LEAVE_EPOCH, LEAVE_STATIC_EPOCH,
 };
+use super::journal::kind;
 use super::reconcile::{MemberState, Reconcile};
 use super::target::{compile_regex, resolve, ASSIGNORS};
 use crate::engine::effects::{Grant, LedgerRequest};
@@ -161,9 +162,12 @@ impl<R> Group<R> {
         }
         let before = member.assignment.assigned.clone();
         if new_member {
-            self.bump_group_epoch(cx, super::cause::MEMBER_JOINED, out);
+            let cause = self.consumer_cause(kind::MEMBER_JOINED, Some(&member_id), None);
+            self.bump_group_epoch(cx, cause, out);
         } else if changed_subscription {
-            self.bump_group_epoch(cx, super::cause::SUBSCRIPTION, out);
+            let detail = Some("subscription changed".to_owned());
+            let cause = self.consumer_cause(kind::METADATA_CHANGED, Some(&member_id), detail);
+            self.bump_group_epoch(cx, cause, out);
         }
         let epoch_changed = self.reconcile_member(
             cx,
