@@ -413,3 +413,21 @@ fn hello_debug_never_shows_the_token() {
         "{shown}"
     );
 }
+
+/// The element sizes docs/protocol.md §2 and §6.18 count with ("The largest answer"): wincode
+/// refuses a sequence needing more than 4 MiB, so these sizes bound how many entries an answer
+/// can hold (26 214 `DescribedMember`s, 18 724 `ConsumerMember`s, 34 952 `SimulatedMember`s).
+#[cfg(target_pointer_width = "64")]
+#[test]
+fn answer_element_sizes_are_the_documented_ones() {
+    use std::mem::size_of;
+    assert_eq!(size_of::<DescribedMember>(), 160);
+    assert_eq!(size_of::<JoinedMember>(), 120);
+    assert_eq!(size_of::<ListedGroup>(), 56);
+    assert_eq!(size_of::<ConsumerMember>(), 224);
+    assert_eq!(size_of::<SimulatedMember>(), 120);
+    let limit = wincode::config::DEFAULT_PREALLOCATION_SIZE_LIMIT;
+    assert_eq!(limit / size_of::<DescribedMember>(), 26_214);
+    assert_eq!(limit / size_of::<ConsumerMember>(), 18_724);
+    assert_eq!(limit / size_of::<SimulatedMember>(), 34_952);
+}
