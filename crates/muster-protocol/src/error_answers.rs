@@ -51,8 +51,9 @@ pub fn error_for(request: &Request, code: ErrorCode) -> Response {
 
 /// The answer to a request over a limit of protocol §6.18: as [`error_for`], but the ids that
 /// may be what is over the limit are not echoed (JoinGroup's member id, LeaveGroup's members),
-/// and a ConsumerGroupDescribe naming too many groups is answered `Response::Error`, as
-/// DescribeGroups is (§6.15). A ConsumerGroupHeartbeat's refusal echoes no id anyway.
+/// and a ConsumerGroupDescribe or GroupSimulate that asks for too much is answered
+/// `Response::Error`, as DescribeGroups is (§6.15, §6.18). A ConsumerGroupHeartbeat's refusal
+/// echoes no id anyway.
 pub fn limit_error(request: &Request, code: ErrorCode) -> Response {
     match request {
         Request::JoinGroup(_) => join_error(code, ""),
@@ -60,7 +61,9 @@ pub fn limit_error(request: &Request, code: ErrorCode) -> Response {
             error_code: code.code(),
             members: Vec::new(),
         }),
-        Request::ConsumerGroupDescribe(_) => Response::error(code, code.name()),
+        Request::ConsumerGroupDescribe(_) | Request::GroupSimulate(_) => {
+            Response::error(code, code.name())
+        }
         other => error_for(other, code),
     }
 }
@@ -482,7 +485,12 @@ mod tests {
             stopped_partitions: 0,
         });
         assert_eq!(error_for(&simulate, code), refused);
-        assert_eq!(limit_error(&simulate, code), refused);
+        // Too many members and topics: one request-level error (protocol §6.18).
+        let over = ErrorCode::RequestLimitExceeded;
+        assert_eq!(
+            limit_error(&simulate, over),
+            Response::error(over, "REQUEST_LIMIT_EXCEEDED")
+        );
         // A server with words for the refusal gives them.
         let why = "the group's assignor \"custom\" is not one the server computes";
         match simulate_error(ErrorCode::InvalidRequest, Some(why.into())) {
