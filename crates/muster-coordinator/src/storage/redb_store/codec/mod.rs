@@ -1,17 +1,51 @@
-//! The on-disk encoding of [`RedbStore`](super::RedbStore) values, format version 2, and the
-//! decoding of version 1 group values for the migration (`super::migrate`). The cluster
-//! store (muster-etcd) writes the same value bytes to etcd, through `storage::codec`.
+//! The on-disk encoding of [`RedbStore`](super::RedbStore) values, format version 4, and the
+//! decoding of the group values of earlier versions for the migration (`super::migrate`). The
+//! cluster store (muster-etcd) writes the same value bytes to etcd, through `storage::codec`.
 //!
-//! Version 2 appends the owners to version 1's group value: each member's principal and the
-//! group's creator (`Option<String>`, last field of each), so that a restart charges quotas
-//! again. Offsets are unchanged (`OffsetV1`). Version 3 adds the rebalance journal's entries
-//! (`RebalanceV1`); group and offset values are as in version 2.
+//! | store format | group value | offset value | journal entry |
+//! |--------------|-------------|--------------|---------------|
+//! | 1            | `GroupV1`   | `OffsetV1`   | (none)        |
+//! | 2            | `GroupV2`   | `OffsetV1`   | (none)        |
+//! | 3            | `GroupV2`   | `OffsetV1`   | `RebalanceV1` |
+//! | 4            | `GroupV3`   | `OffsetV1`   | `RebalanceV1` |
+//!
+//! `GroupV2` appends the owners to `GroupV1`: each member's principal and the group's creator
+//! (`Option<String>`, last field of each), so that a restart charges quotas again. `GroupV3`
+//! appends the consumer protocol's part (protocol-v1 §7) to `GroupV2`: an `Option` (one tag
+//! byte, 0 for a classic group) of the target assignment's epoch, the assignor and each
+//! consumer member (`ConsumerV1`, `ConsumerMemberV1`), so that a restart or a failover resumes
+//! with the same epochs. A member's reconciliation state is stored as its number (0 Stable,
+//! 1 UnrevokedPartitions, 2 UnreleasedPartitions, never renumbered); any other number is
+//! refused when encoding and when decoding.
+//!
+//! The layout of a `GroupV3` value (wincode: integers little-endian, lengths u64, `Option` a
+//! tag byte then the value):
+//!
+//! ```text
+//! GroupV2 (unchanged)     state u8, generation i32, assignor, leader, members, state_since_ms,
+//!                         created_by
+//! consumer  Option<ConsumerV1>
+//!   assignment_epoch      i32
+//!   assignor              String
+//!   members               Vec<ConsumerMemberV1>
+//!     member_id String, group_instance_id Option<String>, rack_id Option<String>,
+//!     client_id String, client_host String, principal Option<String>,
+//!     rebalance_timeout_ms u32, subscribed_topics Vec<String>,
+//!     subscribed_topic_regex Option<String>, server_assignor Option<String>, state u8,
+//!     member_epoch i32, previous_member_epoch i32, assigned, pending_revocation, target
+//!     (each Vec<TopicPartitionsV1>)
+//! ```
+//!
+//! A `GroupV2` value is never a valid `GroupV3` one nor the reverse (the second is the first
+//! plus at least one byte, and decoding is exact), which is what lets a store without a format
+//! version of its own (etcd) read both ([`decode_group_or_v2`]).
 //!
 //! Records are encoded with wincode from storage-only mirror structs, never from the engine's
 //! or the wire's types: a field added to `GroupRecord` or to a protocol message must not change
 //! what is on disk behind the format version's back. Field order here *is* the format; change
 //! it only together with `FORMAT_VERSION` (and a migration). The `format_is_pinned` test holds
-//! the exact bytes.
+//! the exact bytes. Decoding never trusts a length: no sequence preallocates more than
+//! `PREALLOCATION_LIMIT`, truncated, trailing or out-of-range bytes are a [`CodecError`].
 
 use muster_protocol::{AssignorMetadata, TopicPartitions};
 use wincode::config::Configuration;
@@ -19,7 +53,10 @@ use wincode::{SchemaRead, SchemaWrite};
 
 use muster_protocol::{MemberChange, MemberWait, RebalanceCause};
 
-use crate::storage::{CommittedOffset, GroupRecord, MemberRecord, RebalanceRecord};
+use crate::storage::{
+    CommittedOffset, ConsumerGroupRecord, ConsumerMemberRecord, GroupRecord, MemberRecord,
+    RebalanceRecord,
+};
 use crate::types::GroupState;
 
 /// The largest single sequence a decode may preallocate. Far above any real group (it allows
@@ -76,6 +113,42 @@ struct GroupV2 {
 struct MemberV2 {
     member: MemberV1,
     principal: Option<String>,
+}
+
+/// A version 2 group with the consumer protocol's part appended (store format 4).
+#[derive(Debug, PartialEq, Eq, SchemaWrite, SchemaRead)]
+struct GroupV3 {
+    group: GroupV2,
+    consumer: Option<ConsumerV1>,
+}
+
+/// The durable part of a consumer-protocol group, field for field as `ConsumerGroupRecord`.
+#[derive(Debug, PartialEq, Eq, SchemaWrite, SchemaRead)]
+struct ConsumerV1 {
+    assignment_epoch: i32,
+    assignor: String,
+    members: Vec<ConsumerMemberV1>,
+}
+
+/// One consumer member, field for field as `ConsumerMemberRecord`.
+#[derive(Debug, PartialEq, Eq, SchemaWrite, SchemaRead)]
+struct ConsumerMemberV1 {
+    member_id: String,
+    group_instance_id: Option<String>,
+    rack_id: Option<String>,
+    client_id: String,
+    client_host: String,
+    principal: Option<String>,
+    rebalance_timeout_ms: u32,
+    subscribed_topics: Vec<String>,
+    subscribed_topic_regex: Option<String>,
+    server_assignor: Option<String>,
+    state: u8,
+    member_epoch: i32,
+    previous_member_epoch: i32,
+    assigned: Vec<TopicPartitionsV1>,
+    pending_revocation: Vec<TopicPartitionsV1>,
+    target: Vec<TopicPartitionsV1>,
 }
 
 #[derive(Debug, PartialEq, Eq, SchemaWrite, SchemaRead)]
@@ -179,6 +252,23 @@ fn state_from_u8(value: u8) -> Result<GroupState, CodecError> {
     })
 }
 
+/// The reconciliation states a consumer member may be stored in: 0 Stable,
+/// 1 UnrevokedPartitions, 2 UnreleasedPartitions (never renumbered).
+const MEMBER_STATES: std::ops::RangeInclusive<u8> = 0..=2;
+
+/// Refuses a consumer member state number outside [`MEMBER_STATES`]: on encoding (a value that
+/// could not be read back must never be written) and on decoding (damaged bytes).
+fn check_member_states<'a>(members: impl IntoIterator<Item = (&'a str, u8)>) -> Result<(), String> {
+    for (member_id, state) in members {
+        if !MEMBER_STATES.contains(&state) {
+            return Err(format!(
+                "consumer member {member_id:?}: unknown reconciliation state number {state}"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// `From` both ways between a storage mirror and its domain type, field for field: the plain
 /// fields moved as they are, `into` fields (one mirrored value) and `each` fields (a sequence
 /// of mirrored values) converted; `unstored` fields of the domain type, which the mirror does
@@ -236,6 +326,14 @@ mirror!(MemberV1 <=> MemberRecord {
     unstored principal: None
 });
 
+mirror!(ConsumerMemberV1 <=> ConsumerMemberRecord {
+    member_id, group_instance_id, rack_id, client_id, client_host, principal,
+    rebalance_timeout_ms, subscribed_topics, subscribed_topic_regex, server_assignor, state,
+    member_epoch, previous_member_epoch;
+    each assigned, pending_revocation, target
+});
+mirror!(ConsumerV1 <=> ConsumerGroupRecord { assignment_epoch, assignor; each members });
+
 impl From<MemberRecord> for MemberV2 {
     fn from(mut m: MemberRecord) -> Self {
         let principal = m.principal.take();
@@ -255,7 +353,8 @@ impl From<MemberV2> for MemberRecord {
     }
 }
 
-/// Splits a record into its key (the group id) and its encoded value.
+/// Splits a record into its key (the group id) and its encoded value (`GroupV3`). Refuses a
+/// consumer member whose state number is not one of [`MEMBER_STATES`].
 pub fn encode_group(record: GroupRecord) -> Result<(String, Vec<u8>), CodecError> {
     let GroupRecord {
         group_id,
@@ -266,29 +365,69 @@ pub fn encode_group(record: GroupRecord) -> Result<(String, Vec<u8>), CodecError
         members,
         state_since_ms,
         created_by,
-        consumer: _,
+        consumer,
     } = record;
-    let stored = GroupV2 {
-        state: state_to_u8(state),
-        generation,
-        assignor,
-        leader,
-        members: members.into_iter().map(Into::into).collect(),
-        state_since_ms,
-        created_by,
+    if let Some(consumer) = &consumer {
+        check_member_states(
+            consumer
+                .members
+                .iter()
+                .map(|m| (m.member_id.as_str(), m.state)),
+        )
+        .map_err(|e| CodecError(format!("cannot encode group {group_id:?}: {e}")))?;
+    }
+    let stored = GroupV3 {
+        group: GroupV2 {
+            state: state_to_u8(state),
+            generation,
+            assignor,
+            leader,
+            members: members.into_iter().map(Into::into).collect(),
+            state_since_ms,
+            created_by,
+        },
+        consumer: consumer.map(Into::into),
     };
     let bytes = wincode::config::serialize(&stored, FORMAT)
         .map_err(|e| CodecError(format!("cannot encode group {group_id:?}: {e}")))?;
     Ok((group_id, bytes))
 }
 
+/// A group value of the current format (`GroupV3`, store format 4).
 pub fn decode_group(group_id: &str, bytes: &[u8]) -> Result<GroupRecord, CodecError> {
-    let stored: GroupV2 = wincode::config::deserialize_exact(bytes, FORMAT)
+    let stored: GroupV3 = wincode::config::deserialize_exact(bytes, FORMAT)
         .map_err(|e| CodecError(format!("group {group_id:?}: {e}")))?;
     group_record(group_id, stored)
 }
 
-/// A format version 1 group value (for the migration to version 2): no owners recorded.
+/// A group value of the current format or of the one before it (`GroupV2`, written by store
+/// formats 2 and 3: read with no consumer part), for a store that keeps no format version of
+/// its own (etcd), where a value stays as an earlier release wrote it until its group is
+/// written again. At most one of the two can match (module docs).
+pub fn decode_group_or_v2(group_id: &str, bytes: &[u8]) -> Result<GroupRecord, CodecError> {
+    decode_group(group_id, bytes).or_else(|current| {
+        decode_group_v2(group_id, bytes).map_err(|_| {
+            CodecError(format!(
+                "{current} (nor is it a group value of store format 2 or 3)"
+            ))
+        })
+    })
+}
+
+/// A `GroupV2` value (store formats 2 and 3, for the migration to 4): no consumer part.
+pub(super) fn decode_group_v2(group_id: &str, bytes: &[u8]) -> Result<GroupRecord, CodecError> {
+    let group: GroupV2 = wincode::config::deserialize_exact(bytes, FORMAT)
+        .map_err(|e| CodecError(format!("group {group_id:?} (store format 2 or 3): {e}")))?;
+    group_record(
+        group_id,
+        GroupV3 {
+            group,
+            consumer: None,
+        },
+    )
+}
+
+/// A format version 1 group value (for the migration): no owners, no consumer part.
 pub(super) fn decode_group_v1(group_id: &str, bytes: &[u8]) -> Result<GroupRecord, CodecError> {
     let GroupV1 {
         state,
@@ -306,7 +445,7 @@ pub(super) fn decode_group_v1(group_id: &str, bytes: &[u8]) -> Result<GroupRecor
             principal: None,
         })
         .collect();
-    let stored = GroupV2 {
+    let group = GroupV2 {
         state,
         generation,
         assignor,
@@ -315,26 +454,60 @@ pub(super) fn decode_group_v1(group_id: &str, bytes: &[u8]) -> Result<GroupRecor
         state_since_ms,
         created_by: None,
     };
-    group_record(group_id, stored)
+    group_record(
+        group_id,
+        GroupV3 {
+            group,
+            consumer: None,
+        },
+    )
 }
 
-/// The record of `group_id` from its decoded value.
-fn group_record(group_id: &str, stored: GroupV2) -> Result<GroupRecord, CodecError> {
+/// The record of `group_id` from its decoded value; refuses unknown state numbers.
+fn group_record(group_id: &str, stored: GroupV3) -> Result<GroupRecord, CodecError> {
+    let GroupV3 { group, consumer } = stored;
+    let invalid = |e: String| CodecError(format!("group {group_id:?}: {e}"));
+    if let Some(consumer) = &consumer {
+        check_member_states(
+            consumer
+                .members
+                .iter()
+                .map(|m| (m.member_id.as_str(), m.state)),
+        )
+        .map_err(invalid)?;
+    }
     Ok(GroupRecord {
         group_id: group_id.to_owned(),
-        state: state_from_u8(stored.state)
-            .map_err(|e| CodecError(format!("group {group_id:?}: {e}")))?,
-        generation: stored.generation,
-        assignor: stored.assignor,
-        leader: stored.leader,
-        members: stored.members.into_iter().map(Into::into).collect(),
-        state_since_ms: stored.state_since_ms,
-        created_by: stored.created_by,
-        consumer: None,
+        state: state_from_u8(group.state).map_err(|e| invalid(e.0))?,
+        generation: group.generation,
+        assignor: group.assignor,
+        leader: group.leader,
+        members: group.members.into_iter().map(Into::into).collect(),
+        state_since_ms: group.state_since_ms,
+        created_by: group.created_by,
+        consumer: consumer.map(Into::into),
     })
 }
 
-/// Encodes a group in format version 1, as the previous release wrote it (tests make v1
+/// Encodes a group as store formats 2 and 3 wrote it (`GroupV2`), dropping its consumer part:
+/// tests make format 3 stores and earlier etcd values with it.
+#[cfg(any(test, feature = "store-suite"))]
+pub fn encode_group_v2(record: GroupRecord) -> Result<(String, Vec<u8>), CodecError> {
+    let stored = GroupV2 {
+        state: state_to_u8(record.state),
+        generation: record.generation,
+        assignor: record.assignor,
+        leader: record.leader,
+        members: record.members.into_iter().map(Into::into).collect(),
+        state_since_ms: record.state_since_ms,
+        created_by: record.created_by,
+    };
+    let bytes = wincode::config::serialize(&stored, FORMAT)
+        .map_err(|e| CodecError(format!("cannot encode group {:?}: {e}", record.group_id)))?;
+    Ok((record.group_id, bytes))
+}
+
+/// Encodes a group in format version 1, as the first release wrote it (tests make v1
 /// stores with it to test the migration).
 #[cfg(test)]
 pub(super) fn encode_group_v1(record: GroupRecord) -> Result<(String, Vec<u8>), CodecError> {

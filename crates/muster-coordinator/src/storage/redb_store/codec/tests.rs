@@ -2,8 +2,56 @@
 
 use super::*;
 
-/// A group with owners recorded (as format version 2 stores it).
+/// A consumer-protocol group (as store format 4 stores it): the version 2 sample, Reconciling,
+/// with a consumer part of two members, one with every field set (static, a rack, a regex, a
+/// pending revocation) and one with none.
 fn sample_group() -> GroupRecord {
+    let mut group = sample_group_v2();
+    group.state = GroupState::Reconciling;
+    group.consumer = Some(ConsumerGroupRecord {
+        assignment_epoch: 8,
+        assignor: "uniform".into(),
+        members: vec![
+            ConsumerMemberRecord {
+                member_id: "c1".into(),
+                group_instance_id: Some("i".into()),
+                rack_id: Some("r".into()),
+                client_id: "c".into(),
+                client_host: "h".into(),
+                principal: Some("svc".into()),
+                rebalance_timeout_ms: 30,
+                subscribed_topics: vec!["t".into()],
+                subscribed_topic_regex: Some("t.*".into()),
+                server_assignor: Some("uniform".into()),
+                state: 1,
+                member_epoch: 8,
+                previous_member_epoch: 7,
+                assigned: vec![TopicPartitions {
+                    topic: "t".into(),
+                    partitions: vec![0],
+                }],
+                pending_revocation: vec![TopicPartitions {
+                    topic: "t".into(),
+                    partitions: vec![1],
+                }],
+                target: vec![TopicPartitions {
+                    topic: "t".into(),
+                    partitions: vec![0],
+                }],
+            },
+            ConsumerMemberRecord {
+                member_id: "c2".into(),
+                member_epoch: -2,
+                previous_member_epoch: 6,
+                ..ConsumerMemberRecord::default()
+            },
+        ],
+    });
+    group
+}
+
+/// A group with owners recorded (as store formats 2 and 3 store it).
+fn sample_group_v2() -> GroupRecord {
     let mut group = sample_group_v1();
     group.created_by = Some("orders".into());
     group.members[0].principal = Some("svc".into());
@@ -57,11 +105,74 @@ fn group_round_trips() {
 }
 
 #[test]
+fn a_classic_group_round_trips() {
+    let record = sample_group_v2();
+    let (_, bytes) = encode_group(record.clone()).expect("encodes");
+    assert_eq!(decode_group("g", &bytes).expect("decodes"), record);
+}
+
+#[test]
 fn every_state_round_trips() {
     for state in GroupState::ALL {
         assert_eq!(state_from_u8(state_to_u8(state)).ok(), Some(state));
     }
+    // The consumer protocol's states got the next numbers; none was renumbered.
+    assert_eq!(state_to_u8(GroupState::Stable), 3);
+    assert_eq!(state_to_u8(GroupState::Assigning), 5);
+    assert_eq!(state_to_u8(GroupState::Reconciling), 6);
     assert!(state_from_u8(7).is_err());
+}
+
+/// Every reconciliation state a consumer member may be in round trips; a static member on a
+/// temporary leave keeps its epoch (-2).
+#[test]
+fn every_member_state_round_trips() {
+    let mut record = sample_group();
+    let consumer = record.consumer.as_mut().expect("a consumer part");
+    let template = consumer.members[0].clone();
+    consumer.members = MEMBER_STATES
+        .map(|state| ConsumerMemberRecord {
+            member_id: format!("m{state}"),
+            state,
+            ..template.clone()
+        })
+        .collect();
+    let (_, bytes) = encode_group(record.clone()).expect("encodes");
+    assert_eq!(decode_group("g", &bytes).expect("decodes"), record);
+}
+
+/// A member state number outside 0..=2 is never written (it could not be read back) and never
+/// read (damaged bytes).
+#[test]
+fn an_unknown_member_state_is_refused_both_ways() {
+    let mut record = sample_group();
+    let consumer = record.consumer.as_mut().expect("a consumer part");
+    consumer.members[1].state = 3;
+    let error = encode_group(record).expect_err("state 3 is refused");
+    assert!(
+        error
+            .to_string()
+            .contains("unknown reconciliation state number 3"),
+        "{error}"
+    );
+
+    let (_, mut bytes) = encode_group(sample_group()).expect("encodes");
+    // The first member's state byte (1), after its server assignor and before its epochs.
+    let at = bytes
+        .windows(16)
+        .position(|w| w == *b"uniform\x01\x08\0\0\0\x07\0\0\0")
+        .expect("the state byte")
+        + "uniform".len();
+    for state in [3, 0x7f, 0xff] {
+        bytes[at] = state;
+        let error = decode_group("g", &bytes).expect_err("an unknown state");
+        assert!(
+            error
+                .to_string()
+                .contains(&format!("unknown reconciliation state number {state}")),
+            "{error}"
+        );
+    }
 }
 
 #[test]
@@ -103,13 +214,39 @@ fn unhex(text: &str) -> Vec<u8> {
         .collect()
 }
 
-/// Format version 2, byte for byte. If this fails, the on-disk format changed: bump
+/// Store format 4's consumer part of `sample_group` (`ConsumerV1`), after its `Some` tag:
+/// epoch 8, "uniform", then two members, `c1` with every field set (state 1, epochs 8 and 7)
+/// and `c2` with none (epochs -2 and 6).
+const CONSUMER_V1_HEX: &str = concat!(
+    "080000000700000000000000756e69666f726d02000000000000000200000000",
+    "0000006331010100000000000000690101000000000000007201000000000000",
+    "00630100000000000000680103000000000000007376631e0000000100000000",
+    "000000010000000000000074010300000000000000742e2a0107000000000000",
+    "00756e69666f726d010800000007000000010000000000000001000000000000",
+    "0074010000000000000000000000010000000000000001000000000000007401",
+    "0000000000000001000000010000000000000001000000000000007401000000",
+    "0000000000000000020000000000000063320000000000000000000000000000",
+    "0000000000000000000000000000000000000000feffffff0600000000000000",
+    "0000000000000000000000000000000000000000",
+);
+
+/// Store format 4, byte for byte. If this fails, the on-disk format changed: bump
 /// `FORMAT_VERSION` and teach `open` to migrate, or undo the change.
 #[test]
 fn format_is_pinned() {
+    // GroupV3: the GroupV2 bytes (here with state 6, Reconciling), then `Some` (01) and the
+    // consumer part.
     let (_, group) = encode_group(sample_group()).expect("encodes");
-    assert_eq!(hex(&group), GROUP_V2_HEX);
-    // The version 1 encoder (tests' maker of v1 stores) still writes version 1.
+    assert_eq!(
+        hex(&group),
+        format!("06{}01{CONSUMER_V1_HEX}", &GROUP_V2_HEX[2..])
+    );
+    // A classic group: the GroupV2 bytes, then `None` (00).
+    let (_, classic) = encode_group(sample_group_v2()).expect("encodes");
+    assert_eq!(hex(&classic), format!("{GROUP_V2_HEX}00"));
+    // The earlier encoders (tests' makers of old stores) still write what they wrote.
+    let (_, v2) = encode_group_v2(sample_group_v2()).expect("encodes");
+    assert_eq!(hex(&v2), GROUP_V2_HEX);
     let (_, v1) = encode_group_v1(sample_group_v1()).expect("encodes");
     assert_eq!(hex(&v1), GROUP_V1_HEX);
     let offset = encode_offset(CommittedOffset {
@@ -194,8 +331,8 @@ const REBALANCE_V1_HEX: &str = concat!(
     "000000000000",
 );
 
-/// Version 1 bytes, as the previous release wrote them, read as owner-less records; they
-/// are not version 2 bytes (the migration must not be skipped).
+/// Version 1 bytes, as the first release wrote them, read as owner-less records; they are
+/// not version 2 bytes nor current ones (the migration must not be skipped).
 #[test]
 fn version_1_values_decode_with_no_owners() {
     let v1 = unhex(GROUP_V1_HEX);
@@ -203,7 +340,32 @@ fn version_1_values_decode_with_no_owners() {
         decode_group_v1("g", &v1).expect("decodes"),
         sample_group_v1()
     );
+    assert!(decode_group_v2("g", &v1).is_err());
     assert!(decode_group("g", &v1).is_err());
+    assert!(decode_group_or_v2("g", &v1).is_err());
+}
+
+/// GroupV2 bytes, as store formats 2 and 3 wrote them, read with no consumer part; they are
+/// not current bytes (redb's migration must not be skipped), and current bytes are not
+/// GroupV2 ones, so a store without a format version (etcd) tells them apart.
+#[test]
+fn version_2_values_decode_with_no_consumer_part() {
+    let v2 = unhex(GROUP_V2_HEX);
+    assert_eq!(
+        decode_group_v2("g", &v2).expect("decodes"),
+        sample_group_v2()
+    );
+    assert!(decode_group("g", &v2).is_err());
+    assert_eq!(
+        decode_group_or_v2("g", &v2).expect("decodes"),
+        sample_group_v2()
+    );
+
+    for record in [sample_group(), sample_group_v2()] {
+        let (_, current) = encode_group(record.clone()).expect("encodes");
+        assert!(decode_group_v2("g", &current).is_err());
+        assert_eq!(decode_group_or_v2("g", &current).expect("decodes"), record);
+    }
 }
 
 #[test]
@@ -214,6 +376,9 @@ fn every_truncated_prefix_fails_to_decode() {
             decode_group("g", &group[..len]).is_err(),
             "prefix of {len} bytes"
         );
+        // Only the one prefix that is the GroupV2 part is a (format 2 or 3) group value.
+        let earlier = decode_group_or_v2("g", &group[..len]);
+        assert_eq!(earlier.is_ok(), len == GROUP_V2_HEX.len() / 2, "{len}");
     }
     let offset = encode_offset(CommittedOffset {
         offset: 1,
@@ -229,6 +394,27 @@ fn every_truncated_prefix_fails_to_decode() {
     }
 }
 
+/// Every byte of a group value changed to each of a few values: decoding answers (a record or
+/// an error) and never panics; a length made huge is an error, not an allocation.
+#[test]
+fn damaged_group_values_never_panic() {
+    let (_, group) = encode_group(sample_group()).expect("encodes");
+    for at in 0..group.len() {
+        for value in [0x00, 0x01, 0x02, 0x7f, 0x80, 0xff] {
+            let mut damaged = group.clone();
+            damaged[at] = value;
+            let _ = decode_group("g", &damaged);
+            let _ = decode_group_or_v2("g", &damaged);
+        }
+    }
+    // The consumer members' count (after the tag, the epoch and "uniform") made 2^62.
+    let members_at = GROUP_V2_HEX.len() / 2 + 1 + 4 + 8 + "uniform".len();
+    let mut huge = group.clone();
+    assert_eq!(huge[members_at..members_at + 8], 2u64.to_le_bytes());
+    huge[members_at..members_at + 8].copy_from_slice(&(1u64 << 62).to_le_bytes());
+    assert!(decode_group("g", &huge).is_err());
+}
+
 #[test]
 fn trailing_bytes_are_rejected() {
     let mut bytes = encode_offset(CommittedOffset {
@@ -239,4 +425,10 @@ fn trailing_bytes_are_rejected() {
     .expect("encodes");
     bytes.push(0);
     assert!(decode_offset(&bytes).is_err());
+    for record in [sample_group(), sample_group_v2()] {
+        let (_, mut group) = encode_group(record).expect("encodes");
+        group.push(0);
+        assert!(decode_group("g", &group).is_err());
+        assert!(decode_group_or_v2("g", &group).is_err());
+    }
 }
