@@ -29,7 +29,8 @@ impl<R> Group<R> {
             .values()
             .filter(|m| m.deadline(session) <= cx.now)
             .map(|m| {
-                let session_over = m.last_heard + Millis::from(session) <= cx.now;
+                let session_over =
+                    m.last_heard + Millis::from(m.session_timeout(session)) <= cx.now;
                 (
                     Arc::clone(&m.member_id),
                     cx.now.saturating_sub(m.last_heard),

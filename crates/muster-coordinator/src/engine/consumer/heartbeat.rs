@@ -96,6 +96,10 @@ impl<R> Group<R> {
         out: &mut Effects<R>,
     ) -> Result<ConsumerGroupHeartbeatResponse, Refusal> {
         validate(&req)?;
+        if self.consumer.is_none() && req.member_epoch != 0 {
+            // Only a join may turn a group into a consumer group.
+            return Err((ErrorCode::UnknownMemberId, None));
+        }
         self.take_consumer_protocol()?;
         match req.member_epoch {
             LEAVE_EPOCH | LEAVE_STATIC_EPOCH => return self.consumer_leave(cx, &req, out),
@@ -204,13 +208,9 @@ impl<R> Group<R> {
             return Ok(());
         }
         if !self.members.is_empty() || !self.pending.is_empty() {
-            return Err(refuse(
-                ErrorCode::GroupIdNotFound,
-                format!(
-                    "group {} is a classic group with members, not a consumer group",
-                    self.group_id
-                ),
-            ));
+            return self
+                .upgrade_to_consumer()
+                .map_err(super::migrate::not_upgradable);
         }
         let assignor = self.config.consumer.default_assignor.clone();
         self.consumer = Some(Box::new(ConsumerPart::new(assignor, self.generation)));

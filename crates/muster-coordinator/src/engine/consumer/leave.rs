@@ -87,5 +87,8 @@ impl<R> Group<R> {
             out.ledger.push(LedgerRequest::ReturnMemberUnit(principal));
         }
         self.bump_group_epoch(cx, cause, out);
+        if member.classic.is_none() {
+            self.maybe_downgrade(cx, out);
+        }
     }
 }

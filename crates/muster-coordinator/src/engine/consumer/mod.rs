@@ -19,6 +19,8 @@
 //! | Topic changes                                                        | `topics.rs`    |
 //! | ConsumerGroupDescribe, DescribeGroups of a consumer group            | `describe.rs`  |
 //! | Offset commits of consumer members (member epochs)                   | `offsets.rs`   |
+//! | Migration: online upgrade of a classic group, downgrade              | `migrate.rs`   |
+//! | Classic members inside a consumer group                              | `classic.rs`   |
 //! | Dry-run rebalance (GroupSimulate)                                    | `simulate.rs`  |
 //! | Journal entries per epoch bump; GroupDiagnosis while reconciling      | `journal.rs`   |
 //! | Durability (the record's consumer part)                              | `persist.rs`   |
@@ -27,12 +29,14 @@
 //!
 //! [`Effects`]: super::Effects
 
+mod classic;
 mod describe;
 mod expiry;
 pub(super) mod group;
 mod heartbeat;
 mod journal;
 mod leave;
+mod migrate;
 mod offsets;
 mod persist;
 mod range;
