@@ -92,7 +92,9 @@ pub use client::{Client, ClientConfig};
 pub use cluster::{Cluster, Node, NodeShards};
 pub use connection::{Connection, ConnectionConfig, SILENT_SOCKET};
 pub use error::{ClientError, ErrorCodeExt};
-pub use member::{Event, Events, GroupMember, MemberConfig, MemberState, Partitions, Phase};
+pub use member::{
+    Event, Events, GroupMember, GroupProtocol, MemberConfig, MemberState, Partitions, Phase,
+};
 pub use partition::{OffsetAndMetadata, TopicPartition};
 pub use tls::{TlsConfig, TlsError};
 

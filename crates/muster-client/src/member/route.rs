@@ -157,6 +157,11 @@ impl RouteView {
         Ok(())
     }
 
+    /// Whether a coordinator was found for this view (none before the first lookup).
+    pub(crate) fn found(&self) -> bool {
+        self.target.node.is_some()
+    }
+
     /// The coordinator answered: lookups start without delay again.
     pub(crate) fn answered(&self) {
         if self.route.failures.load(Ordering::Relaxed) != 0 {
