@@ -1,18 +1,15 @@
-//! The member's configuration: [`MemberConfig`], the builder an application fills in and
-//! starts (which spawns the membership tasks of the chosen [`GroupProtocol`]), its defaults
-//! (Kafka's) and the checks made before anything is started.
+//! The member's configuration: [`MemberConfig`], the builder an application fills in (and
+//! starts, in the parent module, which spawns the tasks of the chosen [`GroupProtocol`]), its
+//! defaults (Kafka's) and the checks made before anything is started. It depends on none of
+//! the member's tasks, which all read it.
 
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot, watch};
-
-use super::{consumer, heartbeat, route, task, Events, GroupMember, MemberState};
 use crate::assignor::{self, Assignor, RebalanceProtocol};
 use crate::backoff::Backoff;
-use crate::client::Client;
 use crate::error::ClientError;
 
 /// The group protocol a member speaks (Kafka's `group.protocol`).
@@ -251,7 +248,7 @@ impl MemberConfig {
         }
     }
 
-    fn validate(&self) -> Result<(), ClientError> {
+    pub(super) fn validate(&self) -> Result<(), ClientError> {
         let bad = |msg: String| Err(ClientError::Config(msg));
         if self.group_id.is_empty() {
             return bad("the group id is empty".into());
@@ -301,70 +298,6 @@ impl MemberConfig {
             return bad("the heartbeat interval is zero".into());
         }
         Ok(())
-    }
-
-    /// Starts the member: it finds its group's coordinator and joins in the background.
-    /// Events arrive on the returned [`Events`]. Must be called within a Tokio runtime.
-    ///
-    /// `client` is a [`Client`] (a bootstrap list) or a [`crate::Connection`] (a bootstrap
-    /// list of its one address).
-    pub fn start(self, client: impl Into<Client>) -> Result<(GroupMember, Events), ClientError> {
-        self.validate()?;
-        let client = client.into();
-        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
-            ClientError::Config("start() must be called within a Tokio runtime".into())
-        })?;
-        let route = route::Route::new(client, self.group_id.clone(), self.retry_backoff);
-        let config = Arc::new(self);
-        let (state_tx, state_rx) = watch::channel(MemberState::initial());
-        let (events_tx, events_rx) = mpsc::unbounded_channel();
-        let (signals_tx, signals_rx) = mpsc::unbounded_channel();
-        let (close_tx, close_rx) = oneshot::channel();
-        let (task, heartbeat) = match config.group_protocol {
-            GroupProtocol::Classic => {
-                let heartbeat = runtime.spawn(heartbeat::run(
-                    route.view(),
-                    Arc::clone(&config),
-                    state_rx.clone(),
-                    signals_tx.clone(),
-                ));
-                let membership = task::MemberTask::new(
-                    route.view(),
-                    Arc::clone(&config),
-                    state_tx,
-                    events_tx,
-                    signals_rx,
-                );
-                let task = runtime.spawn(task::run(membership, close_rx, heartbeat.abort_handle()));
-                (task, Some(heartbeat))
-            }
-            GroupProtocol::Consumer => {
-                // Chosen here, as Kafka 4's clients do, and kept across fencing and rejoins.
-                let member_id = uuid::Uuid::new_v4().to_string();
-                state_tx.send_modify(|s| s.member_id.clone_from(&member_id));
-                let membership = consumer::ConsumerTask::new(
-                    route.view(),
-                    Arc::clone(&config),
-                    state_tx,
-                    events_tx,
-                    signals_rx,
-                    member_id,
-                );
-                (runtime.spawn(consumer::run(membership, close_rx)), None)
-            }
-        };
-        Ok((
-            GroupMember {
-                config,
-                route,
-                state: state_rx,
-                signals: signals_tx,
-                close: Some(close_tx),
-                task: Some(task),
-                heartbeat,
-            },
-            Events { rx: events_rx },
-        ))
     }
 }
 

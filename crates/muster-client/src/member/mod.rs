@@ -46,9 +46,12 @@
 //! [`Event::Revoked`] and [`Event::Lost`] carry [`Partitions`] that the membership task waits
 //! on: it does not rejoin (eager), move on (cooperative) or report the release to the server
 //! (consumer protocol) until the application has dropped the value, or the rebalance timeout
-//! has passed. Handle the event (stop work on those
-//! partitions, commit), then drop it. Heartbeats go on meanwhile. `close()` is the exception:
-//! it emits a final `Revoked` without waiting, since the application has already stopped.
+//! has passed. Handle the event (stop work on those partitions, commit), then drop it.
+//! Heartbeats go on meanwhile. `close()` is the exception: it emits a final `Revoked` without
+//! waiting, since the application has already stopped.
+//!
+//! The builder and its checks are module `config`, which depends on none of the tasks;
+//! [`MemberConfig::start`] is here, beside the handle it returns.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -75,6 +78,72 @@ mod route;
 mod task;
 
 pub use config::{GroupProtocol, MemberConfig};
+
+impl MemberConfig {
+    /// Starts the member: it finds its group's coordinator and joins in the background.
+    /// Events arrive on the returned [`Events`]. Must be called within a Tokio runtime.
+    ///
+    /// `client` is a [`Client`] (a bootstrap list) or a [`crate::Connection`] (a bootstrap
+    /// list of its one address).
+    pub fn start(self, client: impl Into<Client>) -> Result<(GroupMember, Events), ClientError> {
+        self.validate()?;
+        let client = client.into();
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+            ClientError::Config("start() must be called within a Tokio runtime".into())
+        })?;
+        let route = route::Route::new(client, self.group_id.clone(), self.retry_backoff);
+        let config = Arc::new(self);
+        let (state_tx, state_rx) = watch::channel(MemberState::initial());
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let (signals_tx, signals_rx) = mpsc::unbounded_channel();
+        let (close_tx, close_rx) = oneshot::channel();
+        let (task, heartbeat) = match config.group_protocol {
+            GroupProtocol::Classic => {
+                let heartbeat = runtime.spawn(heartbeat::run(
+                    route.view(),
+                    Arc::clone(&config),
+                    state_rx.clone(),
+                    signals_tx.clone(),
+                ));
+                let membership = task::MemberTask::new(
+                    route.view(),
+                    Arc::clone(&config),
+                    state_tx,
+                    events_tx,
+                    signals_rx,
+                );
+                let task = runtime.spawn(task::run(membership, close_rx, heartbeat.abort_handle()));
+                (task, Some(heartbeat))
+            }
+            GroupProtocol::Consumer => {
+                // Chosen here, as Kafka 4's clients do, and kept across fencing and rejoins.
+                let member_id = uuid::Uuid::new_v4().to_string();
+                state_tx.send_modify(|s| s.member_id.clone_from(&member_id));
+                let membership = consumer::ConsumerTask::new(
+                    route.view(),
+                    Arc::clone(&config),
+                    state_tx,
+                    events_tx,
+                    signals_rx,
+                    member_id,
+                );
+                (runtime.spawn(consumer::run(membership, close_rx)), None)
+            }
+        };
+        Ok((
+            GroupMember {
+                config,
+                route,
+                state: state_rx,
+                signals: signals_tx,
+                close: Some(close_tx),
+                task: Some(task),
+                heartbeat,
+            },
+            Events { rx: events_rx },
+        ))
+    }
+}
 
 /// Where a member is in the group protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
