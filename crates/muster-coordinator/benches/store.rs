@@ -148,6 +148,7 @@ fn group_record(group: usize) -> GroupRecord {
         members: vec![member(group, 0), member(group, 1)],
         state_since_ms: 1_700_000_000_000,
         created_by: Some(format!("service-{}", group % 16)),
+        consumer: None,
     }
 }
 

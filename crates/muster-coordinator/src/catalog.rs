@@ -168,6 +168,12 @@ impl TopicLookup for TopicCatalog {
     fn partitions(&self, topic: &str) -> Option<i32> {
         self.read().get(topic).copied()
     }
+
+    fn each(&self, f: &mut dyn FnMut(&str, i32)) {
+        for (topic, &partitions) in self.read().iter() {
+            f(topic, partitions);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -31,6 +31,30 @@ pub struct GroupConfig {
     pub storm_window_ms: u64,
     /// The request limits of protocol §6.18 (ids, names, list lengths, timeouts, capacities).
     pub limits: Limits,
+    /// The consumer protocol's settings (protocol-v1 §7).
+    pub consumer: ConsumerConfig,
+}
+
+/// Settings of consumer-protocol groups (protocol-v1 §7; Kafka 4's `group.consumer.*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerConfig {
+    /// How often members heartbeat (Kafka's `group.consumer.heartbeat.interval.ms`, 5 s).
+    pub heartbeat_interval_ms: u32,
+    /// A member not heard from this long is removed (Kafka's
+    /// `group.consumer.session.timeout.ms`, 45 s).
+    pub session_timeout_ms: u32,
+    /// The assignor of a group none of whose members asks for one.
+    pub default_assignor: String,
+}
+
+impl Default for ConsumerConfig {
+    fn default() -> Self {
+        ConsumerConfig {
+            heartbeat_interval_ms: 5_000,
+            session_timeout_ms: 45_000,
+            default_assignor: "uniform".to_owned(),
+        }
+    }
 }
 
 /// What one request may ask for and how much the server holds in total (protocol §6.18
@@ -119,6 +143,7 @@ impl Default for GroupConfig {
             storm_rebalances: 5,
             storm_window_ms: 300_000,
             limits: Limits::default(),
+            consumer: ConsumerConfig::default(),
         }
     }
 }

@@ -24,5 +24,6 @@ pub mod quota;
 pub mod storage;
 pub mod types;
 
-pub use config::{GroupConfig, Limits};
+pub use config::{ConsumerConfig, GroupConfig, Limits};
+pub use engine::consumer::ASSIGNORS;
 pub use logsafe::{logsafe, logsafe_list};

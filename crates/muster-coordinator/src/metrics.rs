@@ -46,6 +46,14 @@ pub fn describe() {
         "Members removed by session expiry"
     );
     describe_counter!(
+        "muster_consumer_target_assignments_total",
+        "Target assignments computed for consumer-protocol groups (one per group epoch bump)"
+    );
+    describe_counter!(
+        "muster_consumer_partitions_moved_total",
+        "Partitions given a new target owner in consumer-protocol groups"
+    );
+    describe_counter!(
         "muster_offset_commits_total",
         "Partition offsets committed (acknowledged durable)"
     );
@@ -147,6 +155,11 @@ pub fn refresh_longest_barrier(now_ms: u64) {
 
 pub(crate) fn session_expired() {
     counter!("muster_session_expiries_total").increment(1);
+}
+
+pub(crate) fn target_assigned(moved: usize) {
+    counter!("muster_consumer_target_assignments_total").increment(1);
+    counter!("muster_consumer_partitions_moved_total").increment(moved as u64);
 }
 
 pub(crate) fn offsets_committed(partitions: usize) {

@@ -75,10 +75,20 @@ impl RebalanceTrigger {
 /// Looks up partition counts in the server's topic catalog.
 pub trait TopicLookup {
     fn partitions(&self, topic: &str) -> Option<i32>;
+
+    /// Calls `f` with every topic and its partition count (a consumer group's regex
+    /// subscription is matched against the whole catalog).
+    fn each(&self, f: &mut dyn FnMut(&str, i32));
 }
 
 impl TopicLookup for HashMap<String, i32> {
     fn partitions(&self, topic: &str) -> Option<i32> {
         self.get(topic).copied()
+    }
+
+    fn each(&self, f: &mut dyn FnMut(&str, i32)) {
+        for (topic, &partitions) in self {
+            f(topic, partitions);
+        }
     }
 }

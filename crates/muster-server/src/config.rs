@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Arg, ArgMatches, Command};
-use muster_coordinator::{GroupConfig, Limits};
+use muster_coordinator::{ConsumerConfig, GroupConfig, Limits};
 
 use crate::connection_limits::ConnectionLimits;
 use crate::node::{check_cluster_name, check_node_id, BadHostPort, HostPort, NodeOptions};
@@ -52,6 +52,18 @@ settings! {
 
     /// How long the first rebalance of an empty group waits for more members.
     initial_rebalance_delay_ms: u32 = "3000", range(0 ..= 3_600_000);
+
+    /// How often consumer-protocol members heartbeat (protocol-v1 §7; Kafka's
+    /// group.consumer.heartbeat.interval.ms).
+    consumer_heartbeat_interval_ms: u32 = "5000", range(100 ..= 3_600_000);
+
+    /// A consumer-protocol member not heard from this long is removed (Kafka's
+    /// group.consumer.session.timeout.ms).
+    consumer_session_timeout_ms: u32 = "45000", range(1 ..= 86_400_000);
+
+    /// The server assignor of a consumer group none of whose members asks for one: uniform or
+    /// range.
+    consumer_default_assignor: String = "uniform", check(server_assignor);
 
     /// Rebalances kept per group in its durable journal (`muster groups history`); 0 = none.
     journal_size: u32 = "50", range(0 ..= 1_000);
@@ -345,6 +357,11 @@ impl Settings {
             max_group_size: self.max_group_size,
             offsets_retention_ms: self.offsets_retention_minutes.saturating_mul(60_000),
             journal_size: self.journal_size,
+            consumer: ConsumerConfig {
+                heartbeat_interval_ms: self.consumer_heartbeat_interval_ms,
+                session_timeout_ms: self.consumer_session_timeout_ms,
+                default_assignor: self.consumer_default_assignor.clone(),
+            },
             storm_rebalances: self.storm_rebalances,
             storm_window_ms: self.storm_window_s.saturating_mul(1_000),
             limits: Limits {
@@ -464,6 +481,18 @@ fn address_or_off(name: &str, addr: &str) -> Result<(), ConfigError> {
         return Ok(());
     }
     address(name, addr)
+}
+
+/// One of the consumer protocol's server assignors.
+fn server_assignor(name: &str, assignor: &str) -> Result<(), ConfigError> {
+    if muster_coordinator::ASSIGNORS.contains(&assignor) {
+        return Ok(());
+    }
+    Err(ConfigError::Invalid {
+        setting: table::flag(name),
+        value: assignor.to_owned(),
+        allowed: format!("one of {}", muster_coordinator::ASSIGNORS.join(", ")),
+    })
 }
 
 /// A node id, or empty for the host name.

@@ -16,6 +16,18 @@ pub(super) fn check(request: &Request, limits: &Limits) -> Option<Response> {
     let (what, n, max) = match request {
         Request::DescribeGroups(r) => ("groups", r.group_ids.len(), limits.max_groups_per_request),
         Request::DeleteGroups(r) => ("groups", r.group_ids.len(), limits.max_groups_per_request),
+        Request::ConsumerGroupDescribe(r) => {
+            ("groups", r.group_ids.len(), limits.max_groups_per_request)
+        }
+        // A simulation's cost grows with the members it adds or removes and the topics it grows.
+        Request::GroupSimulate(r) => (
+            "members and topics",
+            r.remove_members
+                .len()
+                .saturating_add(r.add_members as usize)
+                .saturating_add(r.partitions.len()),
+            crate::config::MAX_ENCODABLE_GROUP_SIZE,
+        ),
         Request::CreateTopics(r) => ("topics", r.topics.len(), limits.max_topics_per_request),
         Request::DescribeTopics(r) => (
             "topics",
@@ -63,7 +75,7 @@ mod tests {
             assert_eq!(m & state_bit(*s), 0, "{s}");
             m | state_bit(*s)
         });
-        assert_eq!(all.count_ones(), 5);
+        assert_eq!(all.count_ones(), 7);
     }
 
     #[test]

@@ -102,6 +102,19 @@ impl Ledger {
         self.reserve(group.join_needs(req, client), &client.access)
     }
 
+    /// Reserves a unit of `access`'s principal's `max_members` when `needed` (a new
+    /// consumer-protocol member: `Group::consumer_join_needs_unit`).
+    pub fn reserve_member_unit(&self, needed: bool, access: &Access) -> Grant {
+        self.reserve(
+            JoinNeeds {
+                member_unit: needed,
+                pending_id: false,
+            },
+            access,
+        )
+        .member_unit
+    }
+
     /// Carries out what an engine gave back (or, for a restored group, counts what exists).
     pub fn apply(&self, requests: impl IntoIterator<Item = LedgerRequest>) {
         for request in requests {

@@ -146,6 +146,16 @@ pub(crate) struct Forget {
 #[rtype(result = "DescribedGroup")]
 pub(crate) struct Describe;
 
+/// Supervisor → group: describe yourself as a consumer-protocol group (ConsumerGroupDescribe).
+#[derive(Debug, Message)]
+#[rtype(result = "muster_protocol::DescribedConsumerGroup")]
+pub(crate) struct DescribeConsumer;
+
+/// Supervisor → group: a dry-run rebalance (GroupSimulate); nothing changes.
+#[derive(Debug, Message)]
+#[rtype(result = "muster_protocol::GroupSimulateResponse")]
+pub(crate) struct Simulate(pub muster_protocol::GroupSimulateRequest);
+
 /// Supervisor → group: your rebalance journal, newest first (GroupHistory).
 #[derive(Debug, Message)]
 #[rtype(result = "muster_protocol::GroupHistoryResponse")]

@@ -41,6 +41,16 @@ pub fn absent_group(request: &Request, config: &GroupConfig, access: &Access) ->
                 join_error(unknown_member, &r.member_id)
             }
         }
+        // A member joins with epoch 0, which creates the group (protocol-v1 §7 "Join").
+        Request::ConsumerGroupHeartbeat(r) if r.member_epoch == 0 => return AbsentGroup::Create,
+        Request::ConsumerGroupHeartbeat(r) => {
+            Response::ConsumerGroupHeartbeat(muster_protocol::ConsumerGroupHeartbeatResponse {
+                error_code: unknown_member.code(),
+                member_id: r.member_id.clone(),
+                member_epoch: r.member_epoch,
+                ..Default::default()
+            })
+        }
         Request::SyncGroup(_) => sync_error(unknown_member),
         Request::Heartbeat(_) => Response::Heartbeat(HeartbeatResponse {
             error_code: unknown_member.code(),

@@ -9,6 +9,9 @@ use super::{Ctx, Effects, Group, GroupState, Millis, RebalanceTrigger, NONE};
 impl<R> Group<R> {
     /// DescribeGroups entry for this group.
     pub fn describe(&self, now: Millis) -> DescribedGroup {
+        if let Some(described) = self.describe_consumer_classic(now) {
+            return described;
+        }
         let mut members: Vec<DescribedMember> = self
             .members
             .values()
@@ -93,6 +96,14 @@ impl<R> Group<R> {
             .chain(self.pending.values_mut().filter_map(|p| p.charge.take()))
             .map(LedgerRequest::ReturnMemberUnit)
             .collect();
+        if let Some(part) = self.consumer.as_deref_mut() {
+            ledger.extend(
+                part.members
+                    .values_mut()
+                    .filter_map(|m| m.charge.take())
+                    .map(LedgerRequest::ReturnMemberUnit),
+            );
+        }
         if !self.pending.is_empty() {
             ledger.push(LedgerRequest::ReturnPendingIds(self.pending.len()));
             self.pending.clear();
@@ -104,7 +115,9 @@ impl<R> Group<R> {
     /// group already preparing picks the new counts up when its barrier closes.
     pub fn topics_changed(&mut self, cx: Ctx<'_>, topics: &[String]) -> Effects<R> {
         let mut out = Effects::default();
-        self.rebalance_for_topics(cx, topics, &mut out);
+        if !self.consumer_topics_changed(cx, topics, &mut out) {
+            self.rebalance_for_topics(cx, topics, &mut out);
+        }
         self.seal(out)
     }
 

@@ -119,6 +119,19 @@ impl<R> Group<R> {
             );
         }
 
+        if let Some(part) = self.consumer.as_deref() {
+            if !part.members.is_empty() {
+                // One group, one protocol at a time (protocol-v1 §7): a classic member may not
+                // join a consumer group that has members.
+                return out.reply(
+                    reply,
+                    join_error(ErrorCode::InconsistentGroupProtocol, &req.member_id),
+                );
+            }
+            // An Empty group takes either protocol: it is classic again (offsets stay).
+            self.consumer = None;
+            out.persist = true;
+        }
         if req.member_id.is_empty() {
             self.join_unknown_member(cx, req, client, fresh, grants, reply, out);
             return;

@@ -69,6 +69,52 @@ pub fn check_join(limits: &Limits, req: &JoinGroupRequest) -> Result<(), ErrorCo
     at_most(owned, limits.max_partitions_per_request)
 }
 
+/// Longest regular expression a consumer-protocol member may subscribe with, in bytes.
+pub const MAX_SUBSCRIPTION_REGEX_BYTES: usize = 1_024;
+
+/// ConsumerGroupHeartbeat (protocol-v1 §7): ids, the subscription (topic count and names, the
+/// regex's length), the assignor name, the owned partitions and the rebalance timeout.
+pub fn check_consumer_heartbeat(
+    limits: &Limits,
+    req: &muster_protocol::ConsumerGroupHeartbeatRequest,
+) -> Result<(), ErrorCode> {
+    ids(limits, &req.member_id, req.group_instance_id.as_deref())?;
+    at_most(
+        req.rack_id.as_deref().map_or(0, str::len),
+        limits.max_instance_id_bytes,
+    )?;
+    if req.rebalance_timeout_ms > 0
+        && req.rebalance_timeout_ms as u32 > limits.max_rebalance_timeout_ms
+    {
+        return Err(OVER);
+    }
+    if let Some(topics) = &req.subscribed_topics {
+        at_most(topics.len(), limits.max_subscribed_topics)?;
+        if topics.iter().any(|t| t.len() > MAX_TOPIC_NAME_BYTES) {
+            return Err(ErrorCode::InvalidTopic);
+        }
+    }
+    at_most(
+        req.subscribed_topic_regex.as_deref().map_or(0, str::len),
+        MAX_SUBSCRIPTION_REGEX_BYTES,
+    )?;
+    at_most(
+        req.server_assignor.as_deref().map_or(0, str::len),
+        limits.max_assignor_name_bytes,
+    )?;
+    if let Some(owned) = &req.owned_partitions {
+        at_most(owned.len(), limits.max_subscribed_topics)?;
+        if owned.iter().any(|t| t.topic.len() > MAX_TOPIC_NAME_BYTES) {
+            return Err(ErrorCode::InvalidTopic);
+        }
+        let partitions = owned
+            .iter()
+            .fold(0usize, |n, t| n.saturating_add(t.partitions.len()));
+        at_most(partitions, limits.max_partitions_per_request)?;
+    }
+    Ok(())
+}
+
 /// SyncGroup: ids (the leader's assignments are only kept for members the group has).
 pub fn check_sync(limits: &Limits, req: &SyncGroupRequest) -> Result<(), ErrorCode> {
     ids(limits, &req.member_id, req.group_instance_id.as_deref())
@@ -129,6 +175,7 @@ pub fn check_request(limits: &Limits, request: &Request) -> Result<(), ErrorCode
         Request::LeaveGroup(r) => check_leave(limits, r),
         Request::OffsetCommit(r) => check_commit(limits, r),
         Request::OffsetFetch(r) => check_fetch(limits, r),
+        Request::ConsumerGroupHeartbeat(r) => check_consumer_heartbeat(limits, r),
         _ => Ok(()),
     }
 }

@@ -135,6 +135,18 @@ pub enum Event {
         waiting_for: Vec<String>,
         elapsed_ms: Millis,
     },
+    /// A consumer-protocol group's target assignment was computed at `epoch` (protocol-v1 §7):
+    /// `moved` partitions have a new target owner.
+    TargetAssigned {
+        epoch: i32,
+        members: usize,
+        assignor: String,
+        moved: usize,
+        trigger: &'static str,
+    },
+    /// A consumer-protocol member kept partitions it was asked to give up past its rebalance
+    /// timeout and was removed.
+    RevocationTimedOut { member_id: String },
     /// Offsets of an Empty group reached the retention period and were dropped.
     OffsetsExpired { partitions: usize },
     /// An Empty group with no offsets left was removed.
@@ -423,6 +435,9 @@ pub struct Group<R> {
     /// The rebalance journal and what the stuck detector needs (`journal.rs`); `None` until
     /// the group's first rebalance. Boxed: most groups are idle.
     insight: Option<Box<Insight>>,
+    /// The consumer protocol's part (`consumer/`): `Some` exactly while the group speaks it.
+    /// Boxed: a classic group pays one word for it.
+    consumer: Option<Box<consumer::ConsumerPart>>,
 }
 
 impl<R> Group<R> {
@@ -452,6 +467,7 @@ impl<R> Group<R> {
             owner_unrecorded: false,
             created_by: None,
             insight: None,
+            consumer: None,
         };
         // A new group starts Empty: its retention clock runs from creation.
         group.note_retention_start(now);
@@ -495,8 +511,9 @@ impl<R> Group<R> {
         self.assignor.as_deref()
     }
 
+    /// Members of either protocol (pending ids not counted).
     pub fn member_count(&self) -> usize {
-        self.members.len()
+        self.members.len() + self.consumer.as_deref().map_or(0, |p| p.members.len())
     }
 
     /// When the group entered its current state.

@@ -184,6 +184,9 @@ impl<R> Group<R> {
                 Err(ErrorCode::UnknownMemberId)
             };
         }
+        if self.consumer.is_some() {
+            return self.check_consumer_commit(now, req);
+        }
         self.check_member(&req.member_id, req.group_instance_id.as_deref())?;
         self.heard_from(&req.member_id, now);
         if req.generation_id != self.generation {

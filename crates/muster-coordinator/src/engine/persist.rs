@@ -47,7 +47,7 @@ impl<R> Group<R> {
             members,
             state_since_ms: self.state_since,
             created_by: self.created_by.as_deref().map(str::to_owned),
-            consumer: None,
+            consumer: self.consumer_record(),
         }
     }
 
@@ -70,6 +70,13 @@ impl<R> Group<R> {
         group.assignor = record.assignor;
         group.leader = record.leader.map(Arc::from);
         group.state_since = record.state_since_ms;
+        if let Some(consumer) = record.consumer {
+            group.consumer = Some(Box::new(super::consumer::ConsumerPart::restore(
+                consumer,
+                now,
+                &mut ledger,
+            )));
+        }
         for mut m in record.members {
             let principal = m.principal.take();
             let mut member = Member::from_record(m, group.leader.as_ref(), now);
@@ -95,6 +102,13 @@ impl<R> Group<R> {
         group.apply_offsets(offsets);
         group.members_at_last_generation = group.members.len();
         group.restore_insight();
+        if group.consumer.is_some() {
+            // No barrier to reopen: each member reconciles on its next heartbeat.
+            group.state = record.state;
+            group.refresh_consumer_state(now);
+            group.rearm();
+            return (group, ledger);
+        }
         group.state = match (record.state, group.members.is_empty()) {
             (_, true) => GroupState::Empty,
             (GroupState::Stable, false) => GroupState::Stable,

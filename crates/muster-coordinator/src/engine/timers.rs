@@ -17,6 +17,7 @@ impl<R> Group<R> {
             .chain(self.barrier.as_ref().and_then(|b| b.warn_at))
             .chain(self.sync_window.as_ref().map(|w| w.deadline))
             .chain(self.retention_deadline())
+            .chain(self.consumer_deadline())
             .min()
     }
 
@@ -38,6 +39,7 @@ impl<R> Group<R> {
     pub fn tick(&mut self, cx: Ctx<'_>) -> Effects<R> {
         let mut out = Effects::default();
         if self.state != GroupState::Dead {
+            self.expire_consumer_members(cx, &mut out);
             self.run_timers(cx, &mut out);
         }
         self.seal(out)

@@ -48,6 +48,32 @@ pub(super) fn log_event(group_id: &str, event: &Event) {
             crate::metrics::session_expired();
             info!(%group_id, member_id = %logsafe(member_id), last_heard_ms_ago, "session expired")
         }
+        Event::TargetAssigned {
+            epoch,
+            members,
+            assignor,
+            moved,
+            trigger,
+        } => {
+            crate::metrics::target_assigned(*moved);
+            info!(
+                %group_id,
+                epoch,
+                members,
+                assignor = %logsafe(assignor),
+                moved,
+                trigger,
+                "target assignment computed"
+            )
+        }
+        Event::RevocationTimedOut { member_id } => {
+            crate::metrics::session_expired();
+            info!(
+                %group_id,
+                member_id = %logsafe(member_id),
+                "member kept partitions past its rebalance timeout; removed"
+            )
+        }
         Event::NewMemberTimedOut { member_id } => {
             info!(
                 %group_id,

@@ -20,8 +20,8 @@ use uuid::Uuid;
 
 use super::ledger::Ledger;
 use super::messages::{
-    AbortHeld, ArmTimer, Delete, Describe, Forget, GroupBatch, GroupCall, GroupInbox, Relinquish,
-    StatusChanged, Tick, TopicsChanged,
+    AbortHeld, ArmTimer, Delete, Describe, DescribeConsumer, Forget, GroupBatch, GroupCall,
+    GroupInbox, Relinquish, Simulate, StatusChanged, Tick, TopicsChanged,
 };
 use super::reply::ReplyTo;
 
@@ -194,6 +194,14 @@ impl GroupActor {
                 let grants = env.ledger.reserve_for_join(&self.group, &r, &client);
                 self.group
                     .join(cx, r, &client, Uuid::new_v4(), grants, reply)
+            }
+            Request::ConsumerGroupHeartbeat(r) => {
+                let unit = env.ledger.reserve_member_unit(
+                    self.group.consumer_join_needs_unit(&r, &client),
+                    &client.access,
+                );
+                self.group
+                    .consumer_heartbeat(cx, r, &client, unit, Uuid::new_v4(), reply)
             }
             Request::SyncGroup(r) => self.group.sync(cx, r, reply),
             Request::LeaveGroup(r) => self.group.leave(cx, r, reply),
@@ -405,6 +413,22 @@ impl Handler<Describe> for GroupActor {
 
     fn handle(&mut self, _: Describe, _: &mut Self::Context) -> Self::Result {
         MessageResult(self.group.describe(self.env.clock.now()))
+    }
+}
+
+impl Handler<DescribeConsumer> for GroupActor {
+    type Result = MessageResult<DescribeConsumer>;
+
+    fn handle(&mut self, _: DescribeConsumer, _: &mut Self::Context) -> Self::Result {
+        MessageResult(self.group.describe_consumer())
+    }
+}
+
+impl Handler<Simulate> for GroupActor {
+    type Result = MessageResult<Simulate>;
+
+    fn handle(&mut self, Simulate(request): Simulate, _: &mut Self::Context) -> Self::Result {
+        MessageResult(self.group.simulate(&request, self.env.catalog.as_ref()))
     }
 }
 

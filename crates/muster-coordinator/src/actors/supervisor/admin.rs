@@ -239,6 +239,22 @@ impl Handler<AdminCall> for Supervisor {
                 call.reply.send(response);
                 Box::pin(actix::fut::ready(()))
             }
+            Request::ConsumerGroupDescribe(r) => {
+                let reply = call.reply;
+                Box::pin(
+                    self.describe_consumer_groups(r.group_ids, &call.access)
+                        .into_actor(self)
+                        .map(move |response, _, _| reply.send(response)),
+                )
+            }
+            Request::GroupSimulate(r) => {
+                let reply = call.reply;
+                Box::pin(
+                    self.simulate(r, &call.access)
+                        .into_actor(self)
+                        .map(move |response, _, _| reply.send(response)),
+                )
+            }
             Request::GroupHistory(_) | Request::GroupDiagnosis(_) => {
                 let target = insight::target(&call.request, &call.access, |id| {
                     let addr = self.groups.find(id).map(|(_, e)| Arc::clone(&e.addr));

@@ -37,12 +37,14 @@ impl Supervisor {
         // A JoinGroup that creates its group needs a member unit too: refused now if
         // the principal has none left, before a group is charged to it that would
         // only stand Empty until removed.
-        let no_member_left = matches!(call.request, Request::JoinGroup(_))
-            && call
-                .client
-                .access
-                .quota()
-                .is_some_and(|q| q.at_limit(QuotaKind::Members));
+        let no_member_left = matches!(
+            call.request,
+            Request::JoinGroup(_) | Request::ConsumerGroupHeartbeat(_)
+        ) && call
+            .client
+            .access
+            .quota()
+            .is_some_and(|q| q.at_limit(QuotaKind::Members));
         if no_member_left {
             return refuse(call, ErrorCode::QuotaExceeded);
         }

@@ -41,6 +41,7 @@ use crate::storage::{Store, StoredState};
 
 mod admin;
 mod catalog;
+mod consumer;
 mod creation;
 mod gauges;
 mod routing;

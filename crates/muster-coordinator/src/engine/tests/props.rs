@@ -121,7 +121,10 @@ fn cooperate(h: &Harness, model: &Model, i: usize) -> Op {
                 pick(members.iter().map(|m| m.member_id.as_str()).collect()).map(|i| Op::Sync { i })
             }
         }
-        GroupState::Empty | GroupState::Dead => None,
+        // Classic groups only (the consumer protocol's states never occur here).
+        GroupState::Empty | GroupState::Dead | GroupState::Assigning | GroupState::Reconciling => {
+            None
+        }
     };
     chosen.unwrap_or(Op::Join { i, changed: false })
 }

@@ -404,6 +404,7 @@ mod tests {
             }],
             state_since_ms: 1234,
             created_by: None,
+            consumer: None,
         }
     }
 
@@ -424,7 +425,7 @@ mod tests {
         for state in GroupState::ALL {
             assert_eq!(state_from_u8(state_to_u8(state)).ok(), Some(state));
         }
-        assert!(state_from_u8(5).is_err());
+        assert!(state_from_u8(7).is_err());
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! Tests of the consumer-protocol engine, one file per engine file, each case named after the
 //! Kafka 4 test it follows.
 
+mod group;
+mod harness;
 mod range;
 mod reconcile;
+mod simulate;
 mod uniform;

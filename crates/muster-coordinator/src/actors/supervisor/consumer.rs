@@ -1,0 +1,105 @@
+//! The admin requests of the consumer protocol (protocol-v1 §7) and the dry-run rebalance:
+//! ConsumerGroupDescribe (one description per distinct id, from each group's actor) and
+//! GroupSimulate (the group's actor runs its assignor on a copy). Both need `describe` on the
+//! group, checked before anything else (`admin_access.rs`).
+
+use actix::prelude::*;
+use futures_util::future::join_all;
+use muster_protocol::{
+    ConsumerGroupDescribeResponse, DescribedConsumerGroup, ErrorCode, GroupSimulateRequest,
+    GroupSimulateResponse, Response,
+};
+
+use super::Supervisor;
+use crate::access::Access;
+use crate::actors::admin_access;
+use crate::actors::admin_limits::distinct;
+use crate::actors::messages::{DescribeConsumer, Simulate};
+use crate::engine::GroupState;
+
+impl Supervisor {
+    /// ConsumerGroupDescribe: a group the principal may not describe is answered Dead with
+    /// GROUP_AUTHORIZATION_FAILED; an unknown one (or a classic one) GROUP_ID_NOT_FOUND.
+    pub(super) fn describe_consumer_groups(
+        &self,
+        group_ids: Vec<String>,
+        access: &Access,
+    ) -> ResponseFuture<Response> {
+        let lookups: Vec<_> = distinct(group_ids)
+            .into_iter()
+            .map(|group_id| {
+                let denied = admin_access::describe_group_denied(access, &group_id);
+                let refusal = if denied {
+                    Some(ErrorCode::GroupAuthorizationFailed)
+                } else {
+                    self.refusal(&group_id)
+                };
+                let addr = self.groups.find(&group_id).map(|(_, e)| e.addr.clone());
+                async move {
+                    if let Some(code) = refusal {
+                        return dead(group_id, code);
+                    }
+                    match addr {
+                        Some(addr) => addr
+                            .send(DescribeConsumer)
+                            .await
+                            .unwrap_or_else(|_| dead(group_id, ErrorCode::GroupIdNotFound)),
+                        None => dead(group_id, ErrorCode::GroupIdNotFound),
+                    }
+                }
+            })
+            .collect();
+        Box::pin(async move {
+            Response::ConsumerGroupDescribe(ConsumerGroupDescribeResponse {
+                groups: join_all(lookups).await,
+            })
+        })
+    }
+
+    /// GroupSimulate, through the group's actor.
+    pub(super) fn simulate(
+        &self,
+        request: GroupSimulateRequest,
+        access: &Access,
+    ) -> ResponseFuture<Response> {
+        let denied = admin_access::describe_group_denied(access, &request.group_id);
+        let refusal = if denied {
+            Some(ErrorCode::GroupAuthorizationFailed)
+        } else {
+            self.refusal(&request.group_id)
+        };
+        let addr = self
+            .groups
+            .find(&request.group_id)
+            .map(|(_, e)| e.addr.clone());
+        Box::pin(async move {
+            let answer = match (refusal, addr) {
+                (Some(code), _) => refused(code),
+                (None, None) => refused(ErrorCode::GroupIdNotFound),
+                (None, Some(addr)) => addr
+                    .send(Simulate(request))
+                    .await
+                    .unwrap_or_else(|_| refused(ErrorCode::GroupIdNotFound)),
+            };
+            Response::GroupSimulate(answer)
+        })
+    }
+}
+
+fn dead(group_id: String, code: ErrorCode) -> DescribedConsumerGroup {
+    DescribedConsumerGroup {
+        error_code: code.code(),
+        group_id,
+        state: GroupState::Dead.as_str().to_owned(),
+        group_epoch: -1,
+        assignment_epoch: -1,
+        ..DescribedConsumerGroup::default()
+    }
+}
+
+fn refused(code: ErrorCode) -> GroupSimulateResponse {
+    GroupSimulateResponse {
+        error_code: code.code(),
+        ..GroupSimulateResponse::default()
+    }
+}

@@ -1,0 +1,212 @@
+//! What a consumer-protocol group holds (protocol-v1 §7): its members with their epochs,
+//! subscriptions, current and target assignments, and who holds which partition now — the
+//! "partition epochs" of Kafka 4's `ConsumerGroup`, which reconciliation asks before handing a
+//! partition out. The rules that change them are in the files named after them.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use muster_protocol::TopicPartitions;
+
+use super::reconcile::{MemberAssignment, MemberState, Partitions};
+use crate::engine::{Map, MemberClient, Millis, PrincipalName};
+
+/// The epoch a static member reports while on a temporary leave (protocol-v1 §7 "Leave").
+pub const LEAVE_STATIC_EPOCH: i32 = -2;
+/// The epoch a member leaves with.
+pub const LEAVE_EPOCH: i32 = -1;
+
+/// The consumer protocol's part of a group. A group has one exactly while it speaks the consumer
+/// protocol; its group epoch is the group's `generation` (one counter for both protocols, so
+/// that no epoch is ever reused, even across a switch of protocol).
+#[derive(Debug)]
+pub(in crate::engine) struct ConsumerPart {
+    /// The server assignor of the current target (`uniform` or `range`).
+    pub assignor: String,
+    /// The epoch of the target assignment: the group epoch it was computed at.
+    pub assignment_epoch: i32,
+    pub members: Map<Arc<str>, Box<ConsumerMember>>,
+    /// Instance id → member id of static members.
+    pub statics: Map<String, Arc<str>>,
+    /// Who holds each partition now (assigned, or asked to give it up and still reporting it):
+    /// topic → partition → member. A partition is handed to its next owner only once it has
+    /// no entry here.
+    pub owners: Map<String, Map<i32, Arc<str>>>,
+}
+
+/// One consumer-protocol member.
+#[derive(Debug)]
+pub(in crate::engine) struct ConsumerMember {
+    pub member_id: Arc<str>,
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub client: MemberClient,
+    /// The principal whose `max_members` unit it holds.
+    pub charge: Option<PrincipalName>,
+    pub rebalance_timeout_ms: u32,
+    pub subscribed_topics: Vec<String>,
+    pub regex: Option<String>,
+    /// The assignor it asked for.
+    pub server_assignor: Option<String>,
+    /// Its epoch, what it owns, what it is giving up.
+    pub assignment: MemberAssignment,
+    /// Its epoch before the last bump: a heartbeat whose answer was lost still carries it.
+    pub previous_epoch: i32,
+    /// Its share of the target assignment.
+    pub target: Partitions,
+    pub last_heard: Millis,
+    /// Since when it has been asked to give partitions up (its rebalance timeout runs from
+    /// here); `None` unless it is `UnrevokedPartitions`.
+    pub revoking_since: Option<Millis>,
+    /// A static member on a temporary leave (epoch -2): its partitions are kept for its
+    /// instance until its session expires.
+    pub left: bool,
+}
+
+impl ConsumerPart {
+    pub fn new(assignor: String, assignment_epoch: i32) -> Self {
+        ConsumerPart {
+            assignor,
+            assignment_epoch,
+            members: Map::default(),
+            statics: Map::default(),
+            owners: Map::default(),
+        }
+    }
+
+    /// Whether a member other than `member` holds `topic`-`partition` now.
+    pub fn held_by_other(&self, member: &str, topic: &str, partition: i32) -> bool {
+        self.owners
+            .get(topic)
+            .and_then(|p| p.get(&partition))
+            .is_some_and(|owner| &**owner != member)
+    }
+
+    /// Records that `member` now holds `now_holds` (its assigned and pending-revocation
+    /// partitions), where it held `held` before: partitions it let go are free for their next
+    /// owner.
+    pub fn move_ownership(
+        &mut self,
+        member: &Arc<str>,
+        held: &[&Partitions],
+        now_holds: &[&Partitions],
+    ) {
+        for set in held {
+            for (topic, partitions) in set.iter() {
+                for p in partitions {
+                    if now_holds
+                        .iter()
+                        .any(|s| s.get(topic).is_some_and(|ps| ps.contains(p)))
+                    {
+                        continue;
+                    }
+                    if let Some(owners) = self.owners.get_mut(topic.as_str()) {
+                        if owners.get(p).is_some_and(|o| o == member) {
+                            owners.remove(p);
+                        }
+                        if owners.is_empty() {
+                            self.owners.remove(topic.as_str());
+                        }
+                    }
+                }
+            }
+        }
+        for set in now_holds {
+            for (topic, partitions) in set.iter() {
+                let owners = self.owners.entry(topic.clone()).or_default();
+                for &p in partitions {
+                    owners.insert(p, Arc::clone(member));
+                }
+            }
+        }
+    }
+
+    /// Whether every member is at the target epoch with nothing to give up or wait for.
+    pub fn reconciled(&self) -> bool {
+        self.members
+            .values()
+            .all(|m| m.at_target(self.assignment_epoch))
+    }
+}
+
+impl ConsumerMember {
+    pub fn new(member_id: Arc<str>, client: MemberClient, now: Millis) -> Self {
+        ConsumerMember {
+            member_id,
+            instance_id: None,
+            rack_id: None,
+            client,
+            charge: None,
+            rebalance_timeout_ms: 0,
+            subscribed_topics: Vec::new(),
+            regex: None,
+            server_assignor: None,
+            assignment: MemberAssignment::joining(),
+            previous_epoch: 0,
+            target: Partitions::new(),
+            last_heard: now,
+            revoking_since: None,
+            left: false,
+        }
+    }
+
+    /// The epoch it is shown with (-2 while on a static leave).
+    pub fn shown_epoch(&self) -> i32 {
+        if self.left {
+            LEAVE_STATIC_EPOCH
+        } else {
+            self.assignment.epoch
+        }
+    }
+
+    /// At the target epoch, owning exactly what it may own now.
+    pub fn at_target(&self, assignment_epoch: i32) -> bool {
+        self.assignment.state == MemberState::Stable && self.assignment.epoch == assignment_epoch
+    }
+
+    /// When a timer must look at it: its session, and its rebalance timeout while it is asked
+    /// to give partitions up.
+    pub fn deadline(&self, session_timeout_ms: u32) -> Millis {
+        let session = self.last_heard + Millis::from(session_timeout_ms);
+        match self.revoking_since {
+            Some(since) => session.min(since + Millis::from(self.rebalance_timeout_ms)),
+            None => session,
+        }
+    }
+}
+
+/// Partitions as the wire lists them (sorted by topic, partitions ascending).
+pub fn to_wire(partitions: &Partitions) -> Vec<TopicPartitions> {
+    partitions
+        .iter()
+        .filter(|(_, ps)| !ps.is_empty())
+        .map(|(topic, ps)| TopicPartitions {
+            topic: topic.clone(),
+            partitions: ps.iter().copied().collect(),
+        })
+        .collect()
+}
+
+/// Partitions from the wire (duplicates merged).
+pub fn from_wire(partitions: &[TopicPartitions]) -> Partitions {
+    let mut out: Partitions = BTreeMap::new();
+    for tp in partitions {
+        if tp.partitions.is_empty() {
+            continue;
+        }
+        out.entry(tp.topic.clone())
+            .or_default()
+            .extend(tp.partitions.iter().copied());
+    }
+    out
+}
+
+/// Whether every partition of `owned` is in `assigned`.
+pub fn is_subset(owned: &[TopicPartitions], assigned: &Partitions) -> bool {
+    owned.iter().all(|tp| {
+        tp.partitions.is_empty()
+            || assigned
+                .get(&tp.topic)
+                .is_some_and(|ps| tp.partitions.iter().all(|p| ps.contains(p)))
+    })
+}

@@ -1,0 +1,174 @@
+//! The group epoch and the target assignment (protocol-v1 §7 "Epochs"; Kafka 4's
+//! `TargetAssignmentBuilder`): the group epoch rises on every change of membership,
+//! subscription or a subscribed topic's partition count, and the group's server assignor then
+//! computes every member's target at that epoch. Subscriptions are resolved here: topic names
+//! that exist in the catalog, and the topics a member's regex matches.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use muster_protocol::RebalanceCause;
+use regex::Regex;
+
+use super::group::ConsumerPart;
+use super::{assign_range, assign_uniform, AssignmentSpec, Target};
+use crate::engine::{Ctx, Effects, Event, Group, TopicLookup};
+
+/// The server assignors (protocol-v1 §7 "Server assignors").
+pub const ASSIGNORS: [&str; 2] = ["uniform", "range"];
+
+/// A regex is refused if compiling it would take more than this (bounded memory).
+const REGEX_SIZE_LIMIT: usize = 1 << 20;
+
+/// Compiles a subscription regex, anchored as Kafka matches it (the whole topic name).
+pub fn compile_regex(pattern: &str) -> Result<Regex, regex::Error> {
+    regex::RegexBuilder::new(&format!("^(?:{pattern})$"))
+        .size_limit(REGEX_SIZE_LIMIT)
+        .dfa_size_limit(REGEX_SIZE_LIMIT)
+        .build()
+}
+
+/// The topics a member subscribes to that exist: its names found in the catalog, and every
+/// catalog topic its regex matches.
+pub fn resolve(
+    topics: &dyn TopicLookup,
+    names: &[String],
+    regex: Option<&str>,
+) -> BTreeMap<String, i32> {
+    let mut out = BTreeMap::new();
+    for name in names {
+        if let Some(count) = topics.partitions(name) {
+            out.insert(name.clone(), count);
+        }
+    }
+    if let Some(Ok(re)) = regex.map(compile_regex) {
+        topics.each(&mut |topic, count| {
+            if re.is_match(topic) {
+                out.insert(topic.to_owned(), count);
+            }
+        });
+    }
+    out
+}
+
+impl ConsumerPart {
+    /// The assignor the group uses: the one most members ask for (ties: the first in
+    /// [`ASSIGNORS`]), or `default` when none asks (Kafka 4 picks the most used one too).
+    pub fn choose_assignor(&self, default: &str) -> String {
+        let mut counts = [0usize; ASSIGNORS.len()];
+        for m in self.members.values() {
+            if let Some(i) = m
+                .server_assignor
+                .as_deref()
+                .and_then(|a| ASSIGNORS.iter().position(|n| *n == a))
+            {
+                counts[i] += 1;
+            }
+        }
+        match counts
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0)))
+        {
+            Some((i, &n)) if n > 0 => ASSIGNORS[i].to_owned(),
+            _ => default.to_owned(),
+        }
+    }
+
+    /// Every member's resolved subscription and the partition counts of the topics in them.
+    pub fn subscriptions(
+        &self,
+        topics: &dyn TopicLookup,
+    ) -> (BTreeMap<String, BTreeSet<String>>, BTreeMap<String, i32>) {
+        let mut members = BTreeMap::new();
+        let mut counts = BTreeMap::new();
+        for m in self.members.values() {
+            let resolved = resolve(topics, &m.subscribed_topics, m.regex.as_deref());
+            let names = resolved.keys().cloned().collect();
+            counts.extend(resolved);
+            members.insert(m.member_id.to_string(), names);
+        }
+        (members, counts)
+    }
+
+    /// Runs `assignor` over the members as they are now (the current targets keep it sticky).
+    pub fn compute_target(&self, assignor: &str, topics: &dyn TopicLookup) -> Target {
+        let (members, counts) = self.subscriptions(topics);
+        let current: BTreeMap<String, _> = self
+            .members
+            .values()
+            .map(|m| (m.member_id.to_string(), m.target.clone()))
+            .collect();
+        run_assignor(assignor, &members, &counts, &current)
+    }
+}
+
+/// Runs the named server assignor (`range`, or `uniform` for anything else).
+pub fn run_assignor(
+    assignor: &str,
+    members: &BTreeMap<String, BTreeSet<String>>,
+    counts: &BTreeMap<String, i32>,
+    current: &BTreeMap<String, super::Partitions>,
+) -> Target {
+    let spec = AssignmentSpec {
+        members,
+        partition_counts: counts,
+        current,
+    };
+    if assignor == "range" {
+        assign_range(&spec)
+    } else {
+        assign_uniform(&spec)
+    }
+}
+
+impl<R> Group<R> {
+    /// The group epoch rises (a member joined or left, a subscription or a subscribed topic
+    /// changed) and the target is computed at the new epoch.
+    pub(in crate::engine) fn bump_group_epoch(
+        &mut self,
+        cx: Ctx<'_>,
+        cause: RebalanceCause,
+        out: &mut Effects<R>,
+    ) {
+        self.generation = self.generation.saturating_add(1);
+        out.persist = true;
+        let before = self.targets();
+        let trigger = super::journal::static_kind(&cause.kind);
+        self.assign_target(cx, trigger, out);
+        self.journal_epoch(cause, cx.now, &before);
+    }
+
+    /// Computes the target at the group epoch and hands each member its share.
+    fn assign_target(&mut self, cx: Ctx<'_>, trigger: &'static str, out: &mut Effects<R>) {
+        let epoch = self.generation;
+        let default = self.config.consumer.default_assignor.clone();
+        let Some(part) = self.consumer.as_deref_mut() else {
+            return;
+        };
+        let assignor = part.choose_assignor(&default);
+        let mut target = part.compute_target(&assignor, cx.topics);
+        let mut moved = 0usize;
+        for m in part.members.values_mut() {
+            let share = target.remove(&*m.member_id).unwrap_or_default();
+            moved += share
+                .iter()
+                .map(|(t, ps)| {
+                    let had = m.target.get(t);
+                    ps.iter()
+                        .filter(|p| !had.is_some_and(|h| h.contains(p)))
+                        .count()
+                })
+                .sum::<usize>();
+            m.target = share;
+        }
+        part.assignor = assignor.clone();
+        part.assignment_epoch = epoch;
+        out.events.push(Event::TargetAssigned {
+            epoch,
+            members: part.members.len(),
+            assignor,
+            moved,
+            trigger,
+        });
+    }
+}

@@ -1,0 +1,251 @@
+//! The consumer-protocol engine's test harness: a `Group<u32>` driven by hand, time a plain
+//! number, every write durable at once, every reply collected (a token answered twice fails
+//! the test).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use muster_protocol::{
+    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, ErrorCode,
+    OffsetCommitPartition, OffsetCommitRequest, OffsetCommitTopic, Response, TopicPartitions,
+};
+use uuid::Uuid;
+
+use crate::config::GroupConfig;
+use crate::engine::{ClientInfo, Ctx, Effects, Event, Grant, Group, Millis, Write};
+use crate::storage::records::GroupRecord;
+use crate::storage::Mutation;
+
+pub const GROUP: &str = "cg";
+pub const SESSION: u32 = 45_000;
+pub const REBALANCE: i32 = 30_000;
+
+pub struct Cg {
+    pub group: Group<u32>,
+    pub config: Arc<GroupConfig>,
+    pub catalog: HashMap<String, i32>,
+    pub now: Millis,
+    tokens: u32,
+    uuids: u128,
+    answered: HashSet<u32>,
+    pub events: Vec<Event>,
+    /// The last record written.
+    pub record: Option<GroupRecord>,
+    pub client: ClientInfo,
+}
+
+pub fn tp(topic: &str, partitions: &[i32]) -> TopicPartitions {
+    TopicPartitions {
+        topic: topic.to_owned(),
+        partitions: partitions.to_vec(),
+    }
+}
+
+/// A set of partitions as `topic → partitions`.
+pub fn set(of: &[TopicPartitions]) -> BTreeMap<String, BTreeSet<i32>> {
+    let mut out: BTreeMap<String, BTreeSet<i32>> = BTreeMap::new();
+    for t in of {
+        if !t.partitions.is_empty() {
+            out.entry(t.topic.clone())
+                .or_default()
+                .extend(t.partitions.iter().copied());
+        }
+    }
+    out
+}
+
+pub fn count(of: &[TopicPartitions]) -> usize {
+    of.iter().map(|t| t.partitions.len()).sum()
+}
+
+impl Cg {
+    pub fn new() -> Self {
+        Self::with_config(GroupConfig::default())
+    }
+
+    pub fn with_config(config: GroupConfig) -> Self {
+        let config = Arc::new(config);
+        let mut catalog = HashMap::new();
+        catalog.insert("foo".to_owned(), 6);
+        catalog.insert("bar".to_owned(), 3);
+        Cg {
+            group: Group::new(GROUP.to_owned(), Arc::clone(&config), 0),
+            config,
+            catalog,
+            now: 0,
+            tokens: 0,
+            uuids: 0,
+            answered: HashSet::new(),
+            events: Vec::new(),
+            record: None,
+            client: ClientInfo {
+                client_id: "client".into(),
+                client_host: "/10.0.0.1".into(),
+                access: Default::default(),
+            },
+        }
+    }
+
+    /// Carries out effects as a group actor would, every write durable at once; returns the
+    /// replies.
+    pub fn collect(&mut self, effects: Effects<u32>) -> Vec<(u32, Response)> {
+        let replies = self.gather(effects);
+        for (token, _) in &replies {
+            assert!(self.answered.insert(*token), "token {token} answered twice");
+        }
+        replies
+    }
+
+    fn gather(&mut self, effects: Effects<u32>) -> Vec<(u32, Response)> {
+        let Effects {
+            mut replies,
+            writes,
+            mut events,
+            ..
+        } = effects;
+        self.events.append(&mut events);
+        for write in writes {
+            match write {
+                Write::Record {
+                    batch,
+                    replies: waiting,
+                } => {
+                    for m in batch {
+                        if let Mutation::PutGroup(r) = m {
+                            self.record = Some(r);
+                        }
+                    }
+                    replies.extend(waiting);
+                    let next = self.group.record_written(Ok(()));
+                    replies.extend(self.gather(next));
+                }
+                Write::Commit { commit, .. } => {
+                    let done = self.group.commit_written(commit, Ok(()));
+                    replies.extend(self.gather(done));
+                }
+                Write::BestEffort(_) => {}
+            }
+        }
+        replies
+    }
+
+    pub fn request(member_id: &str, epoch: i32) -> ConsumerGroupHeartbeatRequest {
+        ConsumerGroupHeartbeatRequest {
+            group_id: GROUP.to_owned(),
+            member_id: member_id.to_owned(),
+            member_epoch: epoch,
+            rebalance_timeout_ms: -1,
+            ..ConsumerGroupHeartbeatRequest::default()
+        }
+    }
+
+    /// A first heartbeat (epoch 0) subscribing to `topics`.
+    pub fn join_request(member_id: &str, topics: &[&str]) -> ConsumerGroupHeartbeatRequest {
+        ConsumerGroupHeartbeatRequest {
+            rebalance_timeout_ms: REBALANCE,
+            subscribed_topics: Some(topics.iter().map(|t| (*t).to_owned()).collect()),
+            owned_partitions: Some(Vec::new()),
+            ..Self::request(member_id, 0)
+        }
+    }
+
+    /// Sends one heartbeat; returns its answer.
+    pub fn send(&mut self, req: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse {
+        self.tokens += 1;
+        let token = self.tokens;
+        self.uuids += 1;
+        let fresh = Uuid::from_u128(self.uuids);
+        let cx = Ctx {
+            now: self.now,
+            topics: &self.catalog,
+        };
+        let effects =
+            self.group
+                .consumer_heartbeat(cx, req, &self.client, Grant::NotAsked, fresh, token);
+        let replies = self.collect(effects);
+        let mut mine = replies.into_iter().filter(|(t, _)| *t == token);
+        match mine.next() {
+            Some((_, Response::ConsumerGroupHeartbeat(r))) => r,
+            other => panic!("no heartbeat answer: {other:?}"),
+        }
+    }
+
+    pub fn join(&mut self, member_id: &str, topics: &[&str]) -> ConsumerGroupHeartbeatResponse {
+        let r = self.send(Self::join_request(member_id, topics));
+        assert_eq!(r.error_code, 0, "join of {member_id}: {r:?}");
+        r
+    }
+
+    /// A heartbeat at `epoch` reporting `owned`.
+    pub fn beat(
+        &mut self,
+        member_id: &str,
+        epoch: i32,
+        owned: &[TopicPartitions],
+    ) -> ConsumerGroupHeartbeatResponse {
+        self.send(ConsumerGroupHeartbeatRequest {
+            owned_partitions: Some(owned.to_vec()),
+            ..Self::request(member_id, epoch)
+        })
+    }
+
+    pub fn tick(&mut self) {
+        let cx = Ctx {
+            now: self.now,
+            topics: &self.catalog,
+        };
+        let effects = self.group.tick(cx);
+        self.collect(effects);
+    }
+
+    pub fn set_partitions(&mut self, topic: &str, partitions: i32) {
+        self.catalog.insert(topic.to_owned(), partitions);
+        let cx = Ctx {
+            now: self.now,
+            topics: &self.catalog,
+        };
+        let effects = self.group.topics_changed(cx, &[topic.to_owned()]);
+        self.collect(effects);
+    }
+
+    pub fn commit(&mut self, member_id: &str, generation: i32) -> i16 {
+        self.tokens += 1;
+        let token = self.tokens;
+        let req = OffsetCommitRequest {
+            group_id: GROUP.to_owned(),
+            generation_id: generation,
+            member_id: member_id.to_owned(),
+            group_instance_id: None,
+            topics: vec![OffsetCommitTopic {
+                topic: "foo".to_owned(),
+                partitions: vec![OffsetCommitPartition {
+                    partition: 0,
+                    offset: 42,
+                    metadata: None,
+                }],
+            }],
+        };
+        let access = self.client.access.clone();
+        let effects = self.group.commit_offsets(self.now, req, &access, token);
+        let replies = self.collect(effects);
+        match replies.into_iter().find(|(t, _)| *t == token) {
+            Some((_, Response::OffsetCommit(r))) => r.error_code,
+            other => panic!("no commit answer: {other:?}"),
+        }
+    }
+
+    /// Runs the member's loop once: heartbeats reporting what it owned before the answer, and
+    /// returns what it owns after (the answer's assignment when it carries one).
+    pub fn step(&mut self, member_id: &str, epoch: &mut i32, owned: &mut Vec<TopicPartitions>) {
+        let r = self.beat(member_id, *epoch, owned);
+        assert_eq!(r.error_code, 0, "{member_id}: {r:?}");
+        *epoch = r.member_epoch;
+        if let Some(a) = r.assignment {
+            *owned = a;
+        }
+    }
+}
+
+pub fn code(c: ErrorCode) -> i16 {
+    c.code()
+}
