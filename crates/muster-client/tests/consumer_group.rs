@@ -94,7 +94,10 @@ async fn commits_are_fenced_by_the_member_epoch() {
     assert!(state.generation_id > 0, "{state:?}");
     let tp = TopicPartition::new("orders", 1);
     member.commit_offsets([(tp.clone(), 42_i64)]).await.unwrap();
-    let fetched = member.fetch_offsets(Some(&[tp.clone()])).await.unwrap();
+    let fetched = member
+        .fetch_offsets(Some(std::slice::from_ref(&tp)))
+        .await
+        .unwrap();
     assert_eq!(fetched[&tp].offset, 42);
     member.close().await.unwrap();
 }
