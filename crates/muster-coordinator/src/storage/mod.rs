@@ -35,8 +35,8 @@ pub mod codec {
 
 pub use memory::MemoryStore;
 pub use records::{
-    CommittedOffset, ConsumerGroupRecord, ConsumerMemberRecord, GroupRecord, MemberRecord,
-    OffsetWrite, RebalanceRecord,
+    ClassicMemberRecord, CommittedOffset, ConsumerGroupRecord, ConsumerMemberRecord, GroupRecord,
+    MemberRecord, OffsetWrite, RebalanceRecord,
 };
 pub use redb_store::{RedbStore, WriterStats};
 

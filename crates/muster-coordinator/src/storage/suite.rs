@@ -99,6 +99,7 @@ pub fn consumer_group(id: &str, epoch: i32) -> GroupRecord {
         assigned: Vec::new(),
         pending_revocation: Vec::new(),
         target: Vec::new(),
+        classic: None,
     };
     let stable = ConsumerMemberRecord {
         group_instance_id: Some(format!("{id}-static-1")),
@@ -118,6 +119,14 @@ pub fn consumer_group(id: &str, epoch: i32) -> GroupRecord {
         ..consumer_member("unrevoked", 1)
     };
     let unreleased = ConsumerMemberRecord {
+        // A classic member inside the consumer group (an online upgrade).
+        classic: Some(crate::storage::ClassicMemberRecord {
+            session_timeout_ms: 10_000,
+            assignors: vec![muster_protocol::AssignorMetadata {
+                name: "cooperative-sticky".into(),
+                user_data: vec![1, 2],
+            }],
+        }),
         rack_id: None,
         principal: None,
         server_assignor: Some("range".into()),

@@ -119,3 +119,25 @@ fn a_rebalancing_classic_group_is_not_upgraded() {
         ErrorCode::UnknownMemberId.code()
     );
 }
+
+/// A classic member inside an upgraded group is still one after a restart (its JoinGroup's
+/// session timeout and assignors are recorded).
+#[test]
+fn classic_members_of_an_upgraded_group_survive_a_restart() {
+    let (mut cg, classic, generation) = classic_group();
+    cg.join("c", &["foo"]);
+    let record = cg.record.clone().expect("written");
+    let (restored, _) =
+        crate::engine::Group::<u32>::restore(record, Vec::new(), cg.config.clone(), cg.now);
+    cg.group = restored;
+    assert!(cg.group.is_consumer_group());
+    assert_eq!(
+        cg.classic_heartbeat(&classic, generation),
+        ErrorCode::RebalanceInProgress.code()
+    );
+    let j = cg.classic_join(&classic, Some("pod-0"), &[tp("foo", &[0, 1, 2, 3, 4, 5])]);
+    assert_eq!(
+        (j.error_code, j.assignor.as_deref()),
+        (0, Some("cooperative-sticky"))
+    );
+}

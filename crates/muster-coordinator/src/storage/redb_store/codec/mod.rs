@@ -33,7 +33,8 @@
 //!     rebalance_timeout_ms u32, subscribed_topics Vec<String>,
 //!     subscribed_topic_regex Option<String>, server_assignor Option<String>, state u8,
 //!     member_epoch i32, previous_member_epoch i32, assigned, pending_revocation, target
-//!     (each Vec<TopicPartitionsV1>)
+//!     (each Vec<TopicPartitionsV1>),
+//!     classic Option<ClassicMemberV1 { session_timeout_ms u32, assignors Vec<AssignorV1> }>
 //! ```
 //!
 //! A `GroupV2` value is never a valid `GroupV3` one nor the reverse (the second is the first
@@ -53,6 +54,7 @@ use wincode::{SchemaRead, SchemaWrite};
 
 use muster_protocol::{MemberChange, MemberWait, RebalanceCause};
 
+use crate::storage::records::ClassicMemberRecord;
 use crate::storage::{
     CommittedOffset, ConsumerGroupRecord, ConsumerMemberRecord, GroupRecord, MemberRecord,
     RebalanceRecord,
@@ -149,6 +151,15 @@ struct ConsumerMemberV1 {
     assigned: Vec<TopicPartitionsV1>,
     pending_revocation: Vec<TopicPartitionsV1>,
     target: Vec<TopicPartitionsV1>,
+    classic: Option<ClassicMemberV1>,
+}
+
+/// A classic member inside a consumer group (an online upgrade): its JoinGroup's session
+/// timeout and assignors.
+#[derive(Debug, PartialEq, Eq, SchemaWrite, SchemaRead)]
+struct ClassicMemberV1 {
+    session_timeout_ms: u32,
+    assignors: Vec<AssignorV1>,
 }
 
 #[derive(Debug, PartialEq, Eq, SchemaWrite, SchemaRead)]
@@ -326,12 +337,57 @@ mirror!(MemberV1 <=> MemberRecord {
     unstored principal: None
 });
 
-mirror!(ConsumerMemberV1 <=> ConsumerMemberRecord {
-    member_id, group_instance_id, rack_id, client_id, client_host, principal,
-    rebalance_timeout_ms, subscribed_topics, subscribed_topic_regex, server_assignor, state,
-    member_epoch, previous_member_epoch;
-    each assigned, pending_revocation, target
-});
+// By hand: `classic` is an `Option` of a mirror, which the macro does not convert.
+impl From<ConsumerMemberRecord> for ConsumerMemberV1 {
+    fn from(d: ConsumerMemberRecord) -> Self {
+        let each = |v: Vec<TopicPartitions>| v.into_iter().map(Into::into).collect();
+        Self {
+            member_id: d.member_id,
+            group_instance_id: d.group_instance_id,
+            rack_id: d.rack_id,
+            client_id: d.client_id,
+            client_host: d.client_host,
+            principal: d.principal,
+            rebalance_timeout_ms: d.rebalance_timeout_ms,
+            subscribed_topics: d.subscribed_topics,
+            subscribed_topic_regex: d.subscribed_topic_regex,
+            server_assignor: d.server_assignor,
+            state: d.state,
+            member_epoch: d.member_epoch,
+            previous_member_epoch: d.previous_member_epoch,
+            assigned: each(d.assigned),
+            pending_revocation: each(d.pending_revocation),
+            target: each(d.target),
+            classic: d.classic.map(Into::into),
+        }
+    }
+}
+
+impl From<ConsumerMemberV1> for ConsumerMemberRecord {
+    fn from(s: ConsumerMemberV1) -> Self {
+        let each = |v: Vec<TopicPartitionsV1>| v.into_iter().map(Into::into).collect();
+        Self {
+            member_id: s.member_id,
+            group_instance_id: s.group_instance_id,
+            rack_id: s.rack_id,
+            client_id: s.client_id,
+            client_host: s.client_host,
+            principal: s.principal,
+            rebalance_timeout_ms: s.rebalance_timeout_ms,
+            subscribed_topics: s.subscribed_topics,
+            subscribed_topic_regex: s.subscribed_topic_regex,
+            server_assignor: s.server_assignor,
+            state: s.state,
+            member_epoch: s.member_epoch,
+            previous_member_epoch: s.previous_member_epoch,
+            assigned: each(s.assigned),
+            pending_revocation: each(s.pending_revocation),
+            target: each(s.target),
+            classic: s.classic.map(Into::into),
+        }
+    }
+}
+mirror!(ClassicMemberV1 <=> ClassicMemberRecord { session_timeout_ms; each assignors });
 mirror!(ConsumerV1 <=> ConsumerGroupRecord { assignment_epoch, assignor; each members });
 
 impl From<MemberRecord> for MemberV2 {

@@ -38,6 +38,13 @@ fn sample_group() -> GroupRecord {
                     topic: "t".into(),
                     partitions: vec![0],
                 }],
+                classic: Some(ClassicMemberRecord {
+                    session_timeout_ms: 9,
+                    assignors: vec![AssignorMetadata {
+                        name: "a".into(),
+                        user_data: vec![5],
+                    }],
+                }),
             },
             ConsumerMemberRecord {
                 member_id: "c2".into(),
@@ -215,8 +222,8 @@ fn unhex(text: &str) -> Vec<u8> {
 }
 
 /// Store format 4's consumer part of `sample_group` (`ConsumerV1`), after its `Some` tag:
-/// epoch 8, "uniform", then two members, `c1` with every field set (state 1, epochs 8 and 7)
-/// and `c2` with none (epochs -2 and 6).
+/// epoch 8, "uniform", then two members, `c1` with every field set (state 1, epochs 8 and 7,
+/// a classic part: session timeout 9, one assignor) and `c2` with none (epochs -2 and 6).
 const CONSUMER_V1_HEX: &str = concat!(
     "080000000700000000000000756e69666f726d02000000000000000200000000",
     "0000006331010100000000000000690101000000000000007201000000000000",
@@ -225,8 +232,9 @@ const CONSUMER_V1_HEX: &str = concat!(
     "00756e69666f726d010800000007000000010000000000000001000000000000",
     "0074010000000000000000000000010000000000000001000000000000007401",
     "0000000000000001000000010000000000000001000000000000007401000000",
-    "0000000000000000020000000000000063320000000000000000000000000000",
-    "0000000000000000000000000000000000000000feffffff0600000000000000",
+    "0000000000000000010900000001000000000000000100000000000000610100",
+    "0000000000000502000000000000006332000000000000000000000000000000",
+    "00000000000000000000000000000000000000feffffff060000000000000000",
     "0000000000000000000000000000000000000000",
 );
 
