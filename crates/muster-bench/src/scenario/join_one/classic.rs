@@ -14,7 +14,7 @@ use std::time::Instant;
 use anyhow::{Context as _, Result};
 
 use super::views::Views;
-use super::{Options, Run};
+use super::{random_offset, Options, Run};
 use crate::client::Conn;
 use crate::cohort::Cohort;
 use crate::member::{Command, Event, MemberConfig};
@@ -100,6 +100,10 @@ pub async fn run_once(conns: &[Conn], opts: &Options, group_id: &str, topic: &st
             .into_iter()
             .filter(|&m| m != pick)
             .collect();
+        let until = tokio::time::Instant::now() + random_offset(opts.heartbeat)?;
+        cohort
+            .watch(until, |i, e| observe(&mut views, i, e))
+            .await?;
         cohort.expect_new_generation();
         let start = views.begin_change(pick)?;
         views.subject_request(start);

@@ -21,7 +21,7 @@ use muster_protocol::{ConsumerGroupDescribeRequest, DescribedConsumerGroup, Resp
 use tokio::sync::mpsc;
 
 use super::views::Views;
-use super::{Options, Run};
+use super::{random_offset, Options, Run};
 use crate::client::Conn;
 use crate::consumer::{self, ConsumerCommand, ConsumerConfig, ConsumerEvent, ConsumerHandle};
 
@@ -329,6 +329,9 @@ pub async fn run_once(conns: &[Conn], opts: &Options, group_id: &str, topic: &st
     let until = tokio::time::Instant::now() + opts.baseline;
     fleet.watch(&mut views, until).await?;
     let baseline = views.baseline();
+    let interval = Duration::from_millis(u64::try_from(fleet.interval_ms).unwrap_or(0));
+    let until = tokio::time::Instant::now() + random_offset(interval)?;
+    fleet.watch(&mut views, until).await?;
 
     // One member joins.
     let others = fleet.members();
@@ -347,6 +350,8 @@ pub async fn run_once(conns: &[Conn], opts: &Options, group_id: &str, topic: &st
     if !opts.no_leave {
         let pick = *others.last().context("no member to leave")?;
         let remaining: Vec<usize> = fleet.members().into_iter().filter(|&m| m != pick).collect();
+        let until = tokio::time::Instant::now() + random_offset(interval)?;
+        fleet.watch(&mut views, until).await?;
         let floor = fleet.max_epoch;
         let start = views.begin_change(pick)?;
         views.subject_request(start);

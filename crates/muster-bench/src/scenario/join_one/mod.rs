@@ -7,7 +7,9 @@
 //!
 //! 1. `members` members form a group on the topic's `partitions` (not timed for the figures;
 //!    printed as formation time).
-//! 2. Baseline: `baseline` of steady heartbeats (their latency is the baseline).
+//! 2. Baseline: `baseline` of steady heartbeats (their latency is the baseline), then a random
+//!    part of a heartbeat interval, so that the change starts at an arbitrary moment of the
+//!    members' heartbeat cycle (so does the leave below).
 //! 3. **One joins.** Start: the newcomer's first request (JoinGroup; ConsumerGroupHeartbeat
 //!    with epoch 0). Figures: (a) start → the newcomer owns its share (the answer that gave it
 //!    the partitions it ends with: its SyncGroup answer; the heartbeat answer carrying its
@@ -257,6 +259,16 @@ pub async fn run(common: &Common, opts: &Options) -> Result<Report> {
     };
     text.push_str(&summary(&figures));
     Ok(Report::new(text, &figures))
+}
+
+/// A random moment within `interval` (to start a change at): the change's timing against the
+/// members' heartbeats is then as arbitrary as a real newcomer's or leaver's, not tied to how
+/// the scenario spaced its steps.
+fn random_offset(interval: Duration) -> Result<Duration> {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("no OS randomness: {e}"))?;
+    let fraction = (u64::from_le_bytes(bytes) >> 11) as f64 / (1u64 << 53) as f64;
+    Ok(interval.mul_f64(fraction))
 }
 
 async fn create_topic(conns: &[crate::client::Conn], topic: &str, partitions: i32) -> Result<()> {
