@@ -164,7 +164,6 @@ impl<R> Group<R> {
                 changed_subscription = true;
             }
         }
-        let before = member.assignment.assigned.clone();
         if new_member {
             let cause = self.consumer_cause(kind::MEMBER_JOINED, Some(&member_id), None);
             self.bump_group_epoch(cx, cause, out);
@@ -173,7 +172,7 @@ impl<R> Group<R> {
             let cause = self.consumer_cause(kind::METADATA_CHANGED, Some(&member_id), detail);
             self.bump_group_epoch(cx, cause, out);
         }
-        let epoch_changed = self.reconcile_member(
+        let assignment_changed = self.reconcile_member(
             cx,
             &member_id,
             req.owned_partitions.as_deref(),
@@ -187,9 +186,9 @@ impl<R> Group<R> {
         else {
             return Err((ErrorCode::UnknownMemberId, None));
         };
-        let send_assignment =
-            joining || req.owned_partitions.is_some() || member.assignment.assigned != before;
-        let _ = epoch_changed;
+        // Kafka's rule: the whole assignment goes back on a join, when the member reported what
+        // it owns, and whenever it changed.
+        let send_assignment = joining || req.owned_partitions.is_some() || assignment_changed;
         Ok(ConsumerGroupHeartbeatResponse {
             error_code: ErrorCode::None.code(),
             error_message: None,
@@ -353,7 +352,8 @@ impl<R> Group<R> {
     }
 
     /// One reconciliation step of `member_id` (protocol-v1 §7 "Epochs"; `reconcile.rs`):
-    /// returns whether its epoch moved.
+    /// returns whether what it owns changed. A member already at the target (the steady
+    /// heartbeat) is answered without resolving anything.
     pub(in crate::engine) fn reconcile_member(
         &mut self,
         cx: Ctx<'_>,
@@ -368,6 +368,9 @@ impl<R> Group<R> {
         let Some(member) = part.members.get(&**member_id) else {
             return false;
         };
+        if !enforce_subscription && member.at_target(part.assignment_epoch) {
+            return false;
+        }
         let subscribed: BTreeSet<String> = resolve(
             cx.topics,
             &member.subscribed_topics,
@@ -396,10 +399,10 @@ impl<R> Group<R> {
         let Some(member) = part.members.get_mut(&**member_id) else {
             return false;
         };
-        let epoch_moved = next.epoch != old.epoch;
-        if epoch_moved {
+        if next.epoch != old.epoch {
             member.previous_epoch = old.epoch;
         }
+        let assignment_changed = next.assigned != old.assigned;
         member.revoking_since = match (next.state, member.revoking_since) {
             (MemberState::UnrevokedPartitions, Some(since)) => Some(since),
             (MemberState::UnrevokedPartitions, None) => {
@@ -411,7 +414,7 @@ impl<R> Group<R> {
         };
         member.assignment = next;
         out.persist = true;
-        epoch_moved
+        assignment_changed
     }
 
     /// Enters the state the consumer part is in (protocol-v1 §7 "States").
