@@ -14,6 +14,12 @@
 //! kill %3         # w3 leaves cleanly: w1 takes over at once
 //! ```
 //!
+//! `--group-protocol consumer` (env `MUSTER_GROUP_PROTOCOL`) makes the worker a consumer-protocol
+//! member (Kafka 4's KIP-848): the server assigns (`--server-assignor uniform|range`, default
+//! the server's), and each worker gives up and takes partitions on its own as its share changes,
+//! with no group-wide rebalance; the lines it prints then name the member epoch. `classic` (the
+//! default) is the JoinGroup / SyncGroup protocol with a client-side assignor (`--assignors`).
+//!
 //! Settings come from arguments or the environment: `MUSTER_SERVER` (default
 //! `127.0.0.1:7450`; a cluster's nodes comma-separated, e.g. `n1:7450,n2:7450,n3:7450`: the
 //! worker finds its group's coordinator from them and follows it when it moves), `MUSTER_GROUP`, `MUSTER_TOPICS` (comma-separated), and for a secured
@@ -29,7 +35,8 @@ use clap::Parser;
 use muster_client::args::ConnectArgs;
 use muster_client::partition::display_partitions;
 use muster_client::{
-    Admin, Client, ClientConfig, ConnectionConfig, Event, MemberConfig, TopicPartition,
+    Admin, Client, ClientConfig, ConnectionConfig, Event, GroupProtocol, MemberConfig,
+    TopicPartition,
 };
 
 #[derive(Debug, Parser)]
@@ -64,9 +71,17 @@ struct Args {
     /// same partitions back without a rebalance.
     #[arg(long)]
     instance_id: Option<String>,
-    /// Assignors by preference: range, roundrobin, sticky, cooperative-sticky.
+    /// Group protocol: classic (JoinGroup / SyncGroup, a client-side assignor) or consumer
+    /// (ConsumerGroupHeartbeat, the server assigns).
+    #[arg(long, env = "MUSTER_GROUP_PROTOCOL", default_value = "classic")]
+    group_protocol: GroupProtocol,
+    /// Classic protocol: assignors by preference: range, roundrobin, sticky, cooperative-sticky.
     #[arg(long, value_delimiter = ',', default_value = "cooperative-sticky")]
     assignors: Vec<String>,
+    /// Consumer protocol: the server assignor to ask for, uniform or range [default: the
+    /// server's].
+    #[arg(long)]
+    server_assignor: Option<String>,
     /// Session timeout (the server accepts 6000 ms and more by default).
     #[arg(long, default_value_t = 6000)]
     session_timeout_ms: u64,
@@ -105,13 +120,27 @@ async fn main() -> anyhow::Result<()> {
     }
 
     let mut config = MemberConfig::new(&args.group, args.topics.iter().cloned())
+        .group_protocol(args.group_protocol)
         .session_timeout(Duration::from_millis(args.session_timeout_ms))
         .assignor_names(&args.assignors)?;
     if let Some(instance) = &args.instance_id {
         config = config.group_instance_id(instance);
     }
+    if let Some(assignor) = &args.server_assignor {
+        config = config.server_assignor(assignor);
+    }
+    // What the numbers on the lines below are: a classic generation, or a member epoch.
+    let epoch = match args.group_protocol {
+        GroupProtocol::Classic => "generation",
+        GroupProtocol::Consumer => "epoch",
+    };
     let (member, mut events) = config.start(client)?;
-    println!("[{name}] joining group {} ...", args.group);
+    println!(
+        "[{name}] joining group {} ({} protocol, member id {}) ...",
+        args.group,
+        args.group_protocol,
+        member.member_id(),
+    );
 
     // Partition → next position to process (a stand-in for real consumption).
     let mut positions: BTreeMap<TopicPartition, i64> = BTreeMap::new();
@@ -131,7 +160,7 @@ async fn main() -> anyhow::Result<()> {
                     }
                     let coordinator = member.coordinator().map_or("?".to_owned(), |n| n.to_string());
                     println!(
-                        "[{name}] generation {}: assigned {}; now own {} (coordinator {coordinator})",
+                        "[{name}] {epoch} {}: assigned {}; now own {} (coordinator {coordinator})",
                         added.generation(),
                         display_partitions(added.iter()),
                         display_partitions(positions.keys()),
@@ -148,7 +177,8 @@ async fn main() -> anyhow::Result<()> {
                         eprintln!("[{name}] commit on revocation failed: {e}");
                     }
                     println!(
-                        "[{name}] revoked {}; now own {}",
+                        "[{name}] {epoch} {}: revoked {}; now own {}",
+                        revoked.generation(),
                         display_partitions(revoked.iter()),
                         display_partitions(positions.keys()),
                     );
@@ -157,7 +187,12 @@ async fn main() -> anyhow::Result<()> {
                     for tp in lost.iter() {
                         positions.remove(tp);
                     }
-                    println!("[{name}] lost {} (membership reset)", display_partitions(lost.iter()));
+                    println!(
+                        "[{name}] {epoch} {}: lost {} (membership reset); now own {}",
+                        lost.generation(),
+                        display_partitions(lost.iter()),
+                        display_partitions(positions.keys()),
+                    );
                 }
                 Some(Event::Error(fatal)) => {
                     eprintln!("[{name}] fatal: {fatal}");

@@ -1,8 +1,8 @@
 //! # muster-client
 //!
 //! The Rust client of Muster, a consumer-group coordinator
-//! that speaks Kafka's classic group protocol (JoinGroup / SyncGroup / Heartbeat) over a small
-//! TCP protocol. It gives an application what a Kafka consumer's group machinery gives it:
+//! that speaks Kafka's classic group protocol (JoinGroup / SyncGroup / Heartbeat) and Kafka 4's
+//! consumer protocol (ConsumerGroupHeartbeat, KIP-848) over a small TCP protocol. It gives an application what a Kafka consumer's group machinery gives it:
 //! a share of a topic's partitions, kept balanced as members come and go.
 //!
 //! - [`Connection`]: one TCP connection, `Hello` included, carrying many requests at once
@@ -12,7 +12,11 @@
 //!   runs the group's assignor when it is the leader, heartbeats, rejoins when the group
 //!   rebalances, and tells the application what it owns through [`Event`]s (`Assigned`,
 //!   `Revoked`, `Lost`, `Error`). Offsets are committed through the same handle, fenced by the
-//!   member's generation.
+//!   member's generation. With [`GroupProtocol::Consumer`]
+//!   ([`MemberConfig::group_protocol`]) the member speaks the consumer protocol instead: the
+//!   server assigns ([`MemberConfig::server_assignor`]: `uniform` or `range`), each member
+//!   gives up and takes partitions at its own pace without a group-wide rebalance, and the
+//!   same events and handle apply (the generation is then the member epoch).
 //! - [`assignor`]: the [`Assignor`] trait and the built-in `range`, `roundrobin`, `sticky` and
 //!   `cooperative-sticky` strategies (range and round-robin give exactly Kafka's assignments).
 //! - [`Admin`]: topics, groups, offsets, and the cluster (which node coordinates a group:
@@ -60,10 +64,27 @@
 //! # }
 //! ```
 //!
+//! The same member on the consumer protocol (the server computes the assignment; the events
+//! are handled as above):
+//!
+//! ```no_run
+//! # use muster_client::{Connection, ConnectionConfig, GroupProtocol, MemberConfig};
+//! # async fn run() -> Result<(), muster_client::ClientError> {
+//! # let conn = Connection::connect(ConnectionConfig::new("127.0.0.1:7450")).await?;
+//! let (member, mut events) = MemberConfig::new("billing", ["orders"])
+//!     .group_protocol(GroupProtocol::Consumer)
+//!     .server_assignor("uniform")
+//!     .start(conn)?;
+//! # drop((member, events));
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Modules
 //!
 //! - [`connection`]: sockets, framing, dispatch, reconnect;
-//! - [`member`]: the membership state machine and its events;
+//! - [`member`]: the membership state machines (classic and consumer protocol) and their
+//!   events;
 //! - [`assignor`]: assignment strategies;
 //! - [`admin`]: administrative requests; [`cluster`]: what they say about the cluster;
 //! - [`error`], [`backoff`], [`partition`]: the vocabulary shared by the above.
@@ -92,7 +113,9 @@ pub use client::{Client, ClientConfig};
 pub use cluster::{Cluster, Node, NodeShards};
 pub use connection::{Connection, ConnectionConfig, SILENT_SOCKET};
 pub use error::{ClientError, ErrorCodeExt};
-pub use member::{Event, Events, GroupMember, MemberConfig, MemberState, Partitions, Phase};
+pub use member::{
+    Event, Events, GroupMember, GroupProtocol, MemberConfig, MemberState, Partitions, Phase,
+};
 pub use partition::{OffsetAndMetadata, TopicPartition};
 pub use tls::{TlsConfig, TlsError};
 

@@ -4,10 +4,10 @@
 //! | key                                                  | value                            |
 //! |------------------------------------------------------|----------------------------------|
 //! | `/<c>/owner/<shard>`                                 | owning node (ownership module)   |
-//! | `/<c>/group/<shard>/<group>`                         | group record (redb format v2)    |
-//! | `/<c>/offset/<shard>/<group>/<topic>/<partition>`    | committed offset (redb format v2)|
+//! | `/<c>/group/<shard>/<group>`                         | group record (redb format v4)    |
+//! | `/<c>/offset/<shard>/<group>/<topic>/<partition>`    | committed offset (redb format v4)|
 //! | `/<c>/topic/<topic>`                                 | partition count, decimal ASCII   |
-//! | `/<c>/journal/<shard>/<group>/<generation>`          | rebalance journal entry (redb v3)|
+//! | `/<c>/journal/<shard>/<group>/<generation>`          | rebalance journal entry (redb v4)|
 //!
 //! Group ids and topic names are escaped ([`escape`]) so that they never contain `/`: a
 //! group's keys are then exactly those under its prefix (`g`'s range never reaches `g/x` or
@@ -15,6 +15,10 @@
 //! `journal/<shard>/`, which is how a node taking a shard over loads it. Shards are decimal;
 //! journal generations are 10-digit zero-padded decimal (generations are never negative), so
 //! that key order is generation order.
+//!
+//! Values carry no format version (etcd holds no format key): they are the bytes of
+//! `muster_coordinator::storage::codec`, and a group value written by a release before redb
+//! format 4 (no consumer part) is still read, until its group is written again.
 
 use std::fmt::Write as _;
 

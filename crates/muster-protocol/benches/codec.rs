@@ -18,6 +18,8 @@ use muster_protocol::*;
 
 const GROUP: &str = "orders-consumers";
 const MEMBER: &str = "consumer-1-5d1f0a52-8a6e-4f6b-9d1e-2b7c3a9e4f10";
+/// A consumer-protocol member id, as the member chooses it.
+const CONSUMER: &str = "5d1f0a52-8a6e-4f6b-9d1e-2b7c3a9e4f10";
 
 fn member(i: usize) -> String {
     format!("consumer-{i}-5d1f0a52-8a6e-4f6b-9d1e-{i:012}")
@@ -170,6 +172,19 @@ fn requests() -> Vec<(&'static str, Request)> {
             .into(),
         ),
         ("DescribeCluster", DescribeClusterRequest {}.into()),
+        (
+            // A steady consumer-protocol heartbeat: nothing changed, so every optional field
+            // is None (protocol §6.21).
+            "ConsumerGroupHeartbeat",
+            ConsumerGroupHeartbeatRequest {
+                group_id: GROUP.into(),
+                member_id: CONSUMER.into(),
+                member_epoch: 12,
+                rebalance_timeout_ms: -1,
+                ..ConsumerGroupHeartbeatRequest::default()
+            }
+            .into(),
+        ),
     ]
 }
 
@@ -355,6 +370,18 @@ fn responses() -> Vec<(&'static str, Response)> {
         (
             "Error",
             Response::error(ErrorCode::InvalidRequest, "unknown request tag 99"),
+        ),
+        (
+            "ConsumerGroupHeartbeat (a new assignment, 10 partitions)",
+            ConsumerGroupHeartbeatResponse {
+                error_code: 0,
+                error_message: None,
+                member_id: CONSUMER.into(),
+                member_epoch: 13,
+                heartbeat_interval_ms: 5_000,
+                assignment: Some(partitions(10)),
+            }
+            .into(),
         ),
         (
             "FindCoordinator",

@@ -1,7 +1,7 @@
-//! The message types of the consumer protocol (protocol-v1 §7, Kafka 4's KIP-848):
-//! ConsumerGroupHeartbeat and ConsumerGroupDescribe, and the dry-run rebalance GroupSimulate
-//! (docs/protocol.md §6.22), with their parts. As in `types.rs`, field order is the wire format:
-//! never reorder, only append.
+//! The message types of the consumer protocol (protocol-v1 §7, Kafka 4's KIP-848;
+//! docs/protocol.md §6.21): ConsumerGroupHeartbeat and ConsumerGroupDescribe, and the dry-run
+//! rebalance GroupSimulate (docs/protocol.md §6.22), with their parts. As in `types.rs`, field
+//! order is the wire format: never reorder, only append.
 
 use wincode::{SchemaRead, SchemaWrite};
 
@@ -60,7 +60,8 @@ pub struct ConsumerGroupDescribeResponse {
 }
 
 /// One consumer group, as ConsumerGroupDescribe shows it. An unknown group is `Dead` with
-/// GROUP_ID_NOT_FOUND; a classic group is answered GROUP_ID_NOT_FOUND too (as Kafka 4 does).
+/// GROUP_ID_NOT_FOUND; a classic group is answered GROUP_ID_NOT_FOUND too (as Kafka 4 does);
+/// [`crate::error_answers::dead_consumer_group`] makes such an entry.
 #[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
 #[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct DescribedConsumerGroup {

@@ -141,7 +141,7 @@ mod tests {
     /// The numbers of protocol §4, pinned one by one: changing any of them breaks every client.
     #[test]
     fn codes_match_protocol_section_4() {
-        let pinned: [(ErrorCode, i16, &str); 32] = [
+        let pinned: [(ErrorCode, i16, &str); 36] = [
             (ErrorCode::None, 0, "NONE"),
             (ErrorCode::UnknownServerError, -1, "UNKNOWN_SERVER_ERROR"),
             (
@@ -205,6 +205,14 @@ mod tests {
             (ErrorCode::MemberIdRequired, 79, "MEMBER_ID_REQUIRED"),
             (ErrorCode::GroupMaxSizeReached, 81, "GROUP_MAX_SIZE_REACHED"),
             (ErrorCode::FencedInstanceId, 82, "FENCED_INSTANCE_ID"),
+            (ErrorCode::FencedMemberEpoch, 110, "FENCED_MEMBER_EPOCH"),
+            (
+                ErrorCode::UnreleasedInstanceId,
+                111,
+                "UNRELEASED_INSTANCE_ID",
+            ),
+            (ErrorCode::UnsupportedAssignor, 112, "UNSUPPORTED_ASSIGNOR"),
+            (ErrorCode::StaleMemberEpoch, 113, "STALE_MEMBER_EPOCH"),
             (ErrorCode::IllegalState, 200, "ILLEGAL_STATE"),
             (ErrorCode::TooManyConnections, 201, "TOO_MANY_CONNECTIONS"),
             (ErrorCode::QuotaExceeded, 202, "QUOTA_EXCEEDED"),

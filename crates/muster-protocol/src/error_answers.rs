@@ -1,16 +1,22 @@
 //! Error answers in each request's own shape: a JoinGroup is refused with a JoinGroup answer,
 //! a LeaveGroup with a result per member, an OffsetCommit with the code on every partition.
 //! A client reads a group request's answer by its type, so a refusal that came back as a bare
-//! `Response::Error` would be read as a broken server (protocol §3.4, §6.18).
+//! `Response::Error` would be read as a broken server (protocol §3.4, §6.18). The consumer
+//! protocol's answers (§6.21) are refused as Kafka 4 refuses them: a ConsumerGroupHeartbeat with
+//! the code alone, a ConsumerGroupDescribe with one `Dead` entry per group; a GroupSimulate
+//! (§6.22) with the code and nothing simulated.
 //!
 //! Pure functions from a request (or an answer) and an [`ErrorCode`] to an answer: who refuses
 //! and why (the coordinator, the session's authorization, a cluster node that is not the
 //! group's coordinator) is their callers' business.
 
+use std::collections::HashSet;
+
 use crate::{
-    ErrorCode, HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, LeaveResult,
-    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchResponse, PartitionResult,
-    PartitionResults, Request, Response, SyncGroupResponse,
+    ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse, DescribedConsumerGroup,
+    ErrorCode, GroupSimulateResponse, GroupState, HeartbeatResponse, JoinGroupResponse,
+    LeaveGroupResponse, LeaveResult, OffsetCommitRequest, OffsetCommitResponse,
+    OffsetFetchResponse, PartitionResult, PartitionResults, Request, Response, SyncGroupResponse,
 };
 
 /// The error answer of the right type for a group-scoped request (e.g. INVALID_GROUP_ID);
@@ -34,12 +40,20 @@ pub fn error_for(request: &Request, code: ErrorCode) -> Response {
             error_code: code.code(),
             topics: Vec::new(),
         }),
+        Request::ConsumerGroupHeartbeat(_) => consumer_heartbeat_error(code),
+        Request::ConsumerGroupDescribe(r) => {
+            consumer_describe_error(code, r.group_ids.iter().map(String::as_str))
+        }
+        Request::GroupSimulate(_) => simulate_error(code, None),
         _ => Response::error(code, code.name()),
     }
 }
 
 /// The answer to a request over a limit of protocol §6.18: as [`error_for`], but the ids that
-/// may be what is over the limit are not echoed (JoinGroup's member id, LeaveGroup's members).
+/// may be what is over the limit are not echoed (JoinGroup's member id, LeaveGroup's members),
+/// and a ConsumerGroupDescribe or GroupSimulate that asks for too much is answered
+/// `Response::Error`, as DescribeGroups is (§6.15, §6.18). A ConsumerGroupHeartbeat's refusal
+/// echoes no id anyway.
 pub fn limit_error(request: &Request, code: ErrorCode) -> Response {
     match request {
         Request::JoinGroup(_) => join_error(code, ""),
@@ -47,6 +61,9 @@ pub fn limit_error(request: &Request, code: ErrorCode) -> Response {
             error_code: code.code(),
             members: Vec::new(),
         }),
+        Request::ConsumerGroupDescribe(_) | Request::GroupSimulate(_) => {
+            Response::error(code, code.name())
+        }
         other => error_for(other, code),
     }
 }
@@ -79,6 +96,11 @@ pub fn error_like(response: &Response, code: ErrorCode) -> Response {
             }
             Response::OffsetCommit(failed)
         }
+        Response::ConsumerGroupHeartbeat(_) => consumer_heartbeat_error(code),
+        Response::ConsumerGroupDescribe(r) => {
+            consumer_describe_error(code, r.groups.iter().map(|g| g.group_id.as_str()))
+        }
+        Response::GroupSimulate(_) => simulate_error(code, None),
         _ => Response::error(code, code.name()),
     }
 }
@@ -104,6 +126,65 @@ pub fn sync_error(code: ErrorCode) -> Response {
         assignor: None,
         partitions: Vec::new(),
         user_data: Vec::new(),
+    })
+}
+
+/// A refused ConsumerGroupHeartbeat, as Kafka 4 refuses one (its `getErrorResponse`): the
+/// code and nothing else. No member id (Kafka: null), epoch 0, no heartbeat interval, no
+/// assignment: a client reads only `error_code` (protocol §6.21), and keeps its own member id
+/// and epoch. Nothing from the request is echoed, so an id over a limit never comes back.
+pub fn consumer_heartbeat_error(code: ErrorCode) -> Response {
+    Response::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatResponse {
+        error_code: code.code(),
+        error_message: None,
+        member_id: String::new(),
+        member_epoch: 0,
+        heartbeat_interval_ms: 0,
+        assignment: None,
+    })
+}
+
+/// One consumer group that cannot be described (protocol §6.21): `code`, state `Dead`, both
+/// epochs -1, no assignor, no members. The shape of an unknown or classic group
+/// (GROUP_ID_NOT_FOUND), of a denied one (GROUP_AUTHORIZATION_FAILED), of an invalid id, and of
+/// a group another node coordinates; as DescribeGroups' `Dead` entry, with -1 for "no epoch".
+pub fn dead_consumer_group(group_id: &str, code: ErrorCode) -> DescribedConsumerGroup {
+    DescribedConsumerGroup {
+        error_code: code.code(),
+        group_id: group_id.to_owned(),
+        state: GroupState::Dead.as_str().to_owned(),
+        group_epoch: -1,
+        assignment_epoch: -1,
+        assignor: String::new(),
+        members: Vec::new(),
+    }
+}
+
+/// A ConsumerGroupDescribe refused as a whole: one [`dead_consumer_group`] with `code` per
+/// distinct group id, in the order each was first named (protocol §6.21, as DescribeGroups
+/// answers in §6.15; Kafka answers every asked id with the code).
+pub fn consumer_describe_error<'a>(
+    code: ErrorCode,
+    group_ids: impl Iterator<Item = &'a str>,
+) -> Response {
+    let mut seen = HashSet::new();
+    Response::ConsumerGroupDescribe(ConsumerGroupDescribeResponse {
+        groups: group_ids
+            .filter(|id| seen.insert(*id))
+            .map(|id| dead_consumer_group(id, code))
+            .collect(),
+    })
+}
+
+/// A refused GroupSimulate (protocol §6.22): the code, `message` if there are words for it
+/// (e.g. why a classic group's assignor cannot be computed), nothing simulated.
+pub fn simulate_error(code: ErrorCode, message: Option<String>) -> Response {
+    Response::GroupSimulate(GroupSimulateResponse {
+        error_code: code.code(),
+        error_message: message,
+        assignor: String::new(),
+        members: Vec::new(),
+        stopped_partitions: 0,
     })
 }
 
@@ -153,8 +234,9 @@ pub fn leave_error<'a>(
 mod tests {
     use super::*;
     use crate::{
-        JoinGroupRequest, LeaveGroupRequest, LeavingMember, OffsetCommitPartition,
-        OffsetCommitTopic,
+        ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, ConsumerMember,
+        GroupSimulateRequest, JoinGroupRequest, LeaveGroupRequest, LeavingMember,
+        OffsetCommitPartition, OffsetCommitTopic, SimulatedMember, TopicPartitions,
     };
 
     fn commit_request() -> OffsetCommitRequest {
@@ -285,5 +367,149 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    fn orders(partitions: &[i32]) -> Vec<TopicPartitions> {
+        vec![TopicPartitions {
+            topic: "orders".into(),
+            partitions: partitions.to_vec(),
+        }]
+    }
+
+    /// Kafka 4's `ConsumerGroupHeartbeatRequest.getErrorResponse`: the code, and the defaults
+    /// of every other field (no member id, epoch 0, no interval, no assignment).
+    fn refused_heartbeat(code: ErrorCode) -> Response {
+        Response::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatResponse {
+            error_code: code.code(),
+            error_message: None,
+            member_id: String::new(),
+            member_epoch: 0,
+            heartbeat_interval_ms: 0,
+            assignment: None,
+        })
+    }
+
+    #[test]
+    fn a_refused_consumer_heartbeat_carries_the_code_alone() {
+        let denied = ErrorCode::GroupAuthorizationFailed;
+        let heartbeat = Request::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest {
+            group_id: "g".into(),
+            member_id: "9f1c2b3a-4d5e-4f60-8a7b-6c5d4e3f2a1b".into(),
+            member_epoch: 7,
+            owned_partitions: Some(orders(&[0, 1])),
+            ..ConsumerGroupHeartbeatRequest::default()
+        });
+        assert_eq!(error_for(&heartbeat, denied), refused_heartbeat(denied));
+        assert_eq!(error_for(&heartbeat, denied).error_code(), 30);
+        // Over a limit: the same, so an oversized member id is not sent back.
+        let over = ErrorCode::RequestLimitExceeded;
+        let long = Request::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest {
+            member_id: "m".repeat(300),
+            ..ConsumerGroupHeartbeatRequest::default()
+        });
+        assert_eq!(limit_error(&long, over), refused_heartbeat(over));
+        // A heartbeat answered, then refused (its change was not stored): nothing of the answer
+        // survives, not the member id the server made nor the assignment.
+        let answered = Response::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatResponse {
+            error_code: 0,
+            error_message: None,
+            member_id: "made-by-the-server".into(),
+            member_epoch: 3,
+            heartbeat_interval_ms: 5_000,
+            assignment: Some(orders(&[2])),
+        });
+        let lost = ErrorCode::CoordinatorNotAvailable;
+        assert_eq!(error_like(&answered, lost), refused_heartbeat(lost));
+    }
+
+    #[test]
+    fn a_refused_consumer_describe_has_a_dead_entry_per_group() {
+        let code = ErrorCode::NotCoordinator;
+        let describe = Request::ConsumerGroupDescribe(ConsumerGroupDescribeRequest {
+            group_ids: vec!["a".into(), "b".into(), "a".into(), String::new()],
+        });
+        let groups = match error_for(&describe, code) {
+            Response::ConsumerGroupDescribe(r) => r.groups,
+            other => panic!("{other:?}"),
+        };
+        // Each distinct id once, in the order first named; every entry Dead, without epochs.
+        let ids: Vec<&str> = groups.iter().map(|g| g.group_id.as_str()).collect();
+        assert_eq!(ids, ["a", "b", ""]);
+        for g in &groups {
+            assert_eq!(*g, dead_consumer_group(&g.group_id, code));
+            assert_eq!((g.error_code, g.state.as_str()), (16, "Dead"));
+            assert_eq!((g.group_epoch, g.assignment_epoch), (-1, -1));
+            assert!(g.assignor.is_empty() && g.members.is_empty());
+        }
+        // Too many ids: one request-level error, as for DescribeGroups.
+        let over = ErrorCode::RequestLimitExceeded;
+        assert_eq!(
+            limit_error(&describe, over),
+            Response::error(over, "REQUEST_LIMIT_EXCEEDED")
+        );
+        // An answer that then failed: the same ids, each with the code, no members left.
+        let answered = Response::ConsumerGroupDescribe(ConsumerGroupDescribeResponse {
+            groups: vec![DescribedConsumerGroup {
+                group_id: "a".into(),
+                state: "Stable".into(),
+                group_epoch: 4,
+                assignment_epoch: 4,
+                assignor: "uniform".into(),
+                members: vec![ConsumerMember::default()],
+                ..DescribedConsumerGroup::default()
+            }],
+        });
+        let lost = ErrorCode::CoordinatorNotAvailable;
+        assert_eq!(
+            error_like(&answered, lost),
+            Response::ConsumerGroupDescribe(ConsumerGroupDescribeResponse {
+                groups: vec![dead_consumer_group("a", lost)],
+            })
+        );
+    }
+
+    #[test]
+    fn a_refused_simulation_carries_the_code_and_nothing_simulated() {
+        let code = ErrorCode::GroupAuthorizationFailed;
+        let simulate = Request::GroupSimulate(GroupSimulateRequest {
+            group_id: "g".into(),
+            remove_members: vec!["m-1".into()],
+            add_members: 2,
+            partitions: Vec::new(),
+        });
+        let refused = Response::GroupSimulate(GroupSimulateResponse {
+            error_code: code.code(),
+            error_message: None,
+            assignor: String::new(),
+            members: Vec::new(),
+            stopped_partitions: 0,
+        });
+        assert_eq!(error_for(&simulate, code), refused);
+        // Too many members and topics: one request-level error (protocol §6.18).
+        let over = ErrorCode::RequestLimitExceeded;
+        assert_eq!(
+            limit_error(&simulate, over),
+            Response::error(over, "REQUEST_LIMIT_EXCEEDED")
+        );
+        // A server with words for the refusal gives them.
+        let why = "the group's assignor \"custom\" is not one the server computes";
+        match simulate_error(ErrorCode::InvalidRequest, Some(why.into())) {
+            Response::GroupSimulate(r) => {
+                assert_eq!(r.error_code, 42);
+                assert_eq!(r.error_message.as_deref(), Some(why));
+                assert!(r.members.is_empty() && r.assignor.is_empty());
+            }
+            other => panic!("{other:?}"),
+        }
+        // An answer that then failed keeps none of what it simulated.
+        let answered = Response::GroupSimulate(GroupSimulateResponse {
+            assignor: "uniform".into(),
+            members: vec![SimulatedMember::default()],
+            stopped_partitions: 3,
+            ..GroupSimulateResponse::default()
+        });
+        let lost = ErrorCode::CoordinatorNotAvailable;
+        assert_eq!(error_like(&answered, lost).error_code(), 15);
+        assert_eq!(error_like(&answered, lost), simulate_error(lost, None));
     }
 }

@@ -93,5 +93,34 @@ mod tests {
             assert_eq!(state.as_str().parse::<GroupState>(), Ok(state));
         }
         assert!("stable".parse::<GroupState>().is_err());
+        assert!("".parse::<GroupState>().is_err());
+        assert_eq!("Assigning".parse::<GroupState>(), Ok(GroupState::Assigning));
+        assert_eq!(
+            "Reconciling".parse::<GroupState>(),
+            Ok(GroupState::Reconciling)
+        );
+    }
+
+    /// `ALL` lists every variant exactly once: the `match` has no wildcard, so a new state does
+    /// not compile until it is counted here (and then `ALL`'s length must follow).
+    #[test]
+    fn all_lists_every_state_once() {
+        let index = |state: GroupState| match state {
+            GroupState::Empty => 0,
+            GroupState::PreparingRebalance => 1,
+            GroupState::CompletingRebalance => 2,
+            GroupState::Stable => 3,
+            GroupState::Dead => 4,
+            GroupState::Assigning => 5,
+            GroupState::Reconciling => 6,
+        };
+        let mut seen = [false; 7];
+        for state in GroupState::ALL {
+            assert!(!seen[index(state)], "{state} listed twice");
+            seen[index(state)] = true;
+        }
+        assert!(seen.iter().all(|&s| s), "{seen:?}");
+        // Display is the wire name.
+        assert_eq!(GroupState::Reconciling.to_string(), "Reconciling");
     }
 }

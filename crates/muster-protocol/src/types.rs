@@ -444,12 +444,13 @@ wire_enum_helpers!(Response {
 
 impl Request {
     /// The one group this request is addressed to: the `group_id` of JoinGroup, SyncGroup,
-    /// Heartbeat, LeaveGroup, OffsetCommit and OffsetFetch, whose answer comes from that
-    /// group's coordinator. `None` for Hello, the topic requests, the admin requests that
-    /// name any number of groups (DescribeGroups, ListGroups, DeleteGroups), even one, the
-    /// admin requests about one group (GroupHistory, GroupDiagnosis: authorized as admin
-    /// requests, `describe`, not `read`), and the cluster requests: FindCoordinator's `key` is
-    /// a group id, but any node answers it, so it is not routed to the group.
+    /// Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch and ConsumerGroupHeartbeat, whose
+    /// answer comes from that group's coordinator (and which need `read` on it). `None` for
+    /// Hello, the topic requests, the admin requests that name any number of groups
+    /// (DescribeGroups, ListGroups, DeleteGroups, ConsumerGroupDescribe), even one, the admin
+    /// requests about one group (GroupHistory, GroupDiagnosis, GroupSimulate: authorized as
+    /// admin requests, `describe`, not `read`), and the cluster requests: FindCoordinator's
+    /// `key` is a group id, but any node answers it, so it is not routed to the group.
     pub fn group_id(&self) -> Option<&str> {
         match self {
             Request::JoinGroup(r) => Some(&r.group_id),

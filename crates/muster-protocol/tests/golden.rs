@@ -12,6 +12,9 @@ use muster_protocol::*;
 /// A member id as the server makes them (`{client_id}-{uuid}`).
 const MEMBER: &str = "c1-3f2a8e4c-1b2d-4e5f-9a0b-1c2d3e4f5a6b";
 
+/// A consumer-protocol member id, as the member chooses it (a random UUID).
+const CONSUMER: &str = "9f1c2b3a-4d5e-4f60-8a7b-6c5d4e3f2a1b";
+
 #[derive(Debug, PartialEq)]
 enum Golden {
     Req(RequestFrame),
@@ -19,9 +22,13 @@ enum Golden {
 }
 
 fn orders_0_1_2() -> Vec<TopicPartitions> {
+    orders(&[0, 1, 2])
+}
+
+fn orders(partitions: &[i32]) -> Vec<TopicPartitions> {
     vec![TopicPartitions {
         topic: "orders".into(),
-        partitions: vec![0, 1, 2],
+        partitions: partitions.to_vec(),
     }]
 }
 
@@ -303,6 +310,129 @@ fn table() -> BTreeMap<&'static str, Golden> {
                     rebalances_in_window: 1,
                     storm_threshold: 5,
                     storm_window_ms: 300_000,
+                },
+            )),
+        ),
+        (
+            "consumer-group-heartbeat-request",
+            Req(RequestFrame::new(
+                12,
+                ConsumerGroupHeartbeatRequest {
+                    group_id: "orders".into(),
+                    member_id: CONSUMER.into(),
+                    member_epoch: 0,
+                    group_instance_id: None,
+                    rack_id: None,
+                    rebalance_timeout_ms: 300_000,
+                    subscribed_topics: Some(vec!["orders".into()]),
+                    subscribed_topic_regex: None,
+                    server_assignor: None,
+                    owned_partitions: Some(Vec::new()),
+                },
+            )),
+        ),
+        (
+            "consumer-group-heartbeat-response",
+            Resp(ResponseFrame::new(
+                12,
+                ConsumerGroupHeartbeatResponse {
+                    error_code: ErrorCode::None.code(),
+                    error_message: None,
+                    member_id: CONSUMER.into(),
+                    member_epoch: 1,
+                    heartbeat_interval_ms: 5_000,
+                    assignment: Some(orders_0_1_2()),
+                },
+            )),
+        ),
+        (
+            "consumer-group-heartbeat-fenced",
+            Resp(ResponseFrame::new(
+                13,
+                ConsumerGroupHeartbeatResponse {
+                    error_code: ErrorCode::FencedMemberEpoch.code(),
+                    error_message: None,
+                    member_id: String::new(),
+                    member_epoch: 0,
+                    heartbeat_interval_ms: 0,
+                    assignment: None,
+                },
+            )),
+        ),
+        (
+            "consumer-group-describe-request",
+            Req(RequestFrame::new(
+                14,
+                ConsumerGroupDescribeRequest {
+                    group_ids: vec!["orders".into()],
+                },
+            )),
+        ),
+        (
+            "consumer-group-describe-response",
+            Resp(ResponseFrame::new(
+                14,
+                ConsumerGroupDescribeResponse {
+                    groups: vec![DescribedConsumerGroup {
+                        error_code: ErrorCode::None.code(),
+                        group_id: "orders".into(),
+                        state: "Stable".into(),
+                        group_epoch: 1,
+                        assignment_epoch: 1,
+                        assignor: "uniform".into(),
+                        members: vec![ConsumerMember {
+                            member_id: CONSUMER.into(),
+                            group_instance_id: None,
+                            rack_id: None,
+                            member_epoch: 1,
+                            client_id: "c1".into(),
+                            client_host: "10.0.0.8".into(),
+                            subscribed_topics: vec!["orders".into()],
+                            subscribed_topic_regex: None,
+                            assignment: orders_0_1_2(),
+                            target_assignment: orders_0_1_2(),
+                        }],
+                    }],
+                },
+            )),
+        ),
+        (
+            "group-simulate-request",
+            Req(RequestFrame::new(
+                15,
+                GroupSimulateRequest {
+                    group_id: "orders".into(),
+                    remove_members: Vec::new(),
+                    add_members: 1,
+                    partitions: Vec::new(),
+                },
+            )),
+        ),
+        (
+            "group-simulate-response",
+            Resp(ResponseFrame::new(
+                15,
+                GroupSimulateResponse {
+                    error_code: ErrorCode::None.code(),
+                    error_message: None,
+                    assignor: "uniform".into(),
+                    members: vec![
+                        SimulatedMember {
+                            member_id: CONSUMER.into(),
+                            change: "staying".into(),
+                            kept: orders(&[0, 1]),
+                            lost: orders(&[2]),
+                            gained: Vec::new(),
+                        },
+                        SimulatedMember {
+                            member_id: "new-1".into(),
+                            change: "added".into(),
+                            kept: Vec::new(),
+                            lost: Vec::new(),
+                            gained: orders(&[2]),
+                        },
+                    ],
+                    stopped_partitions: 1,
                 },
             )),
         ),

@@ -1,6 +1,11 @@
 //! Group membership: [`MemberConfig`] (the builder), [`GroupMember`] (the handle the
 //! application keeps), and the [`Events`] stream through which it learns which partitions it
-//! owns, in the style of Kafka's `ConsumerRebalanceListener`.
+//! owns, in the style of Kafka's `ConsumerRebalanceListener`. A member speaks one of two group
+//! protocols ([`GroupProtocol`]): the classic one (JoinGroup / SyncGroup / Heartbeat, the
+//! default) or the consumer protocol (ConsumerGroupHeartbeat, Kafka 4's KIP-848). The handle and
+//! the events are the same for both.
+//!
+//! # The classic protocol
 //!
 //! Starting a member spawns two tasks on the current Tokio runtime:
 //!
@@ -11,22 +16,42 @@
 //!   member has a generation, and reports `REBALANCE_IN_PROGRESS`, `ILLEGAL_GENERATION`,
 //!   `UNKNOWN_MEMBER_ID` and `FENCED_INSTANCE_ID` to the membership task.
 //!
+//! # The consumer protocol
+//!
+//! With [`GroupProtocol::Consumer`] one task (module `consumer`) does it all: it joins with
+//! epoch 0 and a member id it made (a random UUID, kept for the member's life), sending its
+//! subscription and [`MemberConfig::server_assignor`]; the server computes every assignment
+//! (there is no client-side assignor and no leader) and each member reconciles toward its own
+//! share at its own pace, with no group-wide barrier. The member heartbeats at the interval the
+//! server gives, and at once when it has news (it finished a revocation, or took new
+//! partitions). An answer that carries an assignment first revokes what it no longer holds
+//! ([`Event::Revoked`], awaited), reports the smaller set, then announces what was added
+//! ([`Event::Assigned`]). `FENCED_MEMBER_EPOCH` or `UNKNOWN_MEMBER_ID` → [`Event::Lost`] for
+//! everything, and a rejoin with epoch 0 and the same member id. [`MemberState::generation_id`]
+//! is the member epoch. The session timeout is the server's setting (not sent), and the
+//! configured heartbeat interval only applies until the server's first answer.
+//!
 //! Offsets are committed and fetched directly from the handle (not through the membership
-//! task), fenced by the member's current generation and member id, so an application may
-//! commit while it handles a revocation.
+//! task), fenced by the member's current generation (classic) or member epoch (consumer
+//! protocol) and member id, so an application may commit while it handles a revocation.
 //!
 //! Every group request goes to the group's coordinator (module `route`): found with
-//! FindCoordinator from the client's bootstrap list before the first JoinGroup, and found
-//! again when it fails or moves, with the request resent there unchanged, so that a failover
-//! causes no rebalance.
+//! FindCoordinator from the client's bootstrap list before the first JoinGroup (or
+//! ConsumerGroupHeartbeat), and found again when it fails or moves, with the request resent
+//! there with the same member id and generation (epoch), so that a failover causes no
+//! rebalance.
 //!
 //! # Revocations wait for the application
 //!
 //! [`Event::Revoked`] and [`Event::Lost`] carry [`Partitions`] that the membership task waits
-//! on: it does not rejoin (eager) or move on (cooperative) until the application has dropped
-//! the value, or the rebalance timeout has passed. Handle the event (stop work on those
-//! partitions, commit), then drop it. Heartbeats go on meanwhile. `close()` is the exception:
-//! it emits a final `Revoked` without waiting, since the application has already stopped.
+//! on: it does not rejoin (eager), move on (cooperative) or report the release to the server
+//! (consumer protocol) until the application has dropped the value, or the rebalance timeout
+//! has passed. Handle the event (stop work on those partitions, commit), then drop it.
+//! Heartbeats go on meanwhile. `close()` is the exception: it emits a final `Revoked` without
+//! waiting, since the application has already stopped.
+//!
+//! The builder and its checks are module `config`, which depends on none of the tasks;
+//! [`MemberConfig::start`] is here, beside the handle it returns.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -40,205 +65,21 @@ use muster_protocol::ErrorCode;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
-use crate::assignor::{self, Assignor, RebalanceProtocol};
-use crate::backoff::Backoff;
 use crate::client::Client;
 use crate::cluster::Node;
 use crate::error::ClientError;
 use crate::offsets::{self, Committer};
 use crate::partition::{OffsetAndMetadata, TopicPartition};
 
+mod config;
+mod consumer;
 mod heartbeat;
 mod route;
 mod task;
 
-/// Configuration of a group member. Build it with [`MemberConfig::new`] and the chained
-/// setters, then [`MemberConfig::start`] it.
-#[derive(Clone)]
-pub struct MemberConfig {
-    pub(crate) group_id: String,
-    pub(crate) topics: Vec<String>,
-    pub(crate) session_timeout: Duration,
-    pub(crate) rebalance_timeout: Duration,
-    pub(crate) heartbeat_interval: Option<Duration>,
-    pub(crate) group_instance_id: Option<String>,
-    pub(crate) assignors: Vec<Arc<dyn Assignor>>,
-    pub(crate) leave_group_on_close: Option<bool>,
-    pub(crate) retry_backoff: Backoff,
-}
-
-impl fmt::Debug for MemberConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MemberConfig")
-            .field("group_id", &self.group_id)
-            .field("topics", &self.topics)
-            .field("session_timeout", &self.session_timeout)
-            .field("rebalance_timeout", &self.rebalance_timeout)
-            .field("heartbeat_interval", &self.effective_heartbeat_interval())
-            .field("group_instance_id", &self.group_instance_id)
-            .field("assignors", &self.assignor_list())
-            .field("leave_group_on_close", &self.leaves_on_close())
-            .finish()
-    }
-}
+pub use config::{GroupProtocol, MemberConfig};
 
 impl MemberConfig {
-    /// A member of `group_id` subscribing to `topics`, with Kafka's defaults: session timeout
-    /// 10 s, rebalance timeout 60 s, heartbeat every session / 3, assignors `range` then
-    /// `cooperative-sticky` (so the eager protocol, as in Kafka 3.x).
-    pub fn new<S: Into<String>>(
-        group_id: impl Into<String>,
-        topics: impl IntoIterator<Item = S>,
-    ) -> Self {
-        MemberConfig {
-            group_id: group_id.into(),
-            topics: topics.into_iter().map(Into::into).collect(),
-            session_timeout: Duration::from_secs(10),
-            rebalance_timeout: Duration::from_secs(60),
-            heartbeat_interval: None,
-            group_instance_id: None,
-            assignors: vec![
-                Arc::new(assignor::RangeAssignor),
-                Arc::new(assignor::CooperativeStickyAssignor),
-            ],
-            leave_group_on_close: None,
-            retry_backoff: Backoff {
-                initial: Duration::from_millis(50),
-                max: Duration::from_secs(2),
-                multiplier: 2,
-                jitter: 0.2,
-            },
-        }
-    }
-
-    pub fn session_timeout(mut self, timeout: Duration) -> Self {
-        self.session_timeout = timeout;
-        self
-    }
-
-    pub fn rebalance_timeout(mut self, timeout: Duration) -> Self {
-        self.rebalance_timeout = timeout;
-        self
-    }
-
-    /// Default: a third of the session timeout.
-    pub fn heartbeat_interval(mut self, interval: Duration) -> Self {
-        self.heartbeat_interval = Some(interval);
-        self
-    }
-
-    /// Makes the member static (KIP-345): a restart within the session timeout gets its
-    /// partitions back without a rebalance.
-    pub fn group_instance_id(mut self, instance_id: impl Into<String>) -> Self {
-        self.group_instance_id = Some(instance_id.into());
-        self
-    }
-
-    /// The assignors this member supports, by preference (replaces the default list).
-    pub fn assignors(mut self, assignors: Vec<Arc<dyn Assignor>>) -> Self {
-        self.assignors = assignors;
-        self
-    }
-
-    /// The built-in assignors with these names, by preference (replaces the default list).
-    pub fn assignor_names<S: AsRef<str>>(
-        mut self,
-        names: impl IntoIterator<Item = S>,
-    ) -> Result<Self, ClientError> {
-        self.assignors = names
-            .into_iter()
-            .map(|n| {
-                assignor::builtin(n.as_ref()).ok_or_else(|| {
-                    ClientError::Config(format!("no assignor named {:?}", n.as_ref()))
-                })
-            })
-            .collect::<Result<_, _>>()?;
-        Ok(self)
-    }
-
-    /// Whether `close()` sends LeaveGroup. Default: yes for dynamic members, no for static
-    /// ones (as in Kafka, so that a restart causes no rebalance).
-    pub fn leave_group_on_close(mut self, leave: bool) -> Self {
-        self.leave_group_on_close = Some(leave);
-        self
-    }
-
-    /// Delays between retries of a failed JoinGroup / SyncGroup, and between consecutive
-    /// lookups of the coordinator.
-    pub fn retry_backoff(mut self, backoff: Backoff) -> Self {
-        self.retry_backoff = backoff;
-        self
-    }
-
-    pub fn group_id(&self) -> &str {
-        &self.group_id
-    }
-
-    pub fn topics(&self) -> &[String] {
-        &self.topics
-    }
-
-    /// The heartbeat interval in force (the configured one, or session timeout / 3).
-    pub fn effective_heartbeat_interval(&self) -> Duration {
-        self.heartbeat_interval.unwrap_or(self.session_timeout / 3)
-    }
-
-    /// Whether `close()` sends LeaveGroup (the configured choice, or "if dynamic").
-    pub fn leaves_on_close(&self) -> bool {
-        self.leave_group_on_close
-            .unwrap_or(self.group_instance_id.is_none())
-    }
-
-    /// The names of the configured assignors, by preference.
-    pub fn assignor_list(&self) -> Vec<String> {
-        self.assignors.iter().map(|a| a.name().to_owned()).collect()
-    }
-
-    /// Cooperative only if every assignor is (Kafka's rule).
-    pub fn rebalance_protocol(&self) -> RebalanceProtocol {
-        if !self.assignors.is_empty()
-            && self
-                .assignors
-                .iter()
-                .all(|a| a.protocol() == RebalanceProtocol::Cooperative)
-        {
-            RebalanceProtocol::Cooperative
-        } else {
-            RebalanceProtocol::Eager
-        }
-    }
-
-    fn validate(&self) -> Result<(), ClientError> {
-        let bad = |msg: String| Err(ClientError::Config(msg));
-        if self.group_id.is_empty() {
-            return bad("the group id is empty".into());
-        }
-        if self.assignors.is_empty() {
-            return bad("no assignor configured".into());
-        }
-        let mut names = self.assignor_list();
-        names.sort();
-        if names.windows(2).any(|w| w[0] == w[1]) {
-            return bad(format!("assignor names repeat: {names:?}"));
-        }
-        for (what, value) in [
-            ("session timeout", self.session_timeout),
-            ("rebalance timeout", self.rebalance_timeout),
-        ] {
-            if value.is_zero() || u32::try_from(value.as_millis()).is_err() {
-                return bad(format!("{what} {value:?} is not 1 ms ..= u32::MAX ms"));
-            }
-        }
-        let hb = self.effective_heartbeat_interval();
-        if hb.is_zero() || hb >= self.session_timeout {
-            return bad(format!(
-                "heartbeat interval {hb:?} must be positive and below the session timeout {:?}",
-                self.session_timeout
-            ));
-        }
-        Ok(())
-    }
-
     /// Starts the member: it finds its group's coordinator and joins in the background.
     /// Events arrive on the returned [`Events`]. Must be called within a Tokio runtime.
     ///
@@ -256,20 +97,39 @@ impl MemberConfig {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let (signals_tx, signals_rx) = mpsc::unbounded_channel();
         let (close_tx, close_rx) = oneshot::channel();
-        let heartbeat = runtime.spawn(heartbeat::run(
-            route.view(),
-            Arc::clone(&config),
-            state_rx.clone(),
-            signals_tx.clone(),
-        ));
-        let membership = task::MemberTask::new(
-            route.view(),
-            Arc::clone(&config),
-            state_tx,
-            events_tx,
-            signals_rx,
-        );
-        let task = runtime.spawn(task::run(membership, close_rx, heartbeat.abort_handle()));
+        let (task, heartbeat) = match config.group_protocol {
+            GroupProtocol::Classic => {
+                let heartbeat = runtime.spawn(heartbeat::run(
+                    route.view(),
+                    Arc::clone(&config),
+                    state_rx.clone(),
+                    signals_tx.clone(),
+                ));
+                let membership = task::MemberTask::new(
+                    route.view(),
+                    Arc::clone(&config),
+                    state_tx,
+                    events_tx,
+                    signals_rx,
+                );
+                let task = runtime.spawn(task::run(membership, close_rx, heartbeat.abort_handle()));
+                (task, Some(heartbeat))
+            }
+            GroupProtocol::Consumer => {
+                // Chosen here, as Kafka 4's clients do, and kept across fencing and rejoins.
+                let member_id = uuid::Uuid::new_v4().to_string();
+                state_tx.send_modify(|s| s.member_id.clone_from(&member_id));
+                let membership = consumer::ConsumerTask::new(
+                    route.view(),
+                    Arc::clone(&config),
+                    state_tx,
+                    events_tx,
+                    signals_rx,
+                    member_id,
+                );
+                (runtime.spawn(consumer::run(membership, close_rx)), None)
+            }
+        };
         Ok((
             GroupMember {
                 config,
@@ -288,11 +148,15 @@ impl MemberConfig {
 /// Where a member is in the group protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Phase {
-    /// Sending JoinGroup, or waiting at the barrier.
+    /// Sending JoinGroup, or waiting at the barrier. Consumer protocol: joining with epoch 0
+    /// (at first, and after being fenced).
     Joining,
-    /// Joined a generation; waiting for the assignment.
+    /// Joined a generation; waiting for the assignment. Consumer protocol: has an epoch, and
+    /// is reconciling toward the assignment the server gave it (a revocation in progress,
+    /// partitions not yet taken, or a change the server has not acknowledged yet).
     Syncing,
-    /// Has its assignment for the current generation.
+    /// Has its assignment for the current generation (consumer protocol: owns exactly what
+    /// the server last assigned it, and the server has heard so).
     Stable,
     /// `close()` was called.
     Closed,
@@ -304,11 +168,15 @@ pub enum Phase {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemberState {
     pub phase: Phase,
-    /// Empty until the server gives one.
+    /// Empty until the server gives one (consumer protocol: the member's own UUID from the
+    /// start).
     pub member_id: String,
-    /// -1 until the first join completes, and after the membership is lost.
+    /// -1 until the first join completes, and after the membership is lost. Consumer
+    /// protocol: the member epoch.
     pub generation_id: i32,
+    /// Empty for a consumer-protocol member (the server assigns).
     pub leader_id: String,
+    /// The group's assignor (consumer protocol: the configured server assignor, if any).
     pub assignor: Option<String>,
     /// The partitions the member owns now.
     pub assignment: Vec<TopicPartition>,
@@ -351,7 +219,8 @@ pub struct GroupMember {
     signals: mpsc::UnboundedSender<Signal>,
     close: Option<oneshot::Sender<CloseReply>>,
     task: Option<JoinHandle<()>>,
-    heartbeat: JoinHandle<()>,
+    /// The classic protocol's heartbeat task (a consumer-protocol member has none).
+    heartbeat: Option<JoinHandle<()>>,
 }
 
 impl fmt::Debug for GroupMember {
@@ -439,7 +308,8 @@ impl GroupMember {
         })
     }
 
-    /// Commits offsets as this member, fenced by its current generation and member id.
+    /// Commits offsets as this member, fenced by its current generation (consumer protocol:
+    /// its member epoch, sent as the generation) and member id.
     ///
     /// Sent to the group's coordinator; if it fails or moves before answering, the same
     /// commit (same generation and member id) is sent to the new coordinator, within the
@@ -451,6 +321,11 @@ impl GroupMember {
     /// `REBALANCE_IN_PROGRESS`. An answer that means the membership is stale
     /// (`ILLEGAL_GENERATION`, `UNKNOWN_MEMBER_ID`, `FENCED_INSTANCE_ID`) is returned as the
     /// error and also makes the member rejoin (or stop, when fenced).
+    ///
+    /// Consumer protocol: `STALE_MEMBER_EPOCH` means the member's epoch moved on (or is about
+    /// to) since the commit was built; it is returned, and the member heartbeats at once, so a
+    /// retry after the next heartbeat carries the current epoch. (`UNKNOWN_MEMBER_ID` and
+    /// `FENCED_MEMBER_EPOCH` also make it heartbeat at once; the heartbeat's answer decides.)
     pub async fn commit_offsets<O: Into<OffsetAndMetadata>>(
         &self,
         offsets: impl IntoIterator<Item = (TopicPartition, O)>,
@@ -468,12 +343,21 @@ impl GroupMember {
         if let Some(code) = result.as_ref().err().and_then(ClientError::error_code) {
             // Not REBALANCE_IN_PROGRESS: during CompletingRebalance it only means "wait for
             // the assignment", and heartbeats report a rebalance being prepared anyway.
-            if matches!(
-                code,
-                ErrorCode::IllegalGeneration
-                    | ErrorCode::UnknownMemberId
-                    | ErrorCode::FencedInstanceId
-            ) {
+            let concerns_membership = match self.config.group_protocol {
+                GroupProtocol::Classic => matches!(
+                    code,
+                    ErrorCode::IllegalGeneration
+                        | ErrorCode::UnknownMemberId
+                        | ErrorCode::FencedInstanceId
+                ),
+                GroupProtocol::Consumer => matches!(
+                    code,
+                    ErrorCode::StaleMemberEpoch
+                        | ErrorCode::FencedMemberEpoch
+                        | ErrorCode::UnknownMemberId
+                ),
+            };
+            if concerns_membership {
                 let _ = self.signals.send(Signal {
                     generation,
                     member_id,
@@ -502,7 +386,8 @@ impl GroupMember {
 
     /// Stops the member: emits a final [`Event::Revoked`] for what it owns (without waiting
     /// for it to be handled), stops heartbeating, and sends LeaveGroup unless the member is
-    /// static (see [`MemberConfig::leave_group_on_close`]). The event stream ends afterwards.
+    /// static (see [`MemberConfig::leave_group_on_close`]). Consumer protocol: a heartbeat
+    /// with epoch -1 leaves, or -2 for a static member. The event stream ends afterwards.
     pub async fn close(mut self) -> Result<(), ClientError> {
         let mut result = Ok(());
         if let Some(close) = self.close.take() {
@@ -514,7 +399,9 @@ impl GroupMember {
         if let Some(task) = self.task.take() {
             let _ = task.await;
         }
-        self.heartbeat.abort();
+        if let Some(heartbeat) = &self.heartbeat {
+            heartbeat.abort();
+        }
         result
     }
 }
@@ -524,7 +411,9 @@ impl Drop for GroupMember {
         if let Some(task) = &self.task {
             task.abort();
         }
-        self.heartbeat.abort();
+        if let Some(heartbeat) = &self.heartbeat {
+            heartbeat.abort();
+        }
     }
 }
 
@@ -596,12 +485,14 @@ impl Drop for Partitions {
 pub enum Event {
     /// Partitions now owned, after a rebalance completed. Eager: the whole new assignment;
     /// cooperative: only the partitions added (possibly none). Emitted after every completed
-    /// rebalance.
+    /// rebalance. Consumer protocol: the partitions added by the server's assignment; emitted
+    /// whenever some are, and after each join even if none are.
     Assigned(Partitions),
     /// Partitions given up in an orderly way (commit their offsets before dropping the value).
     Revoked(Partitions),
     /// Partitions lost without a chance to commit: the membership was reset
-    /// (`UNKNOWN_MEMBER_ID`, `ILLEGAL_GENERATION`) or fenced. Others may own them already.
+    /// (`UNKNOWN_MEMBER_ID`, `ILLEGAL_GENERATION`) or fenced (`FENCED_INSTANCE_ID`; consumer
+    /// protocol: `FENCED_MEMBER_EPOCH`). Others may own them already.
     Lost(Partitions),
     /// A fatal error: the member has stopped, and the stream ends after this event.
     Error(ClientError),

@@ -17,11 +17,15 @@
 //!
 //! The heartbeat path stays as cheap as before: a [`RouteView`] keeps its own clone of the
 //! current connection and checks one atomic (the watch channel's version) per request.
+//!
+//! The consumer protocol's ConsumerGroupHeartbeat is routed the same way ([`lost`] reads its
+//! answer's code too), but its loop (module `consumer`) finds the coordinator itself and
+//! resends a heartbeat carrying the member's full state, rather than the same request.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use muster_protocol::{Request, Response};
+use muster_protocol::{ErrorCode, Request, Response};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{debug, info};
@@ -153,6 +157,11 @@ impl RouteView {
         Ok(())
     }
 
+    /// Whether a coordinator was found for this view (none before the first lookup).
+    pub(crate) fn found(&self) -> bool {
+        self.target.node.is_some()
+    }
+
     /// The coordinator answered: lookups start without delay again.
     pub(crate) fn answered(&self) {
         if self.route.failures.load(Ordering::Relaxed) != 0 {
@@ -176,7 +185,7 @@ impl RouteView {
         loop {
             let timeout = deadline.saturating_duration_since(Instant::now());
             let result = self.connection().send_once(request.clone(), timeout).await;
-            if !coordinator_lost(&result) {
+            if !lost(&result) {
                 self.answered();
                 return result;
             }
@@ -204,9 +213,49 @@ impl RouteView {
     }
 }
 
+/// Whether a group request's outcome means its coordinator is lost: [`coordinator_lost`], and
+/// also a ConsumerGroupHeartbeat answered with a coordinator code (`coordinator_lost` reads the
+/// top-level code of the classic group answers only).
+pub(crate) fn lost(result: &Result<Response, ClientError>) -> bool {
+    coordinator_lost(result)
+        || matches!(
+            result,
+            Ok(Response::ConsumerGroupHeartbeat(answer))
+                if ErrorCode::from_code(answer.error_code).is_some_and(|c| c.is_coordinator_error())
+        )
+}
+
 fn describe(result: &Result<Response, ClientError>) -> String {
     match result {
         Ok(response) => format!("{} with a coordinator error", response.name()),
         Err(err) => err.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use muster_protocol::ConsumerGroupHeartbeatResponse;
+
+    #[test]
+    fn a_consumer_heartbeat_answered_with_a_coordinator_code_loses_the_coordinator() {
+        let answer = |code: ErrorCode| {
+            Ok(Response::ConsumerGroupHeartbeat(
+                ConsumerGroupHeartbeatResponse {
+                    error_code: code.code(),
+                    ..ConsumerGroupHeartbeatResponse::default()
+                },
+            ))
+        };
+        for code in [
+            ErrorCode::NotCoordinator,
+            ErrorCode::CoordinatorNotAvailable,
+            ErrorCode::CoordinatorLoadInProgress,
+        ] {
+            assert!(lost(&answer(code)), "{code}");
+        }
+        assert!(!lost(&answer(ErrorCode::None)));
+        assert!(!lost(&answer(ErrorCode::FencedMemberEpoch)));
+        assert!(lost(&Err(ClientError::Disconnected)));
     }
 }

@@ -38,7 +38,10 @@ impl<R> Group<R> {
             state: self.state.as_str().to_owned(),
             generation_id: self.generation,
             now_ms: now,
-            rebalance: self.rebalance_wait(now),
+            rebalance: match self.consumer_wait(now) {
+                Some(wait) => Some(wait),
+                None => self.rebalance_wait(now),
+            },
             unowned,
             unowned_since_ms,
             storm,

@@ -11,6 +11,9 @@ impl<R> Group<R> {
         if let Err(code) = check_heartbeat(&self.config.limits, req) {
             return code;
         }
+        if self.consumer.is_some() {
+            return self.classic_heartbeat_to_consumer(now, req);
+        }
         match self.state {
             GroupState::Dead => return ErrorCode::CoordinatorNotAvailable,
             GroupState::Empty => return ErrorCode::UnknownMemberId,

@@ -119,17 +119,14 @@ impl<R> Group<R> {
             );
         }
 
-        if let Some(part) = self.consumer.as_deref() {
-            if !part.members.is_empty() {
-                // One group, one protocol at a time (protocol-v1 §7): a classic member may not
-                // join a consumer group that has members.
-                return out.reply(
-                    reply,
-                    join_error(ErrorCode::InconsistentGroupProtocol, &req.member_id),
-                );
-            }
+        if self.classic_in_consumer() {
+            // A consumer group answers its classic members itself (protocol-v1 §7 migration).
+            let response = self.classic_join_to_consumer(cx, req, client, fresh, grants, out);
+            self.refresh_consumer_state(now);
+            return out.reply(reply, response);
+        }
+        if self.consumer.take().is_some() {
             // An Empty group takes either protocol: it is classic again (offsets stay).
-            self.consumer = None;
             out.persist = true;
         }
         if req.member_id.is_empty() {

@@ -109,6 +109,34 @@ pub(super) struct Progress {
 }
 
 impl Insight {
+    /// Keeps `entry` as the newest of at most `keep` entries (the oldest dropped, its stored
+    /// copy to be deleted with the next record write).
+    pub(super) fn push_entry(&mut self, entry: RebalanceRecord, keep: usize) {
+        if keep == 0 {
+            return;
+        }
+        self.entries.push_back(entry);
+        self.unwritten = (self.unwritten + 1).min(keep);
+        while self.entries.len() > keep {
+            if let Some(old) = self.entries.pop_front() {
+                self.dropped.push(old.generation_id);
+            }
+        }
+    }
+
+    /// A rebalance started at `now` (for the storm detector, which keeps `threshold + 1`).
+    pub(super) fn note_start(&mut self, now: Millis, threshold: u32) {
+        self.starts.push_back(now);
+        while self.starts.len() > threshold as usize + 1 {
+            self.starts.pop_front();
+        }
+    }
+
+    /// Swaps in the members of the newest generation; returns the previous ones.
+    pub(super) fn replace_last_members(&mut self, members: Vec<Arc<str>>) -> Vec<Arc<str>> {
+        std::mem::replace(&mut self.last_members, members)
+    }
+
     /// Whether more than `threshold` rebalances started within `window_ms` before `now`, and
     /// how many did (counted up to `threshold + 1`).
     pub(super) fn storm(&self, now: Millis, threshold: u32, window_ms: Millis) -> (bool, u32) {
@@ -160,7 +188,7 @@ fn to_topic_partitions<'a>(pairs: impl Iterator<Item = (&'a str, i32)>) -> Vec<T
 
 /// The diff between two assignments: how many partitions changed owner (to or from no owner
 /// included), per member what it gained and lost (capped), and how much the caps left out.
-fn diff(
+pub(super) fn diff(
     before: &[(Arc<str>, Box<[TopicPartitions]>)],
     after: &[(Arc<str>, Box<[TopicPartitions]>)],
 ) -> (u32, Vec<MemberChange>, u32) {
@@ -211,7 +239,7 @@ fn diff(
 }
 
 /// `ids`, sorted and capped at [`MAX_LISTED`]; adds what was left out to `omitted`.
-fn capped(mut ids: Vec<String>, omitted: &mut u32) -> Vec<String> {
+pub(super) fn capped(mut ids: Vec<String>, omitted: &mut u32) -> Vec<String> {
     ids.sort_unstable();
     if ids.len() > MAX_LISTED {
         *omitted =
@@ -222,7 +250,7 @@ fn capped(mut ids: Vec<String>, omitted: &mut u32) -> Vec<String> {
 }
 
 impl<R> Group<R> {
-    fn insight_mut(&mut self) -> &mut Insight {
+    pub(super) fn insight_mut(&mut self) -> &mut Insight {
         self.insight.get_or_insert_with(Box::default)
     }
 

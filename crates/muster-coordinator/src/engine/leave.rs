@@ -28,6 +28,11 @@ impl<R> Group<R> {
                 members: Vec::new(),
             };
         }
+        if self.consumer.is_some() && self.state != GroupState::Dead {
+            let response = self.classic_leave_from_consumer(cx, req, out);
+            self.refresh_consumer_state(cx.now);
+            return response;
+        }
         let mut results = Vec::with_capacity(req.members.len());
         let mut removed_any = false;
         let mut forgot_pending = false;

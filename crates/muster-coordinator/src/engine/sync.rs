@@ -41,6 +41,10 @@ impl<R> Group<R> {
         if self.state == GroupState::Dead {
             return out.reply(reply, sync_error(ErrorCode::CoordinatorNotAvailable));
         }
+        if self.consumer.is_some() {
+            let response = self.classic_sync_to_consumer(cx.now, &req);
+            return out.reply(reply, response);
+        }
         if let Err(code) = self.check_member(&req.member_id, req.group_instance_id.as_deref()) {
             return out.reply(reply, sync_error(code));
         }

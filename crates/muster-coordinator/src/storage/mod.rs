@@ -20,19 +20,23 @@ mod redb_store;
 #[cfg(any(test, feature = "store-suite"))]
 pub mod suite;
 
-/// The value encoding of group records and offsets (redb format version 2), shared with other
-/// backends so that every store holds the same bytes for the same record.
+/// The value encoding of group records, offsets and journal entries (redb store format version
+/// 4), shared with other backends so that every store holds the same bytes for the same record.
+/// [`decode_group_or_v2`](codec::decode_group_or_v2) also reads the group values of formats 2
+/// and 3, for a backend that keeps no format version of its own.
 pub mod codec {
+    #[cfg(feature = "store-suite")]
+    pub use super::redb_store::codec::encode_group_v2;
     pub use super::redb_store::codec::{
-        decode_group, decode_offset, decode_rebalance, encode_group, encode_offset,
-        encode_rebalance, CodecError,
+        decode_group, decode_group_or_v2, decode_offset, decode_rebalance, encode_group,
+        encode_offset, encode_rebalance, CodecError,
     };
 }
 
 pub use memory::MemoryStore;
 pub use records::{
-    CommittedOffset, ConsumerGroupRecord, ConsumerMemberRecord, GroupRecord, MemberRecord,
-    OffsetWrite, RebalanceRecord,
+    ClassicMemberRecord, CommittedOffset, ConsumerGroupRecord, ConsumerMemberRecord, GroupRecord,
+    MemberRecord, OffsetWrite, RebalanceRecord,
 };
 pub use redb_store::{RedbStore, WriterStats};
 

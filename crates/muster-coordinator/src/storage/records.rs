@@ -89,6 +89,16 @@ pub struct ConsumerMemberRecord {
     pub pending_revocation: Vec<TopicPartitions>,
     /// Its share of the target assignment.
     pub target: Vec<TopicPartitions>,
+    /// A member that still speaks the classic protocol (a group upgraded online): what it
+    /// keeps of its JoinGroup.
+    pub classic: Option<ClassicMemberRecord>,
+}
+
+/// What a classic member inside a consumer group keeps of its JoinGroup.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClassicMemberRecord {
+    pub session_timeout_ms: u32,
+    pub assignors: Vec<AssignorMetadata>,
 }
 
 impl GroupRecord {

@@ -11,8 +11,8 @@ use muster_protocol::{
 };
 
 use super::{
-    CommittedOffset, GroupRecord, MemberRecord, Mutation, OffsetWrite, RebalanceRecord, Store,
-    StoreError, StoredState,
+    CommittedOffset, ConsumerGroupRecord, ConsumerMemberRecord, GroupRecord, MemberRecord,
+    Mutation, OffsetWrite, RebalanceRecord, Store, StoreError, StoredState,
 };
 use crate::types::GroupState;
 
@@ -66,6 +66,101 @@ pub fn group(id: &str, generation: i32) -> GroupRecord {
         state_since_ms: 1_000 + generation as u64,
         created_by: Some("orders-service".into()),
         consumer: None,
+    }
+}
+
+fn partitions(topic: &str, partitions: &[i32]) -> TopicPartitions {
+    TopicPartitions {
+        topic: topic.into(),
+        partitions: partitions.to_vec(),
+    }
+}
+
+/// A consumer-protocol group (protocol-v1 §7) at group epoch `epoch`, Reconciling, with one
+/// classic member left from an upgrade and a consumer member in each reconciliation state:
+/// a static one that is Stable, one subscribed by regex that still owns partitions it must
+/// revoke, one waiting for partitions that others still own (nothing assigned yet), and a
+/// static one on a temporary leave (epoch -2, nothing assigned, no optional field set).
+pub fn consumer_group(id: &str, epoch: i32) -> GroupRecord {
+    let consumer_member = |suffix: &str, state: u8| ConsumerMemberRecord {
+        member_id: format!("{id}-{suffix}"),
+        group_instance_id: None,
+        rack_id: Some("rack-a".into()),
+        client_id: "consumer".into(),
+        client_host: "/10.0.0.7".into(),
+        principal: Some("orders-service".into()),
+        rebalance_timeout_ms: 45_000,
+        subscribed_topics: vec!["orders".into(), "payments".into()],
+        subscribed_topic_regex: None,
+        server_assignor: None,
+        state,
+        member_epoch: epoch,
+        previous_member_epoch: epoch - 1,
+        assigned: Vec::new(),
+        pending_revocation: Vec::new(),
+        target: Vec::new(),
+        classic: None,
+    };
+    let stable = ConsumerMemberRecord {
+        group_instance_id: Some(format!("{id}-static-1")),
+        assigned: vec![partitions("orders", &[0, 1]), partitions("payments", &[2])],
+        target: vec![partitions("orders", &[0, 1]), partitions("payments", &[2])],
+        ..consumer_member("stable", 0)
+    };
+    let unrevoked = ConsumerMemberRecord {
+        subscribed_topics: Vec::new(),
+        subscribed_topic_regex: Some("^(orders|payments)$".into()),
+        server_assignor: Some("uniform".into()),
+        member_epoch: epoch - 1,
+        previous_member_epoch: epoch - 3,
+        assigned: vec![partitions("orders", &[2])],
+        pending_revocation: vec![partitions("orders", &[3]), partitions("payments", &[0, 1])],
+        target: vec![partitions("orders", &[2])],
+        ..consumer_member("unrevoked", 1)
+    };
+    let unreleased = ConsumerMemberRecord {
+        // A classic member inside the consumer group (an online upgrade).
+        classic: Some(crate::storage::ClassicMemberRecord {
+            session_timeout_ms: 10_000,
+            assignors: vec![muster_protocol::AssignorMetadata {
+                name: "cooperative-sticky".into(),
+                user_data: vec![1, 2],
+            }],
+        }),
+        rack_id: None,
+        principal: None,
+        server_assignor: Some("range".into()),
+        target: vec![partitions("orders", &[3]), partitions("payments", &[0, 1])],
+        ..consumer_member("unreleased", 2)
+    };
+    let leaving = ConsumerMemberRecord {
+        group_instance_id: Some(format!("{id}-static-ü")),
+        rack_id: None,
+        client_id: String::new(),
+        client_host: String::new(),
+        principal: None,
+        rebalance_timeout_ms: 0,
+        subscribed_topics: Vec::new(),
+        member_epoch: -2,
+        previous_member_epoch: epoch - 2,
+        ..consumer_member("leaving", 0)
+    };
+    let mut classic = member(&format!("{id}-classic"));
+    classic.principal = None;
+    GroupRecord {
+        group_id: id.into(),
+        state: GroupState::Reconciling,
+        generation: epoch,
+        assignor: None,
+        leader: None,
+        members: vec![classic],
+        state_since_ms: 2_000 + epoch as u64,
+        created_by: Some("orders-service".into()),
+        consumer: Some(ConsumerGroupRecord {
+            assignment_epoch: epoch,
+            assignor: "uniform".into(),
+            members: vec![stable, unrevoked, unreleased, leaving],
+        }),
     }
 }
 
@@ -292,6 +387,65 @@ pub fn load_round_trips_everything(store: &dyn Store) {
     assert_eq!(load(store), expected);
 }
 
+/// A consumer group's part survives put, load and (for a durable backend, in `finish`) a
+/// restart: every member state, static members, a regex, empty and non-empty assignments; an
+/// empty consumer part is not no part; a classic record replacing it drops it.
+pub fn consumer_groups_round_trip(store: &dyn Store) {
+    let mut assigning = consumer_group("b", 4);
+    assigning.state = GroupState::Assigning;
+    // No member yet (every one left, the group epoch kept so that none is reused).
+    let mut emptied = consumer_group("c", 9);
+    emptied.state = GroupState::Empty;
+    emptied.members.clear();
+    if let Some(consumer) = emptied.consumer.as_mut() {
+        consumer.members.clear();
+        consumer.assignor.clear();
+    }
+    commit(
+        store,
+        vec![
+            Mutation::PutGroup(consumer_group("a", 7)),
+            Mutation::PutGroup(assigning.clone()),
+            Mutation::PutGroup(emptied.clone()),
+            Mutation::PutGroup(group("classic", 2)),
+            put_offsets("a", vec![offset("orders", 0, 11)]),
+        ],
+    );
+    assert_eq!(
+        load(store).groups,
+        vec![
+            consumer_group("a", 7),
+            assigning.clone(),
+            emptied.clone(),
+            group("classic", 2),
+        ]
+    );
+    assert_eq!(
+        store.load_group("a").expect("loads").record,
+        Some(consumer_group("a", 7))
+    );
+
+    // The next epoch replaces the whole part; a classic record drops it.
+    let mut classic_again = group("b", 5);
+    classic_again.consumer = None;
+    commit(
+        store,
+        vec![
+            Mutation::PutGroup(consumer_group("a", 8)),
+            Mutation::PutGroup(classic_again.clone()),
+        ],
+    );
+    assert_eq!(
+        load(store).groups,
+        vec![
+            consumer_group("a", 8),
+            classic_again,
+            emptied,
+            group("classic", 2)
+        ]
+    );
+}
+
 /// A journal entry of `generation` with every kind of field filled.
 pub fn rebalance(generation: i32) -> RebalanceRecord {
     RebalanceRecord {
@@ -475,6 +629,7 @@ macro_rules! store_suite {
     load_group_reads_one_group,
     journal_entries_are_upserted_and_trimmed,
     delete_group_removes_its_journal_and_no_other,
+    consumer_groups_round_trip,
         );
     };
     (@cases $backend:expr; $($case:ident),* $(,)?) => {

@@ -29,7 +29,9 @@ fn groups(keys: &KeyLayout, kvs: Vec<KeyValue>) -> Result<Vec<GroupRecord>, Stor
         let group_id = keys
             .parse_group(&kv.key)
             .ok_or_else(|| corrupt(&kv.key, "not a group key"))?;
-        out.push(codec::decode_group(&group_id, &kv.value).map_err(|e| corrupt(&kv.key, e))?);
+        // etcd keeps no format version: a value stays as the release that last wrote its group
+        // left it, the current encoding or the one before the consumer part (`storage::codec`).
+        out.push(codec::decode_group_or_v2(&group_id, &kv.value).map_err(|e| corrupt(&kv.key, e))?);
     }
     out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
     Ok(out)

@@ -4,9 +4,9 @@
 use std::collections::BTreeSet;
 
 use muster_coordinator::storage::suite::{
-    block_on, commit, group, load, offset, put_offsets, Backend,
+    block_on, commit, consumer_group, group, load, offset, put_offsets, Backend,
 };
-use muster_coordinator::storage::{Mutation, Store, StoreError};
+use muster_coordinator::storage::{codec, Mutation, Store, StoreError};
 
 use super::{EtcdStore, EtcdStoreConfig, ShardStatus, TxnLimits};
 use crate::client::EtcdClient;
@@ -96,6 +96,71 @@ impl Backend for EtcdBackend {
 
 mod suite {
     muster_coordinator::store_suite!(super::EtcdBackend::new());
+}
+
+/// The raw value of a key, as etcd holds it.
+fn raw(store: &EtcdStore, key: &[u8]) -> Option<Vec<u8>> {
+    let client = store.client().clone();
+    let key = key.to_vec();
+    store
+        .block_on(async move { client.get(&key).await })
+        .expect("the runtime runs")
+        .expect("etcd answers")
+        .map(|kv| kv.value)
+}
+
+fn put_raw(store: &EtcdStore, key: &[u8], value: &[u8]) {
+    let client = store.client().clone();
+    let (key, value) = (key.to_vec(), value.to_vec());
+    store
+        .block_on(async move { client.put(&key, &value).await })
+        .expect("the runtime runs")
+        .expect("the value is written");
+}
+
+/// etcd keeps no format version: a group value as an earlier release wrote it (GroupV2, redb
+/// store formats 2 and 3) stays until its group is written again, and reads with no consumer
+/// part through every way in; the next write stores the current encoding, consumer part and
+/// all. A value of no known format is corrupt, named by its key.
+#[test]
+fn a_group_value_of_an_earlier_release_reads_with_no_consumer_part() {
+    let backend = EtcdBackend::new();
+    let store = &backend.store;
+    let shard = store.shard_of("old");
+    let key = store.keys().group(shard, "old");
+    let (_, earlier) = codec::encode_group_v2(group("old", 3)).expect("encodes");
+    put_raw(store, &key, &earlier);
+    commit(store, vec![Mutation::PutGroup(consumer_group("new", 5))]);
+
+    let expected = vec![consumer_group("new", 5), group("old", 3)];
+    assert_eq!(load(store).groups, expected);
+    assert_eq!(
+        store.load_group("old").expect("loads").record,
+        Some(group("old", 3))
+    );
+    let in_shard: Vec<_> = expected
+        .iter()
+        .filter(|g| store.shard_of(&g.group_id) == shard)
+        .cloned()
+        .collect();
+    assert_eq!(store.load_shard(shard).expect("loads").groups, in_shard);
+
+    commit(store, vec![Mutation::PutGroup(consumer_group("old", 4))]);
+    let (_, current) = codec::encode_group(consumer_group("old", 4)).expect("encodes");
+    assert_eq!(raw(store, &key), Some(current));
+    assert_eq!(
+        store.load_group("old").expect("loads").record,
+        Some(consumer_group("old", 4))
+    );
+
+    let damaged = store.keys().group(store.shard_of("bad"), "bad");
+    put_raw(store, &damaged, &[0xff; 5]);
+    let error = store.load().expect_err("a damaged value");
+    assert!(
+        matches!(&error, StoreError::Corrupt(reason) if reason.contains("/group/")
+            && reason.contains("bad")),
+        "{error:?}"
+    );
 }
 
 #[test]

@@ -168,3 +168,64 @@ fn find_coordinator_is_not_routed_to_its_group() {
 fn describe_cluster_has_no_group() {
     assert_eq!(Request::from(DescribeClusterRequest {}).group_id(), None);
 }
+
+#[test]
+fn group_history_is_an_admin_request() {
+    // About one group, but authorized as an admin request (`describe`), not routed as a
+    // group request.
+    let r = Request::from(GroupHistoryRequest {
+        group_id: "g".into(),
+        limit: 5,
+    });
+    assert_eq!(r.group_id(), None);
+}
+
+#[test]
+fn group_diagnosis_is_an_admin_request() {
+    let r = Request::from(GroupDiagnosisRequest {
+        group_id: "g".into(),
+    });
+    assert_eq!(r.group_id(), None);
+}
+
+#[test]
+fn consumer_group_heartbeat_names_its_group() {
+    // A group request like JoinGroup (`read` on the group), whatever its epoch says.
+    for member_epoch in [0, 7, -1, -2] {
+        let r = Request::from(ConsumerGroupHeartbeatRequest {
+            group_id: "g-consumer".into(),
+            member_id: "m".into(),
+            member_epoch,
+            group_instance_id: Some("i".into()),
+            rack_id: Some("r".into()),
+            subscribed_topics: Some(vec!["t".into()]),
+            server_assignor: Some("uniform".into()),
+            owned_partitions: Some(vec![tp("t")]),
+            ..ConsumerGroupHeartbeatRequest::default()
+        });
+        assert_eq!(r.group_id(), Some("g-consumer"));
+    }
+}
+
+#[test]
+fn consumer_group_describe_has_no_single_group() {
+    let r = Request::from(ConsumerGroupDescribeRequest {
+        group_ids: vec!["g".into()],
+    });
+    assert_eq!(r.group_id(), None);
+}
+
+#[test]
+fn group_simulate_is_an_admin_request() {
+    // `describe` on the group, as GroupHistory: it changes nothing in the group.
+    let r = Request::from(GroupSimulateRequest {
+        group_id: "g".into(),
+        remove_members: vec!["m".into()],
+        add_members: 1,
+        partitions: vec![TopicInfo {
+            topic: "t".into(),
+            partitions: 3,
+        }],
+    });
+    assert_eq!(r.group_id(), None);
+}

@@ -81,40 +81,96 @@ fn option_tag_two_is_refused() {
 
 #[test]
 fn enum_tag_out_of_range_is_refused() {
-    // Request has tags 0..=15; Response 0..=16.
-    for tag in [16, 17, 255, 0x0100, u32::MAX] {
+    // Request has tags 0..=18; Response 0..=19.
+    for tag in [19, 20, 255, 0x0100, u32::MAX] {
         let p = payload(tag, &[&[0; 32]]);
         assert!(
             matches!(decode_request(&p), Err(DecodeError::InvalidTag(_))),
             "request tag {tag}"
         );
     }
-    for tag in [17, 18, u32::MAX] {
+    for tag in [20, 21, u32::MAX] {
         let p = payload(tag, &[&[0; 32]]);
         assert!(
             matches!(decode_response(&p), Err(DecodeError::InvalidTag(_))),
             "response tag {tag}"
         );
     }
-    // Tag 16 is a valid response (GroupDiagnosis) but not a valid request.
+    // Tag 19 is a valid response (GroupSimulate) but not a valid request.
     let p = payload(
-        16,
+        19,
         &[
             &0i16.to_le_bytes(),
-            &string("Stable"),
-            &1i32.to_le_bytes(),
+            &[0],
+            &string("uniform"),
             &le64(0),
-            &[0],
-            &le64(0),
-            &[0],
-            &[0],
             &0u32.to_le_bytes(),
-            &5u32.to_le_bytes(),
-            &le64(300_000),
         ],
     );
-    assert!(decode_response(&p).is_ok());
-    assert!(decode_request(&p).is_err());
+    assert_eq!(
+        decode_response(&p),
+        Ok(samples::resp(
+            7,
+            GroupSimulateResponse {
+                assignor: "uniform".into(),
+                ..GroupSimulateResponse::default()
+            }
+        ))
+    );
+    assert!(matches!(
+        decode_request(&p),
+        Err(DecodeError::InvalidTag(_))
+    ));
+}
+
+/// The consumer protocol's requests sit at tags 16..=18 and their answers one above: the bytes
+/// of a ConsumerGroupDescribe request (17) are a different message as a response (18).
+#[test]
+fn consumer_protocol_tags_decode_as_their_messages() {
+    let p = payload(17, &[&le64(1), &string("orders")]);
+    assert_eq!(
+        decode_request(&p),
+        Ok(samples::req(
+            7,
+            ConsumerGroupDescribeRequest {
+                group_ids: vec!["orders".into()],
+            }
+        ))
+    );
+    // As response 17 (ConsumerGroupHeartbeat) the same bytes are truncated.
+    assert!(decode_response(&p).is_err());
+    // A heartbeat answer with no assignment: error_code, error_message None, member_id,
+    // member_epoch, heartbeat_interval_ms, assignment None.
+    let p = payload(
+        17,
+        &[
+            &ErrorCode::FencedMemberEpoch.code().to_le_bytes(),
+            &[0],
+            &string("m"),
+            &0i32.to_le_bytes(),
+            &0i32.to_le_bytes(),
+            &[0],
+        ],
+    );
+    assert_eq!(
+        decode_response(&p),
+        Ok(samples::resp(
+            7,
+            ConsumerGroupHeartbeatResponse {
+                error_code: 110,
+                member_id: "m".into(),
+                ..ConsumerGroupHeartbeatResponse::default()
+            }
+        ))
+    );
+    // An Option byte of 2 for `assignment` is refused.
+    let mut bad = p.clone();
+    let last = bad.len() - 1;
+    bad[last] = 2;
+    assert!(matches!(
+        decode_response(&bad),
+        Err(DecodeError::InvalidTag(_))
+    ));
 }
 
 #[test]

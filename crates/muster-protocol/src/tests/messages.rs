@@ -109,6 +109,9 @@ message_tests! {
     request describe_cluster_request => DescribeClusterRequest;
     request group_history_request => GroupHistoryRequest;
     request group_diagnosis_request => GroupDiagnosisRequest;
+    request consumer_group_heartbeat_request => ConsumerGroupHeartbeatRequest;
+    request consumer_group_describe_request => ConsumerGroupDescribeRequest;
+    request group_simulate_request => GroupSimulateRequest;
     response hello_response => HelloResponse;
     response join_group_response => JoinGroupResponse;
     response sync_group_response => SyncGroupResponse;
@@ -126,6 +129,9 @@ message_tests! {
     response describe_cluster_response => DescribeClusterResponse;
     response group_history_response => GroupHistoryResponse;
     response group_diagnosis_response => GroupDiagnosisResponse;
+    response consumer_group_heartbeat_response => ConsumerGroupHeartbeatResponse;
+    response consumer_group_describe_response => ConsumerGroupDescribeResponse;
+    response group_simulate_response => GroupSimulateResponse;
 }
 
 /// The samples above cover every variant; the `match`es have no wildcard, so a new variant
@@ -149,6 +155,9 @@ fn samples_cover_every_variant() {
         samples::describe_cluster_request(),
         samples::group_history_request(),
         samples::group_diagnosis_request(),
+        samples::consumer_group_heartbeat_request(),
+        samples::consumer_group_describe_request(),
+        samples::group_simulate_request(),
     ];
     let tags: Vec<u32> = requests
         .iter()
@@ -168,10 +177,13 @@ fn samples_cover_every_variant() {
             | Request::FindCoordinator(_)
             | Request::DescribeCluster(_)
             | Request::GroupHistory(_)
-            | Request::GroupDiagnosis(_) => f.request.tag(),
+            | Request::GroupDiagnosis(_)
+            | Request::ConsumerGroupHeartbeat(_)
+            | Request::ConsumerGroupDescribe(_)
+            | Request::GroupSimulate(_) => f.request.tag(),
         })
         .collect();
-    assert_eq!(tags, (0..16).collect::<Vec<_>>());
+    assert_eq!(tags, (0..19).collect::<Vec<_>>());
     // REQUEST_NAMES (metrics labels) is indexed by tag.
     for f in &requests {
         assert_eq!(REQUEST_NAMES[f.request.tag() as usize], f.request.name());
@@ -196,6 +208,9 @@ fn samples_cover_every_variant() {
         samples::describe_cluster_response(),
         samples::group_history_response(),
         samples::group_diagnosis_response(),
+        samples::consumer_group_heartbeat_response(),
+        samples::consumer_group_describe_response(),
+        samples::group_simulate_response(),
     ];
     let tags: Vec<u32> = responses
         .iter()
@@ -216,10 +231,21 @@ fn samples_cover_every_variant() {
             | Response::FindCoordinator(_)
             | Response::DescribeCluster(_)
             | Response::GroupHistory(_)
-            | Response::GroupDiagnosis(_) => f.response.tag(),
+            | Response::GroupDiagnosis(_)
+            | Response::ConsumerGroupHeartbeat(_)
+            | Response::ConsumerGroupDescribe(_)
+            | Response::GroupSimulate(_) => f.response.tag(),
         })
         .collect();
-    assert_eq!(tags, (0..17).collect::<Vec<_>>());
+    assert_eq!(tags, (0..20).collect::<Vec<_>>());
+    // Every response but `Error` answers the request of the same name.
+    for f in &responses {
+        let name = f.response.name();
+        assert!(
+            name == "Error" || REQUEST_NAMES.contains(&name),
+            "{name} answers no request"
+        );
+    }
 }
 
 /// The tag that `tag()` reports is the u32 LE that the encoding puts after the correlation id.
@@ -230,6 +256,9 @@ fn tag_is_the_encoded_variant_index() {
         samples::describe_topics_request(),
         samples::find_coordinator_request(),
         samples::describe_cluster_request(),
+        samples::consumer_group_heartbeat_request(),
+        samples::consumer_group_describe_request(),
+        samples::group_simulate_request(),
     ] {
         let payload = Msg::Req(f.clone()).payload();
         assert_eq!(&payload[4..8], &f.request.tag().to_le_bytes());
@@ -239,6 +268,9 @@ fn tag_is_the_encoded_variant_index() {
         samples::error_response(),
         samples::find_coordinator_response(),
         samples::describe_cluster_response(),
+        samples::consumer_group_heartbeat_response(),
+        samples::consumer_group_describe_response(),
+        samples::group_simulate_response(),
     ] {
         let payload = Msg::Resp(f.clone()).payload();
         assert_eq!(&payload[4..8], &f.response.tag().to_le_bytes());
@@ -273,6 +305,70 @@ fn names_match_variants() {
         samples::describe_cluster_response().response.name(),
         "DescribeCluster"
     );
+    for (frame, name) in [
+        (
+            samples::consumer_group_heartbeat_request(),
+            "ConsumerGroupHeartbeat",
+        ),
+        (
+            samples::consumer_group_describe_request(),
+            "ConsumerGroupDescribe",
+        ),
+        (samples::group_simulate_request(), "GroupSimulate"),
+    ] {
+        assert_eq!(frame.request.name(), name);
+    }
+    for (frame, name) in [
+        (
+            samples::consumer_group_heartbeat_response(),
+            "ConsumerGroupHeartbeat",
+        ),
+        (
+            samples::consumer_group_describe_response(),
+            "ConsumerGroupDescribe",
+        ),
+        (samples::group_simulate_response(), "GroupSimulate"),
+    ] {
+        assert_eq!(frame.response.name(), name);
+    }
+}
+
+/// The consumer protocol's requests answer with the tag one above their own (protocol-v1 §7:
+/// request 16, 17, 18 → response 17, 18, 19, as for every request after `Error`).
+#[test]
+fn consumer_protocol_tags_are_pinned() {
+    let tags = |f: RequestFrame| f.request.tag();
+    assert_eq!(tags(samples::consumer_group_heartbeat_request()), 16);
+    assert_eq!(tags(samples::consumer_group_describe_request()), 17);
+    assert_eq!(tags(samples::group_simulate_request()), 18);
+    let tags = |f: ResponseFrame| f.response.tag();
+    assert_eq!(tags(samples::consumer_group_heartbeat_response()), 17);
+    assert_eq!(tags(samples::consumer_group_describe_response()), 18);
+    assert_eq!(tags(samples::group_simulate_response()), 19);
+}
+
+/// `Response::error_code` reads the top-level code of the new answers; ConsumerGroupDescribe,
+/// like DescribeGroups, has only per-group codes and answers 0.
+#[test]
+fn consumer_answers_report_their_error_code() {
+    let fenced = Response::from(ConsumerGroupHeartbeatResponse {
+        error_code: ErrorCode::FencedMemberEpoch.code(),
+        ..ConsumerGroupHeartbeatResponse::default()
+    });
+    assert_eq!(fenced.error_code(), 110);
+    let simulate = Response::from(GroupSimulateResponse {
+        error_code: ErrorCode::InvalidPartitions.code(),
+        ..GroupSimulateResponse::default()
+    });
+    assert_eq!(simulate.error_code(), 37);
+    // Its only entry is GROUP_ID_NOT_FOUND, yet the answer as a whole has no error.
+    let describe = Response::from(ConsumerGroupDescribeResponse {
+        groups: vec![DescribedConsumerGroup {
+            error_code: ErrorCode::GroupIdNotFound.code(),
+            ..DescribedConsumerGroup::default()
+        }],
+    });
+    assert_eq!(describe.error_code(), 0);
 }
 
 /// DescribeCluster has no fields: its payload is the correlation id and the tag, nothing more.
@@ -316,4 +412,22 @@ fn hello_debug_never_shows_the_token() {
         shown.contains("<redacted>") && shown.contains("client_id"),
         "{shown}"
     );
+}
+
+/// The element sizes docs/protocol.md §2 and §6.18 count with ("The largest answer"): wincode
+/// refuses a sequence needing more than 4 MiB, so these sizes bound how many entries an answer
+/// can hold (26 214 `DescribedMember`s, 18 724 `ConsumerMember`s, 34 952 `SimulatedMember`s).
+#[cfg(target_pointer_width = "64")]
+#[test]
+fn answer_element_sizes_are_the_documented_ones() {
+    use std::mem::size_of;
+    assert_eq!(size_of::<DescribedMember>(), 160);
+    assert_eq!(size_of::<JoinedMember>(), 120);
+    assert_eq!(size_of::<ListedGroup>(), 56);
+    assert_eq!(size_of::<ConsumerMember>(), 224);
+    assert_eq!(size_of::<SimulatedMember>(), 120);
+    let limit = wincode::config::DEFAULT_PREALLOCATION_SIZE_LIMIT;
+    assert_eq!(limit / size_of::<DescribedMember>(), 26_214);
+    assert_eq!(limit / size_of::<ConsumerMember>(), 18_724);
+    assert_eq!(limit / size_of::<SimulatedMember>(), 34_952);
 }

@@ -1,7 +1,11 @@
 //! One hand-built, non-trivial value per message type (Some and None, empty and non-empty
-//! sequences, non-ASCII strings, extreme integers), plus the all-defaults value of each.
+//! sequences, non-ASCII strings, extreme integers), plus the all-defaults value of each. The
+//! consumer-protocol messages and GroupSimulate have theirs in `samples/consumer.rs`.
 
 use crate::*;
+
+mod consumer;
+pub use consumer::*;
 
 pub fn tp(topic: &str, partitions: &[i32]) -> TopicPartitions {
     TopicPartitions {

@@ -1,11 +1,14 @@
 //! proptest generators for every wire type. Sizes are kept small (short strings, at most a few
-//! elements per sequence) so that a few hundred cases run in well under a second.
+//! elements per sequence) so that a few hundred cases run in well under a second. The
+//! consumer-protocol messages and GroupSimulate have theirs in `strategies/consumer.rs`.
 
 use proptest::collection::vec;
 use proptest::option;
 use proptest::prelude::*;
 
 use crate::*;
+
+mod consumer;
 
 /// Short strings of arbitrary Unicode scalar values (including multi-byte ones).
 fn text() -> impl Strategy<Value = String> {
@@ -175,6 +178,11 @@ pub fn request() -> impl Strategy<Value = Request> {
             GroupHistoryRequest { group_id, limit }
         )),
         text().prop_map(|group_id| Request::GroupDiagnosis(GroupDiagnosisRequest { group_id })),
+        consumer::heartbeat_request().prop_map(Request::ConsumerGroupHeartbeat),
+        texts().prop_map(|group_ids| Request::ConsumerGroupDescribe(
+            ConsumerGroupDescribeRequest { group_ids }
+        )),
+        consumer::simulate_request().prop_map(Request::GroupSimulate),
     ]
 }
 
@@ -409,6 +417,11 @@ pub fn response() -> impl Strategy<Value = Response> {
         describe_cluster.prop_map(Response::DescribeCluster),
         history.prop_map(Response::GroupHistory),
         group_diagnosis().prop_map(Response::GroupDiagnosis),
+        consumer::heartbeat_response().prop_map(Response::ConsumerGroupHeartbeat),
+        vec(consumer::described_consumer_group(), 0..3).prop_map(|groups| {
+            Response::ConsumerGroupDescribe(ConsumerGroupDescribeResponse { groups })
+        }),
+        consumer::simulate_response().prop_map(Response::GroupSimulate),
     ]
 }
 

@@ -29,7 +29,8 @@ impl<R> Group<R> {
             .values()
             .filter(|m| m.deadline(session) <= cx.now)
             .map(|m| {
-                let session_over = m.last_heard + Millis::from(session) <= cx.now;
+                let session_over =
+                    m.last_heard + Millis::from(m.session_timeout(session)) <= cx.now;
                 (
                     Arc::clone(&m.member_id),
                     cx.now.saturating_sub(m.last_heard),
@@ -44,12 +45,12 @@ impl<R> Group<R> {
                     member_id: member_id.to_string(),
                     last_heard_ms_ago: age,
                 });
-                super::cause::SESSION_EXPIRED
+                super::journal::kind::SESSION_EXPIRED
             } else {
                 out.events.push(Event::RevocationTimedOut {
                     member_id: member_id.to_string(),
                 });
-                super::cause::REVOCATION_TIMEOUT
+                super::journal::kind::REVOCATION_TIMEOUT
             };
             self.remove_consumer_member(cx, &member_id, trigger, out);
         }

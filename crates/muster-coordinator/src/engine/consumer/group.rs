@@ -61,6 +61,8 @@ pub(in crate::engine) struct ConsumerMember {
     /// A static member on a temporary leave (epoch -2): its partitions are kept for its
     /// instance until its session expires.
     pub left: bool,
+    /// A member that speaks the classic protocol (a group upgraded online: `migrate.rs`).
+    pub classic: Option<Box<super::migrate::ClassicMember>>,
 }
 
 impl ConsumerPart {
@@ -147,7 +149,15 @@ impl ConsumerMember {
             last_heard: now,
             revoking_since: None,
             left: false,
+            classic: None,
         }
+    }
+
+    /// Its session timeout: a classic member's own, else the server's (`session_timeout_ms`).
+    pub fn session_timeout(&self, session_timeout_ms: u32) -> u32 {
+        self.classic
+            .as_deref()
+            .map_or(session_timeout_ms, |c| c.session_timeout_ms)
     }
 
     /// The epoch it is shown with (-2 while on a static leave).
@@ -167,7 +177,7 @@ impl ConsumerMember {
     /// When a timer must look at it: its session, and its rebalance timeout while it is asked
     /// to give partitions up.
     pub fn deadline(&self, session_timeout_ms: u32) -> Millis {
-        let session = self.last_heard + Millis::from(session_timeout_ms);
+        let session = self.last_heard + Millis::from(self.session_timeout(session_timeout_ms));
         match self.revoking_since {
             Some(since) => session.min(since + Millis::from(self.rebalance_timeout_ms)),
             None => session,

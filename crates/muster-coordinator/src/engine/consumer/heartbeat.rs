@@ -16,6 +16,7 @@ use uuid::Uuid;
 use super::group::{
     from_wire, is_subset, to_wire, ConsumerMember, ConsumerPart, LEAVE_EPOCH, LEAVE_STATIC_EPOCH,
 };
+use super::journal::kind;
 use super::reconcile::{MemberState, Reconcile};
 use super::target::{compile_regex, resolve, ASSIGNORS};
 use crate::engine::effects::{Grant, LedgerRequest};
@@ -95,6 +96,10 @@ impl<R> Group<R> {
         out: &mut Effects<R>,
     ) -> Result<ConsumerGroupHeartbeatResponse, Refusal> {
         validate(&req)?;
+        if self.consumer.is_none() && req.member_epoch != 0 {
+            // Only a join may turn a group into a consumer group.
+            return Err((ErrorCode::UnknownMemberId, None));
+        }
         self.take_consumer_protocol()?;
         match req.member_epoch {
             LEAVE_EPOCH | LEAVE_STATIC_EPOCH => return self.consumer_leave(cx, &req, out),
@@ -159,13 +164,15 @@ impl<R> Group<R> {
                 changed_subscription = true;
             }
         }
-        let before = member.assignment.assigned.clone();
         if new_member {
-            self.bump_group_epoch(cx, super::cause::MEMBER_JOINED, out);
+            let cause = self.consumer_cause(kind::MEMBER_JOINED, Some(&member_id), None);
+            self.bump_group_epoch(cx, cause, out);
         } else if changed_subscription {
-            self.bump_group_epoch(cx, super::cause::SUBSCRIPTION, out);
+            let detail = Some("subscription changed".to_owned());
+            let cause = self.consumer_cause(kind::METADATA_CHANGED, Some(&member_id), detail);
+            self.bump_group_epoch(cx, cause, out);
         }
-        let epoch_changed = self.reconcile_member(
+        let assignment_changed = self.reconcile_member(
             cx,
             &member_id,
             req.owned_partitions.as_deref(),
@@ -179,9 +186,9 @@ impl<R> Group<R> {
         else {
             return Err((ErrorCode::UnknownMemberId, None));
         };
-        let send_assignment =
-            joining || req.owned_partitions.is_some() || member.assignment.assigned != before;
-        let _ = epoch_changed;
+        // Kafka's rule: the whole assignment goes back on a join, when the member reported what
+        // it owns, and whenever it changed.
+        let send_assignment = joining || req.owned_partitions.is_some() || assignment_changed;
         Ok(ConsumerGroupHeartbeatResponse {
             error_code: ErrorCode::None.code(),
             error_message: None,
@@ -200,13 +207,9 @@ impl<R> Group<R> {
             return Ok(());
         }
         if !self.members.is_empty() || !self.pending.is_empty() {
-            return Err(refuse(
-                ErrorCode::GroupIdNotFound,
-                format!(
-                    "group {} is a classic group with members, not a consumer group",
-                    self.group_id
-                ),
-            ));
+            return self
+                .upgrade_to_consumer()
+                .map_err(super::migrate::not_upgradable);
         }
         let assignor = self.config.consumer.default_assignor.clone();
         self.consumer = Some(Box::new(ConsumerPart::new(assignor, self.generation)));
@@ -349,7 +352,8 @@ impl<R> Group<R> {
     }
 
     /// One reconciliation step of `member_id` (protocol-v1 §7 "Epochs"; `reconcile.rs`):
-    /// returns whether its epoch moved.
+    /// returns whether what it owns changed. A member already at the target (the steady
+    /// heartbeat) is answered without resolving anything.
     pub(in crate::engine) fn reconcile_member(
         &mut self,
         cx: Ctx<'_>,
@@ -364,6 +368,9 @@ impl<R> Group<R> {
         let Some(member) = part.members.get(&**member_id) else {
             return false;
         };
+        if !enforce_subscription && member.at_target(part.assignment_epoch) {
+            return false;
+        }
         let subscribed: BTreeSet<String> = resolve(
             cx.topics,
             &member.subscribed_topics,
@@ -392,10 +399,10 @@ impl<R> Group<R> {
         let Some(member) = part.members.get_mut(&**member_id) else {
             return false;
         };
-        let epoch_moved = next.epoch != old.epoch;
-        if epoch_moved {
+        if next.epoch != old.epoch {
             member.previous_epoch = old.epoch;
         }
+        let assignment_changed = next.assigned != old.assigned;
         member.revoking_since = match (next.state, member.revoking_since) {
             (MemberState::UnrevokedPartitions, Some(since)) => Some(since),
             (MemberState::UnrevokedPartitions, None) => {
@@ -407,7 +414,7 @@ impl<R> Group<R> {
         };
         member.assignment = next;
         out.persist = true;
-        epoch_moved
+        assignment_changed
     }
 
     /// Enters the state the consumer part is in (protocol-v1 §7 "States").

@@ -50,7 +50,7 @@ impl<R> Group<R> {
             }
             return Ok(answer);
         }
-        self.remove_consumer_member(cx, &member_id, super::cause::MEMBER_LEFT, out);
+        self.remove_consumer_member(cx, &member_id, super::journal::kind::MEMBER_LEFT, out);
         Ok(answer)
     }
 
@@ -59,9 +59,10 @@ impl<R> Group<R> {
         &mut self,
         cx: Ctx<'_>,
         member_id: &Arc<str>,
-        trigger: &'static str,
+        kind: &str,
         out: &mut Effects<R>,
     ) {
+        let cause = self.consumer_cause(kind, Some(member_id), None);
         let Some(part) = self.consumer.as_deref_mut() else {
             return;
         };
@@ -85,6 +86,9 @@ impl<R> Group<R> {
         if let Some(principal) = member.charge {
             out.ledger.push(LedgerRequest::ReturnMemberUnit(principal));
         }
-        self.bump_group_epoch(cx, trigger, out);
+        self.bump_group_epoch(cx, cause, out);
+        if member.classic.is_none() {
+            self.maybe_downgrade(cx, out);
+        }
     }
 }

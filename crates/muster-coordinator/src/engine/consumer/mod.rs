@@ -19,18 +19,24 @@
 //! | Topic changes                                                        | `topics.rs`    |
 //! | ConsumerGroupDescribe, DescribeGroups of a consumer group            | `describe.rs`  |
 //! | Offset commits of consumer members (member epochs)                   | `offsets.rs`   |
+//! | Migration: online upgrade of a classic group, downgrade              | `migrate.rs`   |
+//! | Classic members inside a consumer group                              | `classic.rs`   |
 //! | Dry-run rebalance (GroupSimulate)                                    | `simulate.rs`  |
+//! | Journal entries per epoch bump; GroupDiagnosis while reconciling      | `journal.rs`   |
 //! | Durability (the record's consumer part)                              | `persist.rs`   |
 //! | The `uniform` server assignor (`UniformAssignor`)                    | `uniform.rs`   |
 //! | The `range` server assignor (`RangeAssignor`)                        | `range.rs`     |
 //!
 //! [`Effects`]: super::Effects
 
+mod classic;
 mod describe;
 mod expiry;
 pub(super) mod group;
 mod heartbeat;
+mod journal;
 mod leave;
+mod migrate;
 mod offsets;
 mod persist;
 mod range;
@@ -48,13 +54,3 @@ pub use range::assign_range;
 pub use reconcile::{MemberAssignment, MemberState, Partitions, Reconcile};
 pub use target::ASSIGNORS;
 pub use uniform::{assign_uniform, AssignmentSpec, Target};
-
-/// Why the group epoch rose (the `trigger` of [`Event::TargetAssigned`](super::Event)).
-pub mod cause {
-    pub const MEMBER_JOINED: &str = "member_joined";
-    pub const SUBSCRIPTION: &str = "subscription_changed";
-    pub const MEMBER_LEFT: &str = "member_left";
-    pub const SESSION_EXPIRED: &str = "session_expired";
-    pub const REVOCATION_TIMEOUT: &str = "revocation_timeout";
-    pub const TOPIC_CHANGE: &str = "topic_changed";
-}

@@ -26,6 +26,14 @@ impl<R> Group<R> {
         // Heard from, whatever the epoch (protocol §6.10's rule, kept for both protocols).
         member.last_heard = now;
         let epoch = member.assignment.epoch;
+        if member.classic.is_some() {
+            // A classic member's generation is its epoch (Kafka's `useClassicProtocol` rule).
+            return if req.generation_id == epoch {
+                Ok(())
+            } else {
+                Err(ErrorCode::IllegalGeneration)
+            };
+        }
         if member.left || req.generation_id > epoch {
             return Err(ErrorCode::FencedMemberEpoch);
         }

@@ -5,10 +5,11 @@
 use std::sync::Arc;
 
 use super::group::{from_wire, to_wire, ConsumerMember, ConsumerPart};
+use super::migrate::ClassicMember;
 use super::reconcile::{MemberAssignment, MemberState};
 use crate::engine::effects::LedgerRequest;
 use crate::engine::{Group, MemberClient, Millis, PrincipalName};
-use crate::storage::records::{ConsumerGroupRecord, ConsumerMemberRecord};
+use crate::storage::records::{ClassicMemberRecord, ConsumerGroupRecord, ConsumerMemberRecord};
 
 fn state_number(state: MemberState) -> u8 {
     match state {
@@ -49,6 +50,10 @@ impl ConsumerPart {
                 assigned: to_wire(&m.assignment.assigned),
                 pending_revocation: to_wire(&m.assignment.pending_revocation),
                 target: to_wire(&m.target),
+                classic: m.classic.as_deref().map(|c| ClassicMemberRecord {
+                    session_timeout_ms: c.session_timeout_ms,
+                    assignors: c.assignors.to_vec(),
+                }),
             })
             .collect();
         members.sort_unstable_by(|a, b| a.member_id.cmp(&b.member_id));
@@ -103,6 +108,12 @@ impl ConsumerPart {
                 m.revoking_since = Some(now);
             }
             m.target = from_wire(&r.target);
+            m.classic = r.classic.map(|c| {
+                Box::new(ClassicMember {
+                    session_timeout_ms: c.session_timeout_ms,
+                    assignors: c.assignors.into_boxed_slice(),
+                })
+            });
             if let Some(instance) = &m.instance_id {
                 part.statics
                     .insert(instance.clone(), Arc::clone(&member_id));

@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use muster_protocol::RebalanceCause;
 use regex::Regex;
 
 use super::group::ConsumerPart;
@@ -126,12 +127,15 @@ impl<R> Group<R> {
     pub(in crate::engine) fn bump_group_epoch(
         &mut self,
         cx: Ctx<'_>,
-        trigger: &'static str,
+        cause: RebalanceCause,
         out: &mut Effects<R>,
     ) {
         self.generation = self.generation.saturating_add(1);
         out.persist = true;
+        let before = self.targets();
+        let trigger = super::journal::static_kind(&cause.kind);
         self.assign_target(cx, trigger, out);
+        self.journal_epoch(cause, cx.now, &before);
     }
 
     /// Computes the target at the group epoch and hands each member its share.

@@ -25,7 +25,9 @@ impl<R> Group<R> {
                     .is_some_and(|re| topics.iter().any(|t| re.is_match(t)))
         });
         if affected {
-            self.bump_group_epoch(cx, super::cause::TOPIC_CHANGE, out);
+            let detail = Some(topics.join(","));
+            let cause = self.consumer_cause(super::journal::kind::TOPIC_CHANGE, None, detail);
+            self.bump_group_epoch(cx, cause, out);
             self.refresh_consumer_state(cx.now);
         }
         true

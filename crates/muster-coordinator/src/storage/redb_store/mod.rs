@@ -10,11 +10,11 @@
 //! commit (see `writer`) is what makes throughput: one dedicated thread drains everything
 //! waiting, writes it in one transaction and fsyncs once for all of it.
 //!
-//! Layout (format version 3):
+//! Layout (format version 4):
 //!
 //! ```text
-//! meta     "format_version"               -> u64 (3)
-//! groups   group_id                       -> GroupV2 (wincode, see `codec`)
+//! meta     "format_version"               -> u64 (4)
+//! groups   group_id                       -> GroupV3 (wincode, see `codec`)
 //! offsets  (group_id, topic, partition)   -> OffsetV1 (wincode)
 //! topics   topic                          -> partitions (i32)
 //! journal  (group_id, generation)         -> RebalanceV1 (wincode)
@@ -29,6 +29,11 @@
 //! Version 3 added the `journal` table (each group's last rebalances); a version 2 file is
 //! migrated by creating it (empty) and bumping the version, in one transaction; a version 1
 //! file goes through both steps in one transaction.
+//! Version 4 appends the consumer protocol's part to group values (`GroupV3`: target
+//! assignment epoch, assignor, consumer members with their epochs and assignments). A version
+//! 3 (or 2) file is migrated when opened by rewriting every group value as version 4 with no
+//! consumer part, as 1 → 2 did; every older file goes through all its steps in one
+//! transaction.
 //!
 //! Opening never resets anything: a locked, unreadable, foreign, corrupt or newer-format file
 //! is an error naming the path and what to do. Every open verifies the checksums of the whole
@@ -166,7 +171,7 @@ impl RedbStore {
     pub const FILE_NAME: &'static str = "muster.redb";
 
     /// The store format this build reads and writes.
-    pub const FORMAT_VERSION: u64 = 3;
+    pub const FORMAT_VERSION: u64 = 4;
     /// redb's page cache (its write buffer takes at most half). The store is written, not read,
     /// after startup; the cache only spares the writer re-reading the B-tree pages it updates,
     /// and those reads hit the OS page cache. 16 MiB held every page of a 1 000-group store in
@@ -415,10 +420,13 @@ fn check_format(db: &Database, path: &Path) -> Result<(), StoreError> {
             check_table(&txn, JOURNAL).map_err(&corrupt)?;
             Ok(())
         }
-        Some(old @ (1 | 2)) => {
+        Some(old @ (1..=3)) => {
             check_table(&txn, GROUPS).map_err(&corrupt)?;
             check_table(&txn, OFFSETS).map_err(&corrupt)?;
             check_table(&txn, TOPICS).map_err(&corrupt)?;
+            if old == 3 {
+                check_table(&txn, JOURNAL).map_err(&corrupt)?;
+            }
             drop(txn);
             migrate(db, old).map_err(|e| match e {
                 MigrationError::Store(e) => unreadable(e),
@@ -464,24 +472,29 @@ impl<E: Into<redb::Error>> From<E> for MigrationError {
     }
 }
 
-/// Migrates a file of format version `from` (1 or 2) to the current one, in one transaction
-/// (a crash leaves it at `from`, to migrate again).
+/// Migrates a file of format version `from` (1, 2 or 3) to the current one, in one
+/// transaction (a crash leaves it at `from`, to migrate again).
 ///
 /// - 1 → 2: rewrites every group value with no owners recorded (its groups and members count
 ///   against no principal until they are next written by a principal's request).
 /// - 2 → 3: creates the (empty) `journal` table: groups have no history yet.
+/// - 3 → 4: rewrites every group value with no consumer part (a release that wrote format 3
+///   had no consumer-protocol groups).
+///
+/// Group values are rewritten once, from the format they are in straight to the current one.
 fn migrate(db: &Database, from: u64) -> Result<(), MigrationError> {
+    let decode = match from {
+        1 => codec::decode_group_v1,
+        _ => codec::decode_group_v2,
+    };
     let txn = db.begin_write()?;
     let migrated = {
         let mut groups = txn.open_table(GROUPS)?;
         let mut rewritten = Vec::new();
-        if from == 1 {
-            for entry in groups.iter()? {
-                let (key, value) = entry?;
-                let record = codec::decode_group_v1(key.value(), value.value())
-                    .map_err(MigrationError::Codec)?;
-                rewritten.push(codec::encode_group(record).map_err(MigrationError::Codec)?);
-            }
+        for entry in groups.iter()? {
+            let (key, value) = entry?;
+            let record = decode(key.value(), value.value()).map_err(MigrationError::Codec)?;
+            rewritten.push(codec::encode_group(record).map_err(MigrationError::Codec)?);
         }
         for (group_id, bytes) in &rewritten {
             groups.insert(group_id.as_str(), bytes.as_slice())?;

@@ -8,8 +8,10 @@ use std::sync::Arc;
 use redb::{Database, TableDefinition};
 
 use super::{RedbStore, GROUPS, JOURNAL, META};
-use crate::storage::suite::{block_on, commit, group, offset, put_offsets, rebalance};
-use crate::storage::{Mutation, OffsetWrite, Store, StoreError, StoredState};
+use crate::storage::suite::{
+    block_on, commit, consumer_group, group, offset, put_offsets, rebalance,
+};
+use crate::storage::{GroupRecord, Mutation, OffsetWrite, Store, StoreError, StoredState};
 
 fn open(dir: &Path) -> RedbStore {
     RedbStore::open(dir).expect("the store opens")
@@ -93,22 +95,22 @@ fn a_newer_format_version_is_refused_and_left_alone() {
         commit(&store, vec![Mutation::PutGroup(group("g", 1))]);
         store.path().to_path_buf()
     };
-    set_format_version(&path, 4);
+    set_format_version(&path, 5);
     let error = open_err(dir.path());
     assert_eq!(
         error,
         StoreError::UnsupportedFormat {
             path: path.clone(),
-            found: 4,
-            supported: 3
+            found: 5,
+            supported: 4
         }
     );
     let message = error.to_string();
     assert!(message.contains(&path.display().to_string()), "{message}");
+    assert!(message.contains("version 5"), "{message}");
     assert!(message.contains("version 4"), "{message}");
-    assert!(message.contains("version 3"), "{message}");
     // Nothing was reset: put the version back and the data is all there.
-    set_format_version(&path, 3);
+    set_format_version(&path, 4);
     assert_eq!(
         open(dir.path()).load().expect("loads").groups,
         vec![group("g", 1)]
@@ -167,8 +169,32 @@ fn a_version_1_store_is_migrated_with_no_owners() {
     assert_eq!(loaded.groups, vec![group("g", 3), owner_less("h", 2)]);
 }
 
-/// A store as format version 2 left it (no journal table): migrated to version 3 when opened,
-/// its groups and offsets untouched, its journal empty and writable.
+/// Rewrites the store at `path` as format version `version` (2 or 3) left it: its group values
+/// in the GroupV2 encoding (no consumer part), and with no journal table for version 2.
+fn make_version_2_or_3(path: &Path, groups: &[GroupRecord], version: u64) {
+    let db = Database::open(path).expect("redb opens the file");
+    let txn = db.begin_write().expect("write txn");
+    {
+        let mut table = txn.open_table(GROUPS).expect("groups table");
+        for record in groups {
+            let (key, bytes) = super::codec::encode_group_v2(record.clone()).expect("encodes");
+            table
+                .insert(key.as_str(), bytes.as_slice())
+                .expect("insert");
+        }
+        txn.open_table(META)
+            .expect("meta table")
+            .insert("format_version", version)
+            .expect("insert");
+    }
+    if version == 2 {
+        assert!(txn.delete_table(JOURNAL).expect("delete"));
+    }
+    txn.commit().expect("commit");
+}
+
+/// A store as format version 2 left it (no journal table): migrated to the current version
+/// when opened, its groups and offsets untouched, its journal empty and writable.
 #[test]
 fn a_version_2_store_is_migrated_with_an_empty_journal() {
     let dir = tempfile::tempdir().expect("a temp dir");
@@ -178,16 +204,7 @@ fn a_version_2_store_is_migrated_with_an_empty_journal() {
         commit(&store, vec![put_offsets("g", vec![offset("t", 0, 5)])]);
         store.path().to_path_buf()
     };
-    {
-        let db = Database::open(&path).expect("redb opens the file");
-        let txn = db.begin_write().expect("write txn");
-        assert!(txn.delete_table(JOURNAL).expect("delete"));
-        txn.open_table(META)
-            .expect("meta table")
-            .insert("format_version", 2)
-            .expect("insert");
-        txn.commit().expect("commit");
-    }
+    make_version_2_or_3(&path, &[group("g", 1)], 2);
     let store = open(dir.path());
     assert_eq!(format_version_of(&store), RedbStore::FORMAT_VERSION);
     let loaded = store.load().expect("loads");
@@ -206,6 +223,89 @@ fn a_version_2_store_is_migrated_with_an_empty_journal() {
     assert_eq!(format_version(&path), RedbStore::FORMAT_VERSION);
     let loaded = open(dir.path()).load().expect("loads");
     assert_eq!(loaded.journals, vec![("g".into(), vec![rebalance(2)])]);
+}
+
+/// A store as format version 3 left it (group values without a consumer part): migrated when
+/// opened by rewriting every group value, in one transaction; offsets and journal untouched;
+/// consumer parts written afterwards survive a reopen.
+#[test]
+fn a_version_3_store_is_migrated_with_no_consumer_parts() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let path = {
+        let store = open(dir.path());
+        commit(
+            &store,
+            vec![
+                Mutation::PutGroup(group("g", 1)),
+                Mutation::PutGroup(group("h", 2)),
+                put_offsets("g", vec![offset("t", 0, 5)]),
+                Mutation::PutRebalances {
+                    group_id: "g".into(),
+                    entries: vec![rebalance(1)],
+                    dropped: vec![],
+                },
+            ],
+        );
+        store.path().to_path_buf()
+    };
+    make_version_2_or_3(&path, &[group("g", 1), group("h", 2)], 3);
+    // Not readable as it is: the values must be rewritten, not merely relabelled.
+    {
+        let db = Database::open(&path).expect("redb opens the file");
+        let txn = redb::ReadableDatabase::begin_read(&db).expect("read txn");
+        let table = txn.open_table(GROUPS).expect("groups table");
+        let value = table.get("g").expect("read").expect("a value");
+        assert!(super::codec::decode_group("g", value.value()).is_err());
+    }
+
+    let store = open(dir.path());
+    assert_eq!(format_version_of(&store), RedbStore::FORMAT_VERSION);
+    let loaded = store.load().expect("loads");
+    assert_eq!(loaded.groups, vec![group("g", 1), group("h", 2)]);
+    assert!(loaded.groups.iter().all(|g| g.consumer.is_none()));
+    assert_eq!(loaded.offsets.len(), 1, "offsets are untouched");
+    assert_eq!(loaded.journals, vec![("g".into(), vec![rebalance(1)])]);
+    commit(&store, vec![Mutation::PutGroup(consumer_group("g", 3))]);
+    drop(store);
+    assert_eq!(format_version(&path), RedbStore::FORMAT_VERSION);
+    let loaded = open(dir.path()).load().expect("loads");
+    assert_eq!(loaded.groups, vec![consumer_group("g", 3), group("h", 2)]);
+}
+
+/// A version 3 store with a group value that is not a GroupV2 one: refused as corrupt, and
+/// left as it was (still version 3, the other groups not rewritten).
+#[test]
+fn a_damaged_value_fails_the_migration_and_changes_nothing() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let path = {
+        let store = open(dir.path());
+        commit(&store, vec![Mutation::PutGroup(group("g", 1))]);
+        store.path().to_path_buf()
+    };
+    make_version_2_or_3(&path, &[group("g", 1)], 3);
+    {
+        let db = Database::open(&path).expect("redb opens the file");
+        let txn = db.begin_write().expect("write txn");
+        txn.open_table(GROUPS)
+            .expect("groups table")
+            .insert("h", [0xffu8; 3].as_slice())
+            .expect("insert");
+        txn.commit().expect("commit");
+    }
+    let error = open_err(dir.path());
+    assert!(
+        matches!(&error, StoreError::CorruptFile { reason, .. } if reason.contains("\"h\"")),
+        "{error:?}"
+    );
+    assert_eq!(format_version(&path), 3);
+    let db = Database::open(&path).expect("redb opens the file");
+    let txn = redb::ReadableDatabase::begin_read(&db).expect("read txn");
+    let table = txn.open_table(GROUPS).expect("groups table");
+    let value = table.get("g").expect("read").expect("a value");
+    assert_eq!(
+        super::codec::decode_group_v2("g", value.value()).expect("still GroupV2"),
+        group("g", 1)
+    );
 }
 
 fn format_version_of(store: &RedbStore) -> u64 {

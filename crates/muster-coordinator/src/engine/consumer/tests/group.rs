@@ -507,3 +507,62 @@ fn describe_shows_epochs_and_targets() {
     assert_eq!(classic.state, "Reconciling");
     assert!(classic.members.iter().any(|m| m.holding_rebalance));
 }
+
+/// The journal (protocol §6.20) records each epoch bump with its trigger and member, who
+/// joined and left, and what moved in the target per member.
+#[test]
+fn each_epoch_bump_is_journaled_with_what_moved() {
+    let mut cg = Cg::new();
+    cg.join("a", &["foo"]);
+    cg.join("b", &["foo"]);
+    let history = cg.group.history(0);
+    assert_eq!(history.len(), 2);
+    let newest = &history[0];
+    assert_eq!(newest.generation_id, 2);
+    assert_eq!(newest.trigger.kind, "member_joined");
+    assert_eq!(newest.trigger.member_id, "b");
+    assert_eq!(newest.joined, vec!["b".to_owned()]);
+    assert_eq!(newest.moved, Some(3));
+    let b = newest
+        .changes
+        .iter()
+        .find(|c| c.member_id == "b")
+        .expect("b gained");
+    assert_eq!(count(&b.gained), 3);
+    let a = newest
+        .changes
+        .iter()
+        .find(|c| c.member_id == "a")
+        .expect("a lost");
+    assert_eq!(count(&a.revoked), 3);
+    cg.send(Cg::request("b", -1));
+    let newest = &cg.group.history(1)[0];
+    assert_eq!(
+        (newest.trigger.kind.as_str(), newest.left.clone()),
+        ("member_left", vec!["b".to_owned()])
+    );
+    // The journal is written with the record.
+    let record = cg.record.clone().expect("written");
+    assert_eq!(record.generation, 3);
+}
+
+/// GroupDiagnosis of a Reconciling group names the member still holding partitions another
+/// waits for, and since when.
+#[test]
+fn diagnosis_names_the_member_holding_partitions() {
+    let mut cg = Cg::new();
+    let a = cg.join("a", &["foo"]).assignment.unwrap_or_default();
+    cg.join("b", &["foo"]);
+    cg.now = 1_000;
+    cg.beat("a", 1, &a);
+    cg.now = 20_000;
+    let d = cg.group.diagnose(cg.now);
+    assert_eq!(d.state, "Reconciling");
+    let wait = d.rebalance.expect("reconciling");
+    assert_eq!(wait.phase, "reconcile");
+    assert_eq!(wait.phase_since_ms, 1_000);
+    assert_eq!(wait.deadline_ms, Some(1_000 + REBALANCE as u64));
+    assert!(wait.stuck, "past half its rebalance timeout");
+    assert_eq!(wait.waiting_for.len(), 1);
+    assert_eq!(wait.waiting_for[0].member_id, "a");
+}

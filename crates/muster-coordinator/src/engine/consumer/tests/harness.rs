@@ -249,3 +249,99 @@ impl Cg {
 pub fn code(c: ErrorCode) -> i16 {
     c.code()
 }
+
+/// Classic requests, for groups that change protocol.
+impl Cg {
+    pub fn classic_join(
+        &mut self,
+        member_id: &str,
+        instance: Option<&str>,
+        owned: &[TopicPartitions],
+    ) -> muster_protocol::JoinGroupResponse {
+        match self.classic_join_held(member_id, instance, owned) {
+            Some(r) => r,
+            None => panic!("the join of {member_id:?} is held"),
+        }
+    }
+
+    /// A JoinGroup, which a barrier may hold (`None`).
+    pub fn classic_join_held(
+        &mut self,
+        member_id: &str,
+        instance: Option<&str>,
+        owned: &[TopicPartitions],
+    ) -> Option<muster_protocol::JoinGroupResponse> {
+        self.tokens += 1;
+        let token = self.tokens;
+        self.uuids += 1;
+        let req = muster_protocol::JoinGroupRequest {
+            group_id: GROUP.into(),
+            member_id: member_id.into(),
+            group_instance_id: instance.map(str::to_owned),
+            session_timeout_ms: 10_000,
+            rebalance_timeout_ms: 10_000,
+            topics: vec!["foo".into()],
+            assignors: vec![muster_protocol::AssignorMetadata {
+                name: "cooperative-sticky".into(),
+                user_data: vec![],
+            }],
+            owned_partitions: owned.to_vec(),
+            reason: None,
+        };
+        let cx = Ctx {
+            now: self.now,
+            topics: &self.catalog,
+        };
+        let client = self.client.clone();
+        let effects = self.group.join(
+            cx,
+            req,
+            &client,
+            Uuid::from_u128(self.uuids),
+            Default::default(),
+            token,
+        );
+        match self.collect(effects).into_iter().find(|(t, _)| *t == token) {
+            Some((_, Response::JoinGroup(r))) => Some(r),
+            None => None,
+            other => panic!("not a join answer: {other:?}"),
+        }
+    }
+
+    pub fn classic_sync(
+        &mut self,
+        member_id: &str,
+        generation: i32,
+        assignments: Vec<muster_protocol::MemberAssignment>,
+    ) -> muster_protocol::SyncGroupResponse {
+        self.tokens += 1;
+        let token = self.tokens;
+        let req = muster_protocol::SyncGroupRequest {
+            group_id: GROUP.into(),
+            generation_id: generation,
+            member_id: member_id.into(),
+            group_instance_id: None,
+            assignor: None,
+            assignments,
+        };
+        let cx = Ctx {
+            now: self.now,
+            topics: &self.catalog,
+        };
+        let effects = self.group.sync(cx, req, token);
+        match self.collect(effects).into_iter().find(|(t, _)| *t == token) {
+            Some((_, Response::SyncGroup(r))) => r,
+            other => panic!("no sync answer: {other:?}"),
+        }
+    }
+
+    pub fn classic_heartbeat(&mut self, member_id: &str, generation: i32) -> i16 {
+        let req = muster_protocol::HeartbeatRequest {
+            group_id: GROUP.into(),
+            generation_id: generation,
+            member_id: member_id.into(),
+            group_instance_id: None,
+        };
+        self.group.heartbeat(self.now, &req).code()
+    }
+}

@@ -3,6 +3,7 @@
 
 mod group;
 mod harness;
+mod migrate;
 mod range;
 mod reconcile;
 mod simulate;
