@@ -5,7 +5,8 @@
 //! still in each state the test looks at: a member that has not heartbeated since the target
 //! changed still holds what it must give up, and the newcomer waits for it. The server's
 //! consumer session timeout is long enough that nobody expires while the test runs; nothing
-//! sleeps.
+//! sleeps. Classic members, where a test needs one, are scripted with raw JoinGroup and
+//! SyncGroup the same way.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +15,7 @@ use anyhow::{bail, ensure, Context as _, Result};
 use assert_cmd::Command;
 use muster_client::protocol::{
     AssignorMetadata, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
-    JoinGroupRequest, Response,
+    JoinGroupRequest, MemberAssignment, Response, SyncGroupRequest,
 };
 use muster_client::{Admin, Connection, ConnectionConfig, ErrorCode, TopicPartitions};
 use muster_coordinator::storage::MemoryStore;
@@ -251,6 +252,12 @@ fn a_consumer_group_is_described_listed_and_simulated() -> Result<()> {
              member-b   -            member-b   127.0.0.1  2      orders        -                   orders:3,4,5  -             orders:3,4,5\n",
         );
 
+    // `history` has an entry per epoch bump.
+    let history = f.json(&["groups", "history", GROUP])?;
+    assert_eq!(history[0]["generation"], 2, "{history}");
+    assert_eq!(history[0]["trigger"]["kind"], "member_joined");
+    assert_eq!(history[0]["trigger"]["member_id"], "member-b");
+
     f.muster(&["groups", "list"])
         .assert()
         .success()
@@ -269,6 +276,23 @@ fn a_consumer_group_is_described_listed_and_simulated() -> Result<()> {
     // owns the rest), then b gets it.
     let kept = assigned(&a.owning(&f, &[0, 1, 2, 3, 4, 5])?)?;
     assert_eq!(kept.len(), 3);
+    // Told to give half up, a no longer has it in its assignment, but stays at its epoch
+    // until it reports it let go; b still waits, and `why` names a.
+    let revoking = f.json(&["groups", "describe", GROUP])?;
+    let (ma, mb) = (&revoking["members"][0], &revoking["members"][1]);
+    assert_eq!(ma["member_epoch"], 1);
+    assert_eq!(ma["assignment"], ma["target_assignment"]);
+    assert_eq!(ma["revoking"], json!([]));
+    assert_eq!(count(&mb["awaiting"]), 3);
+    let why = f.json(&["groups", "why", GROUP])?;
+    assert_eq!(why["rebalance"]["phase"], "reconcile", "{why}");
+    assert_eq!(why["rebalance"]["waiting_for"][0]["member_id"], "member-a");
+    f.muster(&["groups", "why", GROUP])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "waiting for these members to let go of the partitions they were asked to revoke:",
+        ));
     a.owning(&f, &kept)?;
     let took = assigned(&b.owning(&f, &[])?)?;
     assert_eq!(took.len(), 3);
@@ -374,30 +398,7 @@ fn simulate_refusals_are_one_line_with_the_servers_reason() -> Result<()> {
     // A classic group whose assignor runs in its members: the server cannot compute it. One
     // member joins (no sync needed: the assignor is chosen when the join completes).
     let conn = f.connect("classic")?;
-    let mut member_id = String::new();
-    for _ in 0..2 {
-        let answer = f.runtime.block_on(conn.send(JoinGroupRequest {
-            group_id: "sticky-group".into(),
-            member_id: member_id.clone(),
-            group_instance_id: None,
-            session_timeout_ms: 60_000,
-            rebalance_timeout_ms: 10_000,
-            topics: vec![TOPIC.into()],
-            assignors: vec![AssignorMetadata {
-                name: "cooperative-sticky".into(),
-                user_data: Vec::new(),
-            }],
-            owned_partitions: Vec::new(),
-            reason: None,
-        }))?;
-        let Response::JoinGroup(joined) = answer else {
-            bail!("not a JoinGroup answer: {answer:?}");
-        };
-        member_id = joined.member_id;
-        if joined.error_code == ErrorCode::None.code() {
-            break;
-        }
-    }
+    classic_join(&f, &conn, "sticky-group", "cooperative-sticky")?;
     f.muster(&["groups", "simulate", "sticky-group", "--add", "1"])
         .assert()
         .code(1)
@@ -413,11 +414,12 @@ fn simulate_refusals_are_one_line_with_the_servers_reason() -> Result<()> {
     Ok(())
 }
 
-/// Migration as it stands (docs/consumer-protocol.md, "Migrating a running fleet"): a group
-/// with members refuses members of the other protocol, an Empty group takes either, and the
-/// committed offsets stay with the group throughout; `describe` says which protocol it speaks.
+/// Migration (docs/consumer-protocol.md, "Migrating a running fleet"): a Stable classic
+/// group is upgraded online when a consumer-protocol member joins, and is classic again when
+/// that member leaves; a classic group mid-rebalance refuses the joiner (it retries); the
+/// committed offsets stay with the group throughout. `describe` follows the group across.
 #[test]
-fn one_protocol_at_a_time_and_offsets_carry_over() -> Result<()> {
+fn migration_both_ways_keeps_the_offsets_and_describe_follows() -> Result<()> {
     let f = Fixture::new();
     f.create_topic(TOPIC, 2)?;
     f.muster(&[
@@ -434,28 +436,52 @@ fn one_protocol_at_a_time_and_offsets_carry_over() -> Result<()> {
     .assert()
     .success();
 
-    // The Empty group takes a consumer-protocol member; classic members are refused then.
-    let (mut a, _) = Member::join(&f, "member-a")?;
+    // A classic member, alone: leader of generation 1, it assigns itself both partitions.
     let classic = f.connect("classic")?;
-    assert_eq!(
-        classic_join(&f, &classic, GROUP)?,
-        ErrorCode::InconsistentGroupProtocol.code()
+    let (member_id, generation) = classic_join(&f, &classic, GROUP, "range")?;
+    let answer = f.runtime.block_on(classic.send(SyncGroupRequest {
+        group_id: GROUP.into(),
+        generation_id: generation,
+        member_id: member_id.clone(),
+        group_instance_id: None,
+        assignor: Some("range".into()),
+        assignments: vec![MemberAssignment {
+            member_id: member_id.clone(),
+            partitions: vec![TopicPartitions {
+                topic: TOPIC.into(),
+                partitions: vec![0, 1],
+            }],
+            user_data: Vec::new(),
+        }],
+    }))?;
+    ensure!(
+        matches!(&answer, Response::SyncGroup(r) if r.error_code == 0),
+        "sync refused: {answer:?}"
     );
-    f.muster(&["groups", "describe", GROUP])
-        .assert()
-        .success()
-        .stdout(predicate::str::contains(
-            "PROTOCOL          consumer
-",
-        ))
-        .stdout(predicate::str::contains(
-            "STATE             Stable
-",
-        ));
-    let offsets = f.json(&["offsets", "get", GROUP])?;
-    assert_eq!(offsets["offsets"][0]["offset"], 42);
+    let described = f.json(&["groups", "describe", GROUP])?;
+    assert_eq!(
+        (&described["protocol"], &described["state"]),
+        (&json!("classic"), &json!("Stable"))
+    );
 
-    // Once its last member leaves (epoch -1) it is Empty, and a classic member may join.
+    // A consumer-protocol member joins: the group is upgraded, the classic member in it.
+    let (mut a, _) = Member::join(&f, "member-a")?;
+    let described = f.json(&["groups", "describe", GROUP])?;
+    assert_eq!(described["protocol"], "consumer");
+    let ids: Vec<&Value> = described["members"]
+        .as_array()
+        .context("members")?
+        .iter()
+        .map(|m| &m["member_id"])
+        .collect();
+    assert!(ids.contains(&&json!(member_id)), "{described}");
+    assert!(ids.contains(&&json!("member-a")), "{described}");
+    assert_eq!(
+        f.json(&["offsets", "get", GROUP])?["offsets"][0]["offset"],
+        42
+    );
+
+    // It leaves (epoch -1): classic again, and the classic member is asked to rejoin.
     a.heartbeat(
         &f,
         ConsumerGroupHeartbeatRequest {
@@ -463,14 +489,17 @@ fn one_protocol_at_a_time_and_offsets_carry_over() -> Result<()> {
             ..a.request()
         },
     )?;
-    assert_eq!(classic_join(&f, &classic, GROUP)?, ErrorCode::None.code());
     let described = f.json(&["groups", "describe", GROUP])?;
-    assert_eq!(described["protocol"], "classic");
-    assert_eq!(described["assignor"], "range");
-    let offsets = f.json(&["offsets", "get", GROUP])?;
-    assert_eq!(offsets["offsets"][0]["offset"], 42);
+    assert_eq!(
+        (&described["protocol"], &described["state"]),
+        (&json!("classic"), &json!("PreparingRebalance"))
+    );
+    assert_eq!(
+        f.json(&["offsets", "get", GROUP])?["offsets"][0]["offset"],
+        42
+    );
 
-    // A classic group with members refuses a consumer-protocol member, saying why.
+    // Mid-rebalance a classic group cannot be upgraded: the joiner is told why.
     let answer =
         f.runtime
             .block_on(f.connect("member-b")?.send(ConsumerGroupHeartbeatRequest {
@@ -488,15 +517,20 @@ fn one_protocol_at_a_time_and_offsets_carry_over() -> Result<()> {
         refused
             .error_message
             .as_deref()
-            .is_some_and(|m| m.contains("is a classic group with members")),
+            .is_some_and(|m| m.contains("only when Stable")),
         "{refused:?}"
     );
     Ok(())
 }
 
-/// A classic member joining `group` with the `range` assignor (again after
-/// MEMBER_ID_REQUIRED): the join's error code.
-fn classic_join(f: &Fixture, conn: &Connection, group: &str) -> Result<i16> {
+/// A classic member joining `group` alone with `assignor` (again after MEMBER_ID_REQUIRED):
+/// its member id and generation. The assignor is chosen once the join completes.
+fn classic_join(
+    f: &Fixture,
+    conn: &Connection,
+    group: &str,
+    assignor: &str,
+) -> Result<(String, i32)> {
     let mut member_id = String::new();
     for _ in 0..2 {
         let answer = f.runtime.block_on(conn.send(JoinGroupRequest {
@@ -504,10 +538,10 @@ fn classic_join(f: &Fixture, conn: &Connection, group: &str) -> Result<i16> {
             member_id: member_id.clone(),
             group_instance_id: None,
             session_timeout_ms: 60_000,
-            rebalance_timeout_ms: 10_000,
+            rebalance_timeout_ms: 60_000,
             topics: vec![TOPIC.into()],
             assignors: vec![AssignorMetadata {
-                name: "range".into(),
+                name: assignor.into(),
                 user_data: Vec::new(),
             }],
             owned_partitions: Vec::new(),
@@ -516,9 +550,13 @@ fn classic_join(f: &Fixture, conn: &Connection, group: &str) -> Result<i16> {
         let Response::JoinGroup(joined) = answer else {
             bail!("not a JoinGroup answer: {answer:?}");
         };
-        if joined.error_code != ErrorCode::MemberIdRequired.code() {
-            return Ok(joined.error_code);
+        if joined.error_code == ErrorCode::None.code() {
+            return Ok((joined.member_id, joined.generation_id));
         }
+        ensure!(
+            joined.error_code == ErrorCode::MemberIdRequired.code(),
+            "join refused: {joined:?}"
+        );
         member_id = joined.member_id;
     }
     bail!("never got past MEMBER_ID_REQUIRED")
