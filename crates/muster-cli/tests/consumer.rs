@@ -1,12 +1,14 @@
-//! `muster groups describe | list | simulate` on consumer-protocol groups (protocol-v1 §7),
-//! with the real `muster` binary against a real server on `127.0.0.1:0`.
+//! `muster groups describe | list | simulate | why | history` on consumer-protocol groups
+//! (protocol-v1 §7), and across a migration between the protocols, with the real `muster`
+//! binary against a real server on `127.0.0.1:0`.
 //!
-//! The members are scripted with raw ConsumerGroupHeartbeat requests, so that the group stands
-//! still in each state the test looks at: a member that has not heartbeated since the target
-//! changed still holds what it must give up, and the newcomer waits for it. The server's
-//! consumer session timeout is long enough that nobody expires while the test runs; nothing
-//! sleeps. Classic members, where a test needs one, are scripted with raw JoinGroup and
-//! SyncGroup the same way.
+//! Most members are scripted with raw ConsumerGroupHeartbeat requests, so that the group
+//! stands still in each state a test looks at: a member that has not heartbeated since the
+//! target changed still holds what it must give up, and the newcomer waits for it. Classic
+//! members, where a test needs one, are scripted with raw JoinGroup and SyncGroup the same way.
+//! One test runs the migration with the library's members instead (they heartbeat on the
+//! fixture's runtime while the binary runs), waiting on their state, never sleeping. The
+//! server's consumer session timeout is long enough that nobody expires while a test runs.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +19,10 @@ use muster_client::protocol::{
     AssignorMetadata, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
     JoinGroupRequest, MemberAssignment, Response, SyncGroupRequest,
 };
-use muster_client::{Admin, Connection, ConnectionConfig, ErrorCode, TopicPartitions};
+use muster_client::{
+    Admin, Connection, ConnectionConfig, ErrorCode, GroupMember, GroupProtocol, MemberConfig,
+    Phase, TopicPartitions,
+};
 use muster_coordinator::storage::MemoryStore;
 use muster_coordinator::{ConsumerConfig, GroupConfig};
 use muster_server::{spawn, ServerOptions, ServerThread};
@@ -41,7 +46,7 @@ impl Fixture {
             max_session_timeout_ms: 120_000,
             initial_rebalance_delay_ms: 0,
             consumer: ConsumerConfig {
-                heartbeat_interval_ms: 5_000,
+                heartbeat_interval_ms: 200,
                 session_timeout_ms: 120_000,
                 default_assignor: "uniform".into(),
             },
@@ -49,7 +54,9 @@ impl Fixture {
         };
         options.workers = 1;
         let server = spawn(options).expect("server starts");
-        let runtime = tokio::runtime::Builder::new_current_thread()
+        // Multi-threaded: library members keep heartbeating while the binary runs.
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
             .enable_all()
             .build()
             .expect("runtime builds");
@@ -519,6 +526,59 @@ fn migration_both_ways_keeps_the_offsets_and_describe_follows() -> Result<()> {
             .as_deref()
             .is_some_and(|m| m.contains("only when Stable")),
         "{refused:?}"
+    );
+    Ok(())
+}
+
+/// The same migration with the library's members, as docs/consumer-protocol.md tells it: a
+/// classic `range` member alone owns the topic; a consumer-protocol member joins and the two
+/// share it (the classic one rejoins when the server asks); the consumer-protocol member
+/// closes and the classic one owns everything again, after a classic rebalance.
+#[test]
+fn a_rolling_migration_with_library_members() -> Result<()> {
+    let f = Fixture::new();
+    f.create_topic(TOPIC, 6)?;
+    // Members start their tasks on the fixture's runtime.
+    let _runtime = f.runtime.enter();
+    let owns = |member: &GroupMember, n: usize| {
+        f.runtime.block_on(member.wait_for_state(PATIENCE, |s| {
+            s.phase == Phase::Stable && s.assignment.len() == n
+        }))
+    };
+    let (classic, events) = MemberConfig::new(GROUP, [TOPIC])
+        .session_timeout(Duration::from_secs(10))
+        .heartbeat_interval(Duration::from_millis(100))
+        .assignor_names(["range"])?
+        .start(f.connect("classic")?)?;
+    // Nobody reads the events: dropping the stream acknowledges each at once.
+    drop(events);
+    owns(&classic, 6)?;
+    assert_eq!(
+        f.json(&["groups", "describe", GROUP])?["protocol"],
+        "classic"
+    );
+
+    let (consumer, events) = MemberConfig::new(GROUP, [TOPIC])
+        .group_protocol(GroupProtocol::Consumer)
+        .heartbeat_interval(Duration::from_millis(100))
+        .start(f.connect("consumer")?)?;
+    drop(events);
+    owns(&consumer, 3)?;
+    owns(&classic, 3)?;
+    let described = f.json(&["groups", "describe", GROUP])?;
+    assert_eq!(described["protocol"], "consumer", "{described}");
+    let members = described["members"].as_array().context("members")?;
+    assert_eq!(members.len(), 2, "{described}");
+    for m in members {
+        assert_eq!(count(&m["target_assignment"]), 3, "{m}");
+    }
+
+    f.runtime.block_on(consumer.close())?;
+    owns(&classic, 6)?;
+    let described = f.json(&["groups", "describe", GROUP])?;
+    assert_eq!(
+        (&described["protocol"], &described["assignor"]),
+        (&json!("classic"), &json!("range"))
     );
     Ok(())
 }
