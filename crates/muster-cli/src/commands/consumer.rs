@@ -14,7 +14,6 @@ use muster_client::protocol::view::AssignedPartitions;
 use muster_client::protocol::{ConsumerMember, DescribedConsumerGroup, TopicPartitions};
 use serde::Serialize;
 
-use super::groups::assignment_cell;
 use crate::render::{self, Report};
 
 /// The member epoch a static member shows after its temporary leave (protocol-v1 §7 "Leave").
@@ -197,10 +196,10 @@ impl Report for ConsumerGroupDescription {
                     render::or_dash(Some(&m.host)),
                     m.epoch_cell(),
                     m.subscription_cell(),
-                    assignment_cell(&m.assignment),
-                    assignment_cell(&m.target_assignment),
-                    assignment_cell(&m.revoking),
-                    assignment_cell(&m.awaiting),
+                    render::assignment_cell(&m.assignment),
+                    render::assignment_cell(&m.target_assignment),
+                    render::assignment_cell(&m.revoking),
+                    render::assignment_cell(&m.awaiting),
                 ]
             }),
         );

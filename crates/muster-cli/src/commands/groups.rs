@@ -11,7 +11,7 @@
 //! `GROUP_ID_NOT_FOUND`.
 
 use muster_client::admin::{GroupListing, NodeGroup};
-use muster_client::protocol::view::{AssignedPartitions, MemberRow};
+use muster_client::protocol::view::MemberRow;
 use muster_client::protocol::DescribedGroup;
 use muster_client::{ErrorCode, GroupState};
 use serde::Serialize;
@@ -190,23 +190,6 @@ impl From<DescribedGroup> for GroupDescription {
     }
 }
 
-/// `orders:0,1,2 audit:4`, or `-` for nothing.
-pub fn assignment_cell(assignment: &[AssignedPartitions]) -> String {
-    let cells: Vec<String> = assignment
-        .iter()
-        .filter(|a| !a.partitions.is_empty())
-        .map(|a| {
-            let partitions: Vec<String> = a.partitions.iter().map(i32::to_string).collect();
-            format!("{}:{}", a.topic, partitions.join(","))
-        })
-        .collect();
-    if cells.is_empty() {
-        "-".to_owned()
-    } else {
-        cells.join(" ")
-    }
-}
-
 impl Report for GroupDescription {
     fn human(&self) -> String {
         let head = render::fields(&[
@@ -237,7 +220,7 @@ impl Report for GroupDescription {
                     render::or_dash(m.instance_id.as_deref()),
                     render::or_dash(Some(&m.client_id)),
                     render::or_dash(Some(&m.host)),
-                    assignment_cell(&m.assignment),
+                    render::assignment_cell(&m.assignment),
                     render::millis(u64::from(m.session_timeout_ms)),
                     format!("{} ago", render::millis(m.last_seen_ms_ago)),
                     if m.holding_rebalance { "yes" } else { "no" }.to_owned(),
@@ -444,21 +427,5 @@ mod tests {
         assert!(is_absent(&dead));
         let description = GroupDescription::from(dead);
         assert_eq!(description.leader, None);
-    }
-
-    #[test]
-    fn assignments_read_compactly() {
-        let assignment = vec![
-            AssignedPartitions {
-                topic: "orders".into(),
-                partitions: vec![0, 1],
-            },
-            AssignedPartitions {
-                topic: "audit".into(),
-                partitions: vec![4],
-            },
-        ];
-        assert_eq!(assignment_cell(&assignment), "orders:0,1 audit:4");
-        assert_eq!(assignment_cell(&[]), "-");
     }
 }

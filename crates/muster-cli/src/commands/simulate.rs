@@ -13,7 +13,6 @@ use muster_client::protocol::{GroupSimulateResponse, SimulatedMember};
 use muster_client::{ClientError, TopicInfo};
 use serde::Serialize;
 
-use super::groups::assignment_cell;
 use super::Context;
 use crate::exit::Failure;
 use crate::render::{self, Report};
@@ -90,7 +89,7 @@ impl Report for Simulation {
             self.members.iter().map(|m| {
                 let cell = |ps: &[AssignedPartitions]| match count(ps) {
                     0 => "-".to_owned(),
-                    n => format!("{n}: {}", assignment_cell(ps)),
+                    n => format!("{n}: {}", render::assignment_cell(ps)),
                 };
                 [
                     m.member_id.clone(),
