@@ -5,8 +5,10 @@
 //! target) and those it waits for (`awaiting`: target minus current).
 //!
 //! Field names follow the classic description's (`muster_protocol::view::MemberRow`) where
-//! the meaning is the same (`instance_id`, `host`, `topics`, `assignment`); the README of
-//! muster-cli documents every one.
+//! the meaning is the same (`instance_id`, `host`, `topics`, `assignment`), and the
+//! dashboard's consumer view (docs/operations.md: `member_epoch`, `subscribed_topic_regex`,
+//! `target`, `revoking`, `awaiting`) for the rest; the README of muster-cli documents every
+//! one.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -52,14 +54,14 @@ pub struct ConsumerMemberRow {
     /// The topics it subscribes to by name.
     pub topics: Vec<String>,
     /// Its subscription regex, if any.
-    pub topic_regex: Option<String>,
+    pub subscribed_topic_regex: Option<String>,
     /// What it owns now.
     pub assignment: Vec<AssignedPartitions>,
     /// Its share of the target assignment.
-    pub target_assignment: Vec<AssignedPartitions>,
-    /// In `assignment` but not in `target_assignment`: to be given up.
+    pub target: Vec<AssignedPartitions>,
+    /// In `assignment` but not in `target`: to be given up.
     pub revoking: Vec<AssignedPartitions>,
-    /// In `target_assignment` but not in `assignment`: to be received (once the previous
+    /// In `target` but not in `assignment`: to be received (once the previous
     /// owner has let go).
     pub awaiting: Vec<AssignedPartitions>,
 }
@@ -112,9 +114,9 @@ impl From<ConsumerMember> for ConsumerMemberRow {
             host: m.client_host,
             member_epoch: m.member_epoch,
             topics: m.subscribed_topics,
-            topic_regex: m.subscribed_topic_regex.filter(|r| !r.is_empty()),
+            subscribed_topic_regex: m.subscribed_topic_regex.filter(|r| !r.is_empty()),
             assignment: to_rows(current),
-            target_assignment: to_rows(target),
+            target: to_rows(target),
             revoking: to_rows(revoking),
             awaiting: to_rows(awaiting),
         }
@@ -142,7 +144,7 @@ impl ConsumerMemberRow {
     /// `orders audit /logs-.*/`, or `-`.
     fn subscription_cell(&self) -> String {
         let mut parts = self.topics.clone();
-        if let Some(regex) = &self.topic_regex {
+        if let Some(regex) = &self.subscribed_topic_regex {
             parts.push(format!("/{regex}/"));
         }
         if parts.is_empty() {
@@ -197,7 +199,7 @@ impl Report for ConsumerGroupDescription {
                     m.epoch_cell(),
                     m.subscription_cell(),
                     render::assignment_cell(&m.assignment),
-                    render::assignment_cell(&m.target_assignment),
+                    render::assignment_cell(&m.target),
                     render::assignment_cell(&m.revoking),
                     render::assignment_cell(&m.awaiting),
                 ]
@@ -264,7 +266,7 @@ mod tests {
             serde_json::json!([{"topic": "audit", "partitions": [0]}, {"topic": "orders", "partitions": [0, 1, 2]}])
         );
         assert_eq!(
-            json["target_assignment"],
+            json["target"],
             serde_json::json!([{"topic": "orders", "partitions": [0, 3]}])
         );
         assert_eq!(
@@ -297,9 +299,9 @@ mod tests {
                 r#"{"group":"billing","protocol":"consumer","state":"Reconciling","#,
                 r#""group_epoch":3,"assignment_epoch":3,"assignor":"uniform","members":[{"#,
                 r#""member_id":"a","instance_id":"i-a","rack_id":"r1","client_id":"app","#,
-                r#""host":"127.0.0.1","member_epoch":3,"topics":["orders"],"topic_regex":null,"#,
+                r#""host":"127.0.0.1","member_epoch":3,"topics":["orders"],"subscribed_topic_regex":null,"#,
                 r#""assignment":[{"topic":"orders","partitions":[0]}],"#,
-                r#""target_assignment":[{"topic":"orders","partitions":[0,1]}],"#,
+                r#""target":[{"topic":"orders","partitions":[0,1]}],"#,
                 r#""revoking":[],"awaiting":[{"topic":"orders","partitions":[1]}]}]}"#
             )
         );
