@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use muster_protocol::TopicPartitions;
+use muster_protocol::{AssignorMetadata, JoinGroupRequest, TopicPartitions};
 
 use super::reconcile::{MemberAssignment, MemberState, Partitions};
 use crate::engine::{Map, MemberClient, Millis, PrincipalName};
@@ -62,7 +62,7 @@ pub(in crate::engine) struct ConsumerMember {
     /// instance until its session expires.
     pub left: bool,
     /// A member that speaks the classic protocol (a group upgraded online: `migrate.rs`).
-    pub classic: Option<Box<super::migrate::ClassicMember>>,
+    pub classic: Option<Box<ClassicMember>>,
 }
 
 impl ConsumerPart {
@@ -160,6 +160,19 @@ impl ConsumerMember {
             .map_or(session_timeout_ms, |c| c.session_timeout_ms)
     }
 
+    /// What it holds now: its assignment and what it was asked to give up but still reports
+    /// (what describe shows, so that an operator sees who still holds a partition).
+    pub fn holds(&self) -> Partitions {
+        let mut holds = self.assignment.assigned.clone();
+        for (topic, ps) in &self.assignment.pending_revocation {
+            holds
+                .entry(topic.clone())
+                .or_default()
+                .extend(ps.iter().copied());
+        }
+        holds
+    }
+
     /// The epoch it is shown with (-2 while on a static leave).
     pub fn shown_epoch(&self) -> i32 {
         if self.left {
@@ -219,4 +232,27 @@ pub fn is_subset(owned: &[TopicPartitions], assigned: &Partitions) -> bool {
                 .get(&tp.topic)
                 .is_some_and(|ps| tp.partitions.iter().all(|p| ps.contains(p)))
     })
+}
+
+/// What a classic member inside a consumer group keeps of its JoinGroup (it goes on speaking
+/// JoinGroup, SyncGroup and Heartbeat: `classic.rs`).
+#[derive(Debug, Clone)]
+pub(in crate::engine) struct ClassicMember {
+    pub session_timeout_ms: u32,
+    pub assignors: Box<[AssignorMetadata]>,
+}
+
+impl ClassicMember {
+    pub fn from_join(req: &JoinGroupRequest) -> Self {
+        ClassicMember {
+            session_timeout_ms: req.session_timeout_ms,
+            assignors: req.assignors.clone().into_boxed_slice(),
+        }
+    }
+
+    /// The protocol name its answers carry: its preferred assignor (whether it revokes
+    /// eagerly or cooperatively follows from it, in the client).
+    pub fn protocol(&self) -> Option<String> {
+        self.assignors.first().map(|a| a.name.clone())
+    }
 }

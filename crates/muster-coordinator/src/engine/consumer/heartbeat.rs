@@ -82,7 +82,10 @@ impl<R> Group<R> {
             }
         }
         out.reply(reply, Response::ConsumerGroupHeartbeat(response));
-        self.refresh_consumer_state(cx.now);
+        if out.persist {
+            // Only a change can move the state (the steady heartbeat scans nothing).
+            self.refresh_consumer_state(cx.now);
+        }
         self.seal(out)
     }
 
