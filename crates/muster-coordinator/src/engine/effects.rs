@@ -40,6 +40,10 @@ pub struct Effects<R> {
     pub events: Vec<Event>,
     /// Units of the shell's counters to give back (or, for a restored group, to count).
     pub ledger: Vec<LedgerRequest>,
+    /// A consumer-protocol target to compute off the group's turn (`consumer/assign.rs`): the
+    /// shell runs it on a blocking thread and hands the result back with
+    /// [`Group::target_computed`](super::Group::target_computed).
+    pub assignment: Option<super::consumer::AssignmentJob>,
     /// Set while the call runs: the group's record changed in a way that must survive a crash.
     /// Sealing the call turns it into a [`Write::Record`] holding every reply.
     pub(super) persist: bool,
@@ -59,6 +63,7 @@ impl<R> Default for Effects<R> {
             deadline: None,
             events: Vec::new(),
             ledger: Vec::new(),
+            assignment: None,
             persist: false,
             expired_offsets: Vec::new(),
             record_changed: false,

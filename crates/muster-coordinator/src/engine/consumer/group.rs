@@ -15,6 +15,8 @@ use crate::engine::{Map, MemberClient, Millis, PrincipalName};
 pub const LEAVE_STATIC_EPOCH: i32 = -2;
 /// The epoch a member leaves with.
 pub const LEAVE_EPOCH: i32 = -1;
+/// Most epoch-bump causes kept while a target is computed off the group's turn.
+pub const MAX_PENDING_CAUSES: usize = 64;
 
 /// The consumer protocol's part of a group. A group has one exactly while it speaks the consumer
 /// protocol; its group epoch is the group's `generation` (one counter for both protocols, so
@@ -32,6 +34,11 @@ pub(in crate::engine) struct ConsumerPart {
     /// topic → partition → member. A partition is handed to its next owner only once it has
     /// no entry here.
     pub owners: Map<String, Map<i32, Arc<str>>>,
+    /// The group epoch a target is being computed for off the group's turn (`assign.rs`).
+    pub assigning: Option<i32>,
+    /// Why the group epoch rose since the last target, and when, by epoch (for the journal).
+    /// Bounded: past [`MAX_PENDING_CAUSES`] the oldest are coalesced away.
+    pub pending_causes: std::collections::VecDeque<(i32, muster_protocol::RebalanceCause, Millis)>,
 }
 
 /// One consumer-protocol member.
@@ -73,6 +80,8 @@ impl ConsumerPart {
             members: Map::default(),
             statics: Map::default(),
             owners: Map::default(),
+            assigning: None,
+            pending_causes: Default::default(),
         }
     }
 

@@ -82,6 +82,7 @@ impl<R> Group<R> {
             }
         }
         out.reply(reply, Response::ConsumerGroupHeartbeat(response));
+        self.resume_assignment(cx, &mut out);
         if out.persist {
             // Only a change can move the state (the steady heartbeat scans nothing).
             self.refresh_consumer_state(cx.now);
@@ -238,6 +239,12 @@ impl<R> Group<R> {
         let Some(part) = self.consumer.as_deref_mut() else {
             return Err((ErrorCode::UnknownServerError, None));
         };
+        if !part.members.contains_key(&**member_id) {
+            // A member that is new to the group (or a static member's new incarnation) says
+            // everything on its first heartbeat. A known member at epoch 0 (it rejoins after
+            // being fenced, or its first target is still being computed) need not repeat it.
+            check_first_heartbeat(req)?;
+        }
         if let Some(instance) = &req.group_instance_id {
             if let Some(old_id) = part.statics.get(instance).cloned() {
                 if old_id == *member_id {
@@ -438,6 +445,23 @@ impl<R> Group<R> {
     }
 }
 
+/// What a member's first heartbeat must carry (Kafka's checks for epoch 0).
+fn check_first_heartbeat(req: &ConsumerGroupHeartbeatRequest) -> Result<(), Refusal> {
+    if req.rebalance_timeout_ms < 0 {
+        return Err(refuse(
+            ErrorCode::InvalidRequest,
+            "rebalance_timeout_ms must be given when joining",
+        ));
+    }
+    if req.subscribed_topics.is_none() && req.subscribed_topic_regex.is_none() {
+        return Err(refuse(
+            ErrorCode::InvalidRequest,
+            "subscribed_topics or subscribed_topic_regex must be given when joining",
+        ));
+    }
+    Ok(())
+}
+
 /// Kafka's `throwIfConsumerGroupHeartbeatRequestIsInvalid`, and the assignor name.
 fn validate(req: &ConsumerGroupHeartbeatRequest) -> Result<(), Refusal> {
     if req.member_id.len() > MAX_MEMBER_ID_BYTES {
@@ -453,30 +477,17 @@ fn validate(req: &ConsumerGroupHeartbeatRequest) -> Result<(), Refusal> {
         ));
     }
     match req.member_epoch {
-        0 => {
-            if req.rebalance_timeout_ms < 0 {
-                return Err(refuse(
-                    ErrorCode::InvalidRequest,
-                    "rebalance_timeout_ms must be given when joining",
-                ));
-            }
-            if req.subscribed_topics.is_none() && req.subscribed_topic_regex.is_none() {
-                return Err(refuse(
-                    ErrorCode::InvalidRequest,
-                    "subscribed_topics or subscribed_topic_regex must be given when joining",
-                ));
-            }
-            if req
-                .owned_partitions
-                .as_ref()
-                .is_some_and(|o| !from_wire(o).is_empty())
-            {
-                return Err(refuse(
-                    ErrorCode::InvalidRequest,
-                    "owned_partitions must be empty when joining",
-                ));
-            }
+        0 if req
+            .owned_partitions
+            .as_ref()
+            .is_some_and(|o| !from_wire(o).is_empty()) =>
+        {
+            return Err(refuse(
+                ErrorCode::InvalidRequest,
+                "owned_partitions must be empty when joining",
+            ));
         }
+        0 => {}
         LEAVE_STATIC_EPOCH if req.group_instance_id.is_none() => {
             return Err(refuse(
                 ErrorCode::InvalidRequest,
