@@ -49,6 +49,7 @@ impl Fixture {
                 heartbeat_interval_ms: 200,
                 session_timeout_ms: 120_000,
                 default_assignor: "uniform".into(),
+                ..ConsumerConfig::default()
             },
             ..GroupConfig::default()
         };
