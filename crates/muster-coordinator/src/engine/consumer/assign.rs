@@ -1,7 +1,7 @@
 //! Computing a target assignment without blocking other groups (issue #21: a 1 000-member,
 //! 10 000-partition target must never hold up other groups' requests). A group actor shares its
 //! thread with many others, so a large computation does not run on the group's turn: the engine
-//! hands the shell an [`AssignmentJob`] — a snapshot of the members' subscriptions, the
+//! hands the shell an `AssignmentJob` (defined with the other effects, `../effects.rs`) — a snapshot of the members' subscriptions, the
 //! partition counts and the current targets — that the shell runs on a blocking thread, and
 //! hands the [`ComputedTarget`] back with [`Group::target_computed`]. Meanwhile the group is
 //! `Assigning`: members keep reconciling toward the previous target (as in Kafka 4, whose
@@ -10,30 +10,9 @@
 //! `ConsumerConfig::inline_assignment_limit`) is assigned at once, on its turn: a job's round
 //! trip would cost it more than the computation.
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use super::target::run_assignor;
-use super::{Partitions, Target};
+use crate::engine::effects::{AssignmentJob, ComputedTarget};
 use crate::engine::{Ctx, Effects, Event, Group};
-
-/// A target assignment to compute off the group's turn: run it with [`AssignmentJob::run`]
-/// (pure, any thread) and hand the result back with [`Group::target_computed`].
-#[derive(Debug)]
-pub struct AssignmentJob {
-    epoch: i32,
-    assignor: String,
-    members: BTreeMap<String, BTreeSet<String>>,
-    counts: BTreeMap<String, i32>,
-    current: BTreeMap<String, Partitions>,
-}
-
-/// A computed target, for [`Group::target_computed`]. Opaque to the shell.
-#[derive(Debug)]
-pub struct ComputedTarget {
-    epoch: i32,
-    assignor: String,
-    target: Target,
-}
 
 impl AssignmentJob {
     /// The group epoch the target is for.

@@ -50,7 +50,7 @@ mod tests;
 mod topics;
 mod uniform;
 
-pub use assign::{AssignmentJob, ComputedTarget};
+pub use super::effects::{AssignmentJob, ComputedTarget};
 pub(super) use group::ConsumerPart;
 pub use heartbeat::MAX_MEMBER_ID_BYTES;
 pub use range::assign_range;
