@@ -18,6 +18,15 @@ impl<R> Group<R> {
             .min()
     }
 
+    /// Reports the consumer members' earliest deadline to the shell (after a change that may
+    /// have brought one forward: a member joined or took over an instance, a revocation
+    /// started).
+    pub(in crate::engine) fn note_consumer_deadline(&mut self) {
+        if let Some(at) = self.consumer_deadline() {
+            self.note_deadline(at);
+        }
+    }
+
     /// Removes every member whose session or rebalance timeout passed at `cx.now`.
     pub(in crate::engine) fn expire_consumer_members(&mut self, cx: Ctx<'_>, out: &mut Effects<R>) {
         let session = self.config.consumer.session_timeout_ms;

@@ -84,8 +84,10 @@ impl<R> Group<R> {
         out.reply(reply, Response::ConsumerGroupHeartbeat(response));
         self.resume_assignment(cx, &mut out);
         if out.persist {
-            // Only a change can move the state (the steady heartbeat scans nothing).
+            // Only a change can move the state or bring a deadline forward (a new member's
+            // session, a revocation's rebalance timeout); the steady heartbeat scans nothing.
             self.refresh_consumer_state(cx.now);
+            self.note_consumer_deadline();
         }
         self.seal(out)
     }
