@@ -54,6 +54,7 @@ impl<R> Group<R> {
             };
             self.remove_consumer_member(cx, &member_id, trigger, out);
         }
+        self.resume_assignment(cx, out);
         self.refresh_consumer_state(cx.now);
     }
 }

@@ -14,6 +14,7 @@
 //! | ConsumerGroupHeartbeat: validation, join, fencing, static takeover   | `heartbeat.rs` |
 //! | Leave (-1, static -2), removal                                       | `leave.rs`     |
 //! | Group epoch, assignor choice, target assignment, regex subscriptions | `target.rs`    |
+//! | Computing a large target off the group's turn                        | `assign.rs`    |
 //! | Reconciling a member toward its target (`CurrentAssignmentBuilder`)  | `reconcile.rs` |
 //! | Session and rebalance timeouts                                       | `expiry.rs`    |
 //! | Topic changes                                                        | `topics.rs`    |
@@ -29,6 +30,7 @@
 //!
 //! [`Effects`]: super::Effects
 
+mod assign;
 mod classic;
 mod describe;
 mod expiry;
@@ -48,6 +50,7 @@ mod tests;
 mod topics;
 mod uniform;
 
+pub use super::effects::{AssignmentJob, ComputedTarget};
 pub(super) use group::ConsumerPart;
 pub use heartbeat::MAX_MEMBER_ID_BYTES;
 pub use range::assign_range;

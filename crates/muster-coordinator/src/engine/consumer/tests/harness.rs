@@ -32,6 +32,9 @@ pub struct Cg {
     /// The last record written.
     pub record: Option<GroupRecord>,
     pub client: ClientInfo,
+    /// Keep the assignment jobs the engine hands out (in `jobs`) instead of running them.
+    pub hold_jobs: bool,
+    pub jobs: Vec<crate::engine::consumer::AssignmentJob>,
 }
 
 pub fn tp(topic: &str, partitions: &[i32]) -> TopicPartitions {
@@ -83,6 +86,8 @@ impl Cg {
                 client_host: "/10.0.0.1".into(),
                 access: Default::default(),
             },
+            hold_jobs: false,
+            jobs: Vec::new(),
         }
     }
 
@@ -101,9 +106,23 @@ impl Cg {
             mut replies,
             writes,
             mut events,
+            assignment,
             ..
         } = effects;
         self.events.append(&mut events);
+        if let Some(job) = assignment {
+            if self.hold_jobs {
+                self.jobs.push(job);
+            } else {
+                let computed = job.run();
+                let cx = Ctx {
+                    now: self.now,
+                    topics: &self.catalog,
+                };
+                let done = self.group.target_computed(cx, computed);
+                replies.extend(self.gather(done));
+            }
+        }
         for write in writes {
             match write {
                 Write::Record {
