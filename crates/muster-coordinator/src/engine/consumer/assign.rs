@@ -133,6 +133,8 @@ impl<R> Group<R> {
         }
         part.assignor = assignor.clone();
         part.assignment_epoch = epoch;
+        // What waiting members wait for may have changed.
+        part.released = true;
         // The first change the target covers is what the journal names (the others it covers
         // are dropped with it); none noted: a target behind the epoch after a restart or a
         // reload.

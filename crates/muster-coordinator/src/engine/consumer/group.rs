@@ -36,6 +36,9 @@ pub(in crate::engine) struct ConsumerPart {
     pub owners: Map<String, Map<i32, Arc<str>>>,
     /// The group epoch a target is being computed for off the group's turn (`assign.rs`).
     pub assigning: Option<i32>,
+    /// A partition was released (or a target applied) since waiting heartbeats were last
+    /// looked at (`wait.rs`).
+    pub released: bool,
     /// Why the group epoch rose since the last target, and when, by epoch (for the journal).
     /// Bounded: past [`MAX_PENDING_CAUSES`] the oldest are coalesced away.
     pub pending_causes: std::collections::VecDeque<(i32, muster_protocol::RebalanceCause, Millis)>,
@@ -81,6 +84,7 @@ impl ConsumerPart {
             statics: Map::default(),
             owners: Map::default(),
             assigning: None,
+            released: false,
             pending_causes: Default::default(),
         }
     }
@@ -114,6 +118,7 @@ impl ConsumerPart {
                     if let Some(owners) = self.owners.get_mut(topic.as_str()) {
                         if owners.get(p).is_some_and(|o| o == member) {
                             owners.remove(p);
+                            self.released = true;
                         }
                         if owners.is_empty() {
                             self.owners.remove(topic.as_str());

@@ -66,14 +66,17 @@ impl<R> Group<R> {
         reply: R,
     ) -> Effects<R> {
         let mut out = Effects::default();
-        let response =
+        let (response, may_wait) =
             match self.heartbeat_step(cx, req, client, &mut member_unit, fresh_id, &mut out) {
-                Ok(response) => response,
-                Err((code, message)) => ConsumerGroupHeartbeatResponse {
-                    error_code: code.code(),
-                    error_message: message,
-                    ..ConsumerGroupHeartbeatResponse::default()
-                },
+                Ok(answer) => answer,
+                Err((code, message)) => (
+                    ConsumerGroupHeartbeatResponse {
+                        error_code: code.code(),
+                        error_message: message,
+                        ..ConsumerGroupHeartbeatResponse::default()
+                    },
+                    None,
+                ),
             };
         if member_unit == Grant::Granted {
             if let Some(principal) = client.charge() {
@@ -81,8 +84,17 @@ impl<R> Group<R> {
                     .push(LedgerRequest::ReturnMemberUnit(principal.clone()));
             }
         }
-        out.reply(reply, Response::ConsumerGroupHeartbeat(response));
+        // A member waiting for a partition another still holds is answered once it is
+        // released (`wait.rs`), unless this answer tells it something new.
+        let reply = match may_wait {
+            Some(member_id) => self.hold_if_waiting(&member_id, reply, cx.now),
+            None => Some(reply),
+        };
+        if let Some(reply) = reply {
+            out.reply(reply, Response::ConsumerGroupHeartbeat(response));
+        }
         self.resume_assignment(cx, &mut out);
+        self.answer_waiters(cx, &mut out);
         if out.persist {
             // Only a change can move the state or bring a deadline forward (a new member's
             // session, a revocation's rebalance timeout); the steady heartbeat scans nothing.
@@ -100,7 +112,7 @@ impl<R> Group<R> {
         member_unit: &mut Grant,
         fresh_id: Uuid,
         out: &mut Effects<R>,
-    ) -> Result<ConsumerGroupHeartbeatResponse, Refusal> {
+    ) -> Result<(ConsumerGroupHeartbeatResponse, Option<Arc<str>>), Refusal> {
         validate(&req)?;
         if self.consumer.is_none() && req.member_epoch != 0 {
             // Only a join may turn a group into a consumer group.
@@ -108,7 +120,9 @@ impl<R> Group<R> {
         }
         self.take_consumer_protocol()?;
         match req.member_epoch {
-            LEAVE_EPOCH | LEAVE_STATIC_EPOCH => return self.consumer_leave(cx, &req, out),
+            LEAVE_EPOCH | LEAVE_STATIC_EPOCH => {
+                return self.consumer_leave(cx, &req, out).map(|r| (r, None))
+            }
             _ => {}
         }
         let interval = self.config.consumer.heartbeat_interval_ms as i32;
@@ -195,14 +209,19 @@ impl<R> Group<R> {
         // Kafka's rule: the whole assignment goes back on a join, when the member reported what
         // it owns, and whenever it changed.
         let send_assignment = joining || req.owned_partitions.is_some() || assignment_changed;
-        Ok(ConsumerGroupHeartbeatResponse {
+        let response = ConsumerGroupHeartbeatResponse {
             error_code: ErrorCode::None.code(),
             error_message: None,
             member_id: member_id.to_string(),
             member_epoch: member.assignment.epoch,
             heartbeat_interval_ms: interval,
             assignment: send_assignment.then(|| to_wire(&member.assignment.assigned)),
-        })
+        };
+        // Nothing new for it: it may wait for a release (`wait.rs`). Its answer, if held, is
+        // rebuilt then, with the assignment if it changed.
+        let may_wait =
+            (!joining && !assignment_changed && !changed_subscription).then_some(member_id);
+        Ok((response, may_wait))
     }
 
     /// The group speaks the consumer protocol from now on if it does not already: an Empty

@@ -24,6 +24,7 @@
 //! | Classic members inside a consumer group                              | `classic.rs`   |
 //! | Dry-run rebalance (GroupSimulate)                                    | `simulate.rs`  |
 //! | Journal entries per epoch bump; GroupDiagnosis while reconciling      | `journal.rs`   |
+//! | A heartbeat held until a partition its member waits for is released  | `wait.rs`      |
 //! | Durability (the record's consumer part)                              | `persist.rs`   |
 //! | The `uniform` server assignor (`UniformAssignor`)                    | `uniform.rs`   |
 //! | The `range` server assignor (`RangeAssignor`)                        | `range.rs`     |
@@ -49,6 +50,7 @@ mod target;
 mod tests;
 mod topics;
 mod uniform;
+mod wait;
 
 pub use super::effects::{AssignmentJob, ComputedTarget};
 pub(super) use group::ConsumerPart;
@@ -57,3 +59,4 @@ pub use range::assign_range;
 pub use reconcile::{MemberAssignment, MemberState, Partitions, Reconcile};
 pub use target::ASSIGNORS;
 pub use uniform::{assign_uniform, AssignmentSpec, Target};
+pub(super) use wait::Waiter;

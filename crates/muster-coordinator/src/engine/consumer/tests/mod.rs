@@ -9,3 +9,4 @@ mod range;
 mod reconcile;
 mod simulate;
 mod uniform;
+mod wait;
