@@ -175,7 +175,16 @@ async fn main() -> anyhow::Result<()> {
                 Some(Event::Assigned(added)) => {
                     // Owned from now on: stamped before anything is done with it.
                     let received = SystemTime::now();
-                    let committed = member.fetch_offsets(Some(added.partitions())).await.unwrap_or_default();
+                    // Where the previous owner stopped. If that cannot be read, do not guess 0
+                    // (it would redo work, or skip a commit's worth): stop, and let the group
+                    // hand the partitions to someone who can.
+                    let committed = match member.fetch_offsets(Some(added.partitions())).await {
+                        Ok(committed) => committed,
+                        Err(e) => {
+                            eprintln!("[{name}] cannot read committed offsets ({e}); leaving");
+                            break;
+                        }
+                    };
                     for tp in added.iter() {
                         let start = committed.get(tp).map_or(0, |o| o.offset);
                         positions.insert(tp.clone(), start);
