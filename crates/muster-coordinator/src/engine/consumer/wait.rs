@@ -2,7 +2,7 @@
 //! "Epochs": it gets each only once its previous owner stopped reporting it). Its heartbeat is
 //! held — a long poll — and answered the moment one of them is released (its previous owner's
 //! heartbeat confirmed the revocation, or that owner was removed), when a new target changes
-//! what it waits for, or after one heartbeat interval at the latest. Without it, a newcomer
+//! what it waits for, or after one heartbeat interval (at most [`MAX_HOLD_MS`]) at the latest. Without it, a newcomer
 //! would learn of a release only at its next regular heartbeat: up to a whole interval later,
 //! for every partition that moves.
 //!
@@ -16,6 +16,10 @@ use muster_protocol::{ConsumerGroupHeartbeatResponse, ErrorCode, Response};
 use super::group::to_wire;
 use super::reconcile::MemberState;
 use crate::engine::{Ctx, Effects, Group, Millis};
+
+/// The longest a heartbeat is held, whatever the heartbeat interval (a client's request
+/// timeout must not expire on it: muster-client's is 30 s).
+pub const MAX_HOLD_MS: Millis = 10_000;
 
 /// A held heartbeat.
 #[derive(Debug)]
@@ -35,7 +39,7 @@ impl<R> Group<R> {
         reply: R,
         now: Millis,
     ) -> Option<R> {
-        let interval = Millis::from(self.config.consumer.heartbeat_interval_ms);
+        let interval = Millis::from(self.config.consumer.heartbeat_interval_ms).min(MAX_HOLD_MS);
         let waiting = self
             .consumer
             .as_deref()
