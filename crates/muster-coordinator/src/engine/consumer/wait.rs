@@ -2,9 +2,9 @@
 //! "Epochs": it gets each only once its previous owner stopped reporting it). Its heartbeat is
 //! held — a long poll — and answered the moment one of them is released (its previous owner's
 //! heartbeat confirmed the revocation, or that owner was removed), when a new target changes
-//! what it waits for, or after one heartbeat interval (at most [`MAX_HOLD_MS`]) at the latest. Without it, a newcomer
-//! would learn of a release only at its next regular heartbeat: up to a whole interval later,
-//! for every partition that moves.
+//! what it waits for, or after one heartbeat interval (at most [`MAX_HOLD_MS`]) at the latest.
+//! Without it, a newcomer would learn of a release only at its next regular heartbeat: up to a
+//! whole interval later, for every partition that moves.
 //!
 //! Cheap: only members in `UnreleasedPartitions` wait (in a join, the newcomers), and waiters
 //! are looked at only when a partition was released, a target applied, or a waiter's time is up.
