@@ -187,6 +187,7 @@ over_every_transport!(
     delete_groups_needs_delete_on_each_group,
     a_principal_confined_to_orders_can_neither_see_nor_touch_billing,
     cluster_admin_may_do_everything,
+    consumer_protocol_requests_are_authorized_like_the_classic_ones,
 );
 
 // ---------------------------------------------------------------------------- auth files
@@ -1185,5 +1186,67 @@ async fn denials_are_counted_by_resource_type() -> Result<()> {
     let topics = denials("topic") - topics_before;
     ensure!(groups >= 4.0, "group denials counted: {groups}");
     ensure!(topics >= 5.0, "topic denials counted: {topics}");
+    Ok(())
+}
+
+// ------------------------------------------------------------------ the consumer protocol
+
+fn consumer_join(group: &str, member_id: &str) -> Request {
+    Request::ConsumerGroupHeartbeat(muster_protocol::ConsumerGroupHeartbeatRequest {
+        group_id: group.into(),
+        member_id: member_id.into(),
+        member_epoch: 0,
+        rebalance_timeout_ms: 30_000,
+        subscribed_topics: Some(vec!["orders-a".into()]),
+        ..Default::default()
+    })
+}
+
+/// ConsumerGroupHeartbeat needs `read` on the group (as JoinGroup); ConsumerGroupDescribe and
+/// GroupSimulate need `describe` (as DescribeGroups), checked before anything else.
+async fn consumer_protocol_requests_are_authorized_like_the_classic_ones() -> Result<()> {
+    let secured = Secured::start(&base_rules())?;
+    let addr = secured.addr();
+    let mut orders = login(addr, ORDERS).await?;
+    let joined = match orders.call(consumer_join("orders-cg", "m-1")).await? {
+        muster_protocol::Response::ConsumerGroupHeartbeat(r) => r,
+        other => anyhow::bail!("unexpected {other:?}"),
+    };
+    ensure!(joined.error_code == 0, "{joined:?}");
+    let mut nobody = login(addr, NOBODY).await?;
+    match nobody.call(consumer_join("orders-cg", "m-2")).await? {
+        muster_protocol::Response::ConsumerGroupHeartbeat(r) => {
+            ensure!(r.error_code == GROUP_DENIED, "{r:?}")
+        }
+        other => anyhow::bail!("unexpected {other:?}"),
+    }
+    let describe = Request::ConsumerGroupDescribe(muster_protocol::ConsumerGroupDescribeRequest {
+        group_ids: vec!["orders-cg".into()],
+    });
+    let simulate = Request::GroupSimulate(muster_protocol::GroupSimulateRequest {
+        group_id: "orders-cg".into(),
+        add_members: 1,
+        ..Default::default()
+    });
+    // nobody may not describe it; viewer (describe on every group) may.
+    for (conn, expected) in [
+        (&mut nobody, GROUP_DENIED),
+        (&mut login(addr, VIEWER).await?, 0),
+    ] {
+        match conn.call(describe.clone()).await? {
+            muster_protocol::Response::ConsumerGroupDescribe(r) => {
+                ensure!(r.groups[0].error_code == expected, "{r:?}");
+                ensure!(expected != 0 || r.groups[0].members.len() == 1, "{r:?}");
+                ensure!(expected == 0 || r.groups[0].members.is_empty(), "{r:?}");
+            }
+            other => anyhow::bail!("unexpected {other:?}"),
+        }
+        match conn.call(simulate.clone()).await? {
+            muster_protocol::Response::GroupSimulate(r) => {
+                ensure!(r.error_code == expected, "{r:?}")
+            }
+            other => anyhow::bail!("unexpected {other:?}"),
+        }
+    }
     Ok(())
 }

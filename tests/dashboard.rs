@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context as _, Result};
 use common::*;
 use muster_auth::TokenHash;
-use muster_client::{Admin, Connection, ConnectionConfig, GroupMember, MemberConfig};
+use muster_client::{
+    Admin, Connection, ConnectionConfig, GroupMember, GroupProtocol, MemberConfig,
+};
 use muster_coordinator::quota::Quotas;
 use muster_server::auth::Auth;
 use muster_server::ServerThread;
@@ -703,5 +705,81 @@ async fn with_an_auth_file_the_json_needs_a_token_and_shows_that_principals_grou
         &[("Authorization", "Bearer orders-token")],
     )?;
     ensure!(status == 403, "describing another's group is refused");
+    Ok(())
+}
+
+/// A consumer-protocol group (protocol-v1 §7) on the dashboard: its JSON carries the group and
+/// target epochs and each member's epoch and target, and the page shows them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_group_shows_its_epochs_and_targets() -> Result<()> {
+    chromium()?;
+    let mut config = fast_config();
+    config.consumer.heartbeat_interval_ms = 100;
+    let server = start_server_with(config, |o| {
+        o.admin_listen = Some("127.0.0.1:0".into());
+    });
+    let admin = server.admin_addr().context("admin listener")?;
+    let addr = server.local_addr();
+    let setup = Admin::new(
+        Connection::connect(ConnectionConfig::new(addr.to_string()).client_id("setup")).await?,
+    );
+    setup.ensure_topic("events", 6).await?;
+    let mut members = Vec::new();
+    for client_id in ["stream-worker-1", "stream-worker-2"] {
+        let connection =
+            Connection::connect(ConnectionConfig::new(addr.to_string()).client_id(client_id))
+                .await?;
+        let (member, mut events) = MemberConfig::new("streams", ["events"])
+            .group_protocol(GroupProtocol::Consumer)
+            .start(connection)?;
+        tokio::spawn(async move { while events.recv().await.is_some() {} });
+        members.push(member);
+    }
+    let group = settled(admin, "streams", 2, 6).await?;
+    let consumer = &group["consumer"];
+    ensure!(
+        consumer["group_epoch"] == 2,
+        "two joins, two epochs: {group}"
+    );
+    ensure!(consumer["assignment_epoch"] == 2, "{group}");
+    let listed = consumer["members"].as_array().context("consumer members")?;
+    ensure!(listed.len() == 2, "{group}");
+    for m in listed {
+        ensure!(m["member_epoch"] == 2, "{m}");
+        ensure!(m["revoking"].as_array().is_some_and(Vec::is_empty), "{m}");
+        ensure!(m["awaiting"].as_array().is_some_and(Vec::is_empty), "{m}");
+        let target: usize = m["target"]
+            .as_array()
+            .map(|ts| {
+                ts.iter()
+                    .map(|t| t["partitions"].as_array().map_or(0, Vec::len))
+                    .sum()
+            })
+            .unwrap_or(0);
+        ensure!(target == 3, "each member's target is half: {m}");
+    }
+    ensure!(
+        group["journal"][0]["generation"] == 2,
+        "one entry per epoch: {group}"
+    );
+
+    // A classic group has none.
+    let _classic = member(addr, "classic-group", "classic-1", &["events"]).await?;
+    let classic = settled(admin, "classic-group", 1, 6).await?;
+    ensure!(classic["consumer"].is_null(), "{classic}");
+
+    let page = dump_dom(format!("http://{admin}/groups/streams")).await?;
+    for text in [
+        "Group epoch",
+        "Target epoch",
+        "Giving up",
+        "Waiting for",
+        "stream-worker-1",
+    ] {
+        ensure!(page.contains(text), "the page shows {text:?}: {page}");
+    }
+    for m in members {
+        m.close().await?;
+    }
     Ok(())
 }

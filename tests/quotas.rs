@@ -418,3 +418,42 @@ async fn a_request_rate_quota_slows_its_principal_without_errors_and_no_one_else
     }
     Ok(())
 }
+
+/// Consumer-protocol members count against `max_members` like classic ones: a join past the
+/// limit is QUOTA_EXCEEDED, a leave (epoch -1) gives the unit back; the group a consumer join
+/// creates counts against `max_groups`.
+#[tokio::test]
+async fn consumer_protocol_members_count_against_max_members() -> Result<()> {
+    let file = AuthFile::new("consumer", &[("gamma", "max_members = 2")]);
+    let auth = auth(&file);
+    let server = start(&auth, Arc::new(MemoryStore::new()));
+    let addr = server.local_addr();
+    let quota = auth.quotas().get("gamma");
+    let mut conn = connect_as(addr, "gamma").await?;
+    let heartbeat = |member_id: &str, epoch: i32| {
+        Request::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest {
+            group_id: "gamma-cg".into(),
+            member_id: member_id.into(),
+            member_epoch: epoch,
+            rebalance_timeout_ms: if epoch == 0 { 30_000 } else { -1 },
+            subscribed_topics: (epoch == 0).then(|| vec!["t".into()]),
+            ..Default::default()
+        })
+    };
+    let code = |response: Response| match response {
+        Response::ConsumerGroupHeartbeat(r) => r.error_code,
+        other => panic!("unexpected {other:?}"),
+    };
+    assert_eq!(code(conn.call(heartbeat("m-1", 0)).await?), 0);
+    assert_eq!(quota.used(QuotaKind::Groups), 1);
+    assert_eq!(code(conn.call(heartbeat("m-2", 0)).await?), 0);
+    // Heartbeats and rejoins of known members take nothing.
+    assert_eq!(code(conn.call(heartbeat("m-2", 0)).await?), 0);
+    assert_eq!(quota.used(QuotaKind::Members), 2);
+    assert_eq!(code(conn.call(heartbeat("m-3", 0)).await?), OVER);
+    assert_eq!(code(conn.call(heartbeat("m-1", -1)).await?), 0);
+    assert_eq!(quota.used(QuotaKind::Members), 1);
+    assert_eq!(code(conn.call(heartbeat("m-3", 0)).await?), 0);
+    assert_eq!(quota.used(QuotaKind::Members), 2);
+    Ok(())
+}

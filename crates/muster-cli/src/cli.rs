@@ -102,7 +102,10 @@ pub enum GroupsCommand {
         #[arg(long = "state", value_name = "STATE", value_enum, ignore_case = true)]
         states: Vec<StateArg>,
     },
-    /// Show a group's state, generation, assignor, leader and members.
+    /// Show a group's state, generation, assignor, leader and members; for a
+    /// consumer-protocol group its group and assignment epochs, assignor, and per member its
+    /// epoch, subscription, current and target assignment, and what it still has to give up
+    /// or receive.
     Describe {
         /// The group id.
         group: String,
@@ -132,6 +135,32 @@ pub enum GroupsCommand {
     Why {
         /// The group id.
         group: String,
+    },
+    /// Dry-run rebalance: what the group's assignor would move if members left, members
+    /// joined or topics grew, all at once; nothing changes in the group.
+    ///
+    /// Per member (staying, removed, or added as new-1, new-2, ...) the partitions it would
+    /// keep, lose and gain, and how many partitions would stop (change owner or lose their
+    /// owner). Works for consumer-protocol groups and for classic groups whose assignor is
+    /// range or roundrobin (the server refuses the others, saying why).
+    Simulate {
+        /// The group id.
+        group: String,
+        /// A member that would leave (its member id; repeat for several).
+        #[arg(long = "remove", value_name = "MEMBER_ID")]
+        remove: Vec<String>,
+        /// How many members would join, each subscribed to every topic the group subscribes
+        /// to.
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        add: u32,
+        /// A topic's partition count as it would be (at least its count now; repeat for
+        /// several topics).
+        #[arg(
+            long = "partitions",
+            value_name = "TOPIC=COUNT",
+            value_parser = crate::commands::simulate::parse_topic_count
+        )]
+        partitions: Vec<muster_client::TopicInfo>,
     },
 }
 
@@ -221,6 +250,12 @@ pub enum StateArg {
     PreparingRebalance,
     #[value(name = "CompletingRebalance", alias = "completing-rebalance")]
     CompletingRebalance,
+    /// A consumer-protocol group whose target assignment is behind its group epoch.
+    #[value(name = "Assigning")]
+    Assigning,
+    /// A consumer-protocol group with a member not yet at its target assignment.
+    #[value(name = "Reconciling")]
+    Reconciling,
     #[value(name = "Stable")]
     Stable,
 }
@@ -231,6 +266,8 @@ impl From<StateArg> for GroupState {
             StateArg::Empty => GroupState::Empty,
             StateArg::PreparingRebalance => GroupState::PreparingRebalance,
             StateArg::CompletingRebalance => GroupState::CompletingRebalance,
+            StateArg::Assigning => GroupState::Assigning,
+            StateArg::Reconciling => GroupState::Reconciling,
             StateArg::Stable => GroupState::Stable,
         }
     }
@@ -270,7 +307,57 @@ mod tests {
             panic!("groups list: {:?}", cli.command);
         };
         assert_eq!(states, [StateArg::Stable, StateArg::Empty]);
+        let cli = Cli::try_parse_from(["muster", "groups", "list", "--state", "reconciling"])
+            .expect("a consumer-protocol state parses");
+        let Command::Groups(GroupsCommand::List { states }) = cli.command else {
+            panic!("groups list: {:?}", cli.command);
+        };
+        assert_eq!(
+            GroupState::from(states[0]),
+            GroupState::Reconciling,
+            "{states:?}"
+        );
         assert!(Cli::try_parse_from(["muster", "groups", "list", "--state", "Dead"]).is_err());
+    }
+
+    #[test]
+    fn simulate_takes_removals_additions_and_partition_counts() {
+        let cli = Cli::try_parse_from([
+            "muster",
+            "groups",
+            "simulate",
+            "g",
+            "--remove",
+            "m1",
+            "--remove",
+            "m2",
+            "--add",
+            "2",
+            "--partitions",
+            "orders=12",
+        ])
+        .expect("parses");
+        let Command::Groups(GroupsCommand::Simulate {
+            group,
+            remove,
+            add,
+            partitions,
+        }) = cli.command
+        else {
+            panic!("groups simulate: {:?}", cli.command);
+        };
+        assert_eq!((group.as_str(), add), ("g", 2));
+        assert_eq!(remove, ["m1", "m2"]);
+        assert_eq!(partitions[0].topic, "orders");
+        assert_eq!(partitions[0].partitions, 12);
+        let bare = Cli::try_parse_from(["muster", "groups", "simulate", "g"]).expect("parses");
+        let Command::Groups(GroupsCommand::Simulate { add: 0, .. }) = bare.command else {
+            panic!("no changes: {:?}", bare.command);
+        };
+        assert!(
+            Cli::try_parse_from(["muster", "groups", "simulate", "g", "--partitions", "x"])
+                .is_err()
+        );
     }
 
     #[test]

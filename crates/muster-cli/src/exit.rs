@@ -64,7 +64,9 @@ impl Status {
                  or an auth file that `auth check` refuses"
             }
             Status::Usage => "usage error: the command line is wrong",
-            Status::NotFound => "not found: no such group (describe, delete, offsets get)",
+            Status::NotFound => {
+                "not found: no such group (describe, delete, simulate, offsets get)"
+            }
             Status::Unreachable => {
                 "server unreachable: connection refused or broken, or no answer in --timeout-ms"
             }

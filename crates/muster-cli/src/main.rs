@@ -4,7 +4,13 @@
 //!
 //! ```text
 //! muster groups list [--state STATE]...      groups with their state and member count
-//! muster groups describe GROUP               state, generation, assignor, leader, members
+//! muster groups describe GROUP               state, generation, assignor, leader, members;
+//!                                            a consumer-protocol group: epochs, assignor, and
+//!                                            per member its current and target assignment
+//! muster groups simulate GROUP [--remove M]... [--add N] [--partitions TOPIC=COUNT]...
+//!                                            dry-run rebalance: kept, lost, gained per member
+//! muster groups history GROUP [--limit N]    the group's last rebalances, newest first
+//! muster groups why GROUP                    what the group waits for now
 //! muster groups delete GROUP                 delete an Empty group and its offsets
 //! muster groups coordinator GROUP            the node that coordinates the group
 //! muster offsets get GROUP                   committed offsets
@@ -37,7 +43,7 @@
 //! | 0 | success |
 //! | 1 | refused by the server: it answered an error code (`NON_EMPTY_GROUP`; `UNKNOWN_MEMBER_ID` or `REBALANCE_IN_PROGRESS` for `offsets set` on a group with members; `INVALID_PARTITIONS`; ...), or `auth check` refused the file |
 //! | 2 | usage error (clap) |
-//! | 3 | not found: the group does not exist (`groups describe`, `groups delete`, `offsets get`) |
+//! | 3 | not found: the group does not exist (`groups describe`, `groups delete`, `groups simulate`, `offsets get`) |
 //! | 4 | server unreachable: connection refused or broken, or no answer within `--timeout-ms` |
 //! | 5 | internal error: an answer the CLI cannot interpret, or output it cannot write |
 //!

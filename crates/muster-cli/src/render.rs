@@ -1,6 +1,7 @@
 //! Output: every command returns a [`Report`], which is printed either for people (aligned
 //! columns, no borders, in the style of `kafka-consumer-groups.sh`) or as one pretty-printed
-//! JSON document (`--json`: the report's `serde` form, whose field names are stable).
+//! JSON document (`--json`: the report's `serde` form, whose field names are stable). The
+//! cells several reports share (durations, absent values, partition lists) are made here.
 //!
 //! Reports go to stdout; notes for people ("no groups") go to stderr so that stdout stays
 //! empty when there is nothing to list. A reader that closed the pipe early (`| head`) is not
@@ -9,6 +10,7 @@
 use std::io::{self, Write};
 
 use comfy_table::{presets, Table};
+use muster_client::protocol::view::AssignedPartitions;
 use serde::Serialize;
 
 use crate::exit::Failure;
@@ -91,6 +93,23 @@ pub fn fields(pairs: &[(&str, String)]) -> String {
     )
 }
 
+/// `orders:0,1,2 audit:4`, or `-` for nothing.
+pub fn assignment_cell(assignment: &[AssignedPartitions]) -> String {
+    let cells: Vec<String> = assignment
+        .iter()
+        .filter(|a| !a.partitions.is_empty())
+        .map(|a| {
+            let partitions: Vec<String> = a.partitions.iter().map(i32::to_string).collect();
+            format!("{}:{}", a.topic, partitions.join(","))
+        })
+        .collect();
+    if cells.is_empty() {
+        "-".to_owned()
+    } else {
+        cells.join(" ")
+    }
+}
+
 /// A value that may be absent, for a table cell.
 pub fn or_dash(value: Option<&str>) -> String {
     match value {
@@ -152,6 +171,22 @@ mod tests {
         assert_eq!(millis(1_550), "1.5s");
         assert_eq!(millis(60_000), "1m");
         assert_eq!(millis(150_000), "2m30s");
+    }
+
+    #[test]
+    fn assignments_read_compactly() {
+        let assignment = vec![
+            AssignedPartitions {
+                topic: "orders".into(),
+                partitions: vec![0, 1],
+            },
+            AssignedPartitions {
+                topic: "audit".into(),
+                partitions: vec![4],
+            },
+        ];
+        assert_eq!(assignment_cell(&assignment), "orders:0,1 audit:4");
+        assert_eq!(assignment_cell(&[]), "-");
     }
 
     #[test]

@@ -20,6 +20,21 @@
 //! with no group-wide rebalance; the lines it prints then name the member epoch. `classic` (the
 //! default) is the JoinGroup / SyncGroup protocol with a client-side assignor (`--assignors`).
 //!
+//! `--ownership-log` adds a machine-readable line to stdout for every change of what the worker
+//! owns and every acknowledged commit, stamped with the wall clock (shared by every process on
+//! the machine), so that a test can replay a fleet of workers and check that no partition ever
+//! had two owners and that no acknowledged commit was lost:
+//!
+//! ```text
+//! own <unix µs> assigned  <epoch> <topic/partition=start,...>   on receipt, before any work
+//! own <unix µs> revoked   <epoch> <topic/partition,...>         after its commit, before letting go
+//! own <unix µs> lost      <epoch> <topic/partition,...>
+//! own <unix µs> committed <epoch> <topic/partition=offset,...>  once the server acknowledged it
+//! own <unix µs> stopped   <epoch> <topic/partition,...>         after the final commit, before leaving
+//! ```
+//!
+//! (`<epoch>` is the generation or the member epoch; an empty list is `-`.)
+//!
 //! Settings come from arguments or the environment: `MUSTER_SERVER` (default
 //! `127.0.0.1:7450`; a cluster's nodes comma-separated, e.g. `n1:7450,n2:7450,n3:7450`: the
 //! worker finds its group's coordinator from them and follows it when it moves), `MUSTER_GROUP`, `MUSTER_TOPICS` (comma-separated), and for a secured
@@ -29,7 +44,7 @@
 //! the host of `--server`).
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use clap::Parser;
 use muster_client::args::ConnectArgs;
@@ -88,6 +103,10 @@ struct Args {
     /// How often positions are committed.
     #[arg(long, default_value_t = 2000)]
     commit_interval_ms: u64,
+    /// Also print machine-readable `own ...` lines (see the module docs): what the worker owns
+    /// from when, and every acknowledged commit, stamped with the wall clock in µs.
+    #[arg(long)]
+    ownership_log: bool,
     #[command(flatten)]
     connect: ConnectArgs,
 }
@@ -103,6 +122,7 @@ async fn main() -> anyhow::Result<()> {
         .init();
     let args = Args::parse();
     let name = args.name.clone();
+    let own = OwnershipLog(args.ownership_log);
 
     let first = args.server.first().cloned().unwrap_or_default();
     let config = args
@@ -153,11 +173,28 @@ async fn main() -> anyhow::Result<()> {
             _ = &mut shutdown => break,
             event = events.recv() => match event {
                 Some(Event::Assigned(added)) => {
-                    let committed = member.fetch_offsets(Some(added.partitions())).await.unwrap_or_default();
+                    // Owned from now on: stamped before anything is done with it.
+                    let received = SystemTime::now();
+                    // Where the previous owner stopped. If that cannot be read, do not guess 0
+                    // (it would redo work, or skip a commit's worth): stop, and let the group
+                    // hand the partitions to someone who can.
+                    let committed = match member.fetch_offsets(Some(added.partitions())).await {
+                        Ok(committed) => committed,
+                        Err(e) => {
+                            eprintln!("[{name}] cannot read committed offsets ({e}); leaving");
+                            break;
+                        }
+                    };
                     for tp in added.iter() {
                         let start = committed.get(tp).map_or(0, |o| o.offset);
                         positions.insert(tp.clone(), start);
                     }
+                    own.line(
+                        received,
+                        "assigned",
+                        added.generation(),
+                        added.iter().map(|tp| (tp, positions.get(tp).copied())),
+                    );
                     let coordinator = member.coordinator().map_or("?".to_owned(), |n| n.to_string());
                     println!(
                         "[{name}] {epoch} {}: assigned {}; now own {} (coordinator {coordinator})",
@@ -173,9 +210,17 @@ async fn main() -> anyhow::Result<()> {
                         .iter()
                         .filter_map(|tp| positions.remove(tp).map(|p| (tp.clone(), p)))
                         .collect();
-                    if let Err(e) = member.commit_offsets(done).await {
-                        eprintln!("[{name}] commit on revocation failed: {e}");
+                    match member.commit_offsets(done.clone()).await {
+                        Ok(()) => own.committed(member.generation(), &done),
+                        Err(e) => eprintln!("[{name}] commit on revocation failed: {e}"),
                     }
+                    // Still owned until `revoked` is dropped, at the end of this arm.
+                    own.line(
+                        SystemTime::now(),
+                        "revoked",
+                        revoked.generation(),
+                        revoked.iter().map(|tp| (tp, None)),
+                    );
                     println!(
                         "[{name}] {epoch} {}: revoked {}; now own {}",
                         revoked.generation(),
@@ -187,6 +232,12 @@ async fn main() -> anyhow::Result<()> {
                     for tp in lost.iter() {
                         positions.remove(tp);
                     }
+                    own.line(
+                        SystemTime::now(),
+                        "lost",
+                        lost.generation(),
+                        lost.iter().map(|tp| (tp, None)),
+                    );
                     println!(
                         "[{name}] {epoch} {}: lost {} (membership reset); now own {}",
                         lost.generation(),
@@ -210,8 +261,11 @@ async fn main() -> anyhow::Result<()> {
                 }
                 let snapshot: Vec<(TopicPartition, i64)> =
                     positions.iter().map(|(tp, p)| (tp.clone(), *p)).collect();
-                match member.commit_offsets(snapshot).await {
-                    Ok(()) => println!("[{name}] committed {} partitions", positions.len()),
+                match member.commit_offsets(snapshot.clone()).await {
+                    Ok(()) => {
+                        own.committed(member.generation(), &snapshot);
+                        println!("[{name}] committed {} partitions", positions.len());
+                    }
                     Err(e) => eprintln!("[{name}] commit failed: {e}"),
                 }
             }
@@ -221,12 +275,64 @@ async fn main() -> anyhow::Result<()> {
     println!("[{name}] shutting down: committing and leaving the group");
     let last: Vec<(TopicPartition, i64)> =
         positions.iter().map(|(tp, p)| (tp.clone(), *p)).collect();
-    if let Err(e) = member.commit_offsets(last).await {
-        eprintln!("[{name}] final commit failed: {e}");
+    match member.commit_offsets(last.clone()).await {
+        Ok(()) => own.committed(member.generation(), &last),
+        Err(e) => eprintln!("[{name}] final commit failed: {e}"),
     }
+    // Nothing is processed any more: the partitions are given up before the member leaves.
+    own.line(
+        SystemTime::now(),
+        "stopped",
+        member.generation(),
+        positions.keys().map(|tp| (tp, None)),
+    );
     member.close().await?;
     println!("[{name}] left");
     Ok(())
+}
+
+/// The `own ...` lines of `--ownership-log` (a no-op without it).
+struct OwnershipLog(bool);
+
+impl OwnershipLog {
+    /// Prints `own <unix µs> <event> <epoch> <topic/partition[=position],...>`.
+    fn line<'a>(
+        &self,
+        at: SystemTime,
+        event: &str,
+        epoch: i32,
+        partitions: impl Iterator<Item = (&'a TopicPartition, Option<i64>)>,
+    ) {
+        if !self.0 {
+            return;
+        }
+        let micros = at
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros());
+        let list: Vec<String> = partitions
+            .map(|(tp, position)| match position {
+                Some(p) => format!("{}/{}={p}", tp.topic, tp.partition),
+                None => format!("{}/{}", tp.topic, tp.partition),
+            })
+            .collect();
+        let list = if list.is_empty() {
+            "-".to_owned()
+        } else {
+            list.join(",")
+        };
+        println!("own {micros} {event} {epoch} {list}");
+    }
+
+    /// An acknowledged commit, stamped now (after the acknowledgement).
+    fn committed(&self, epoch: i32, offsets: &[(TopicPartition, i64)]) {
+        let at = SystemTime::now();
+        self.line(
+            at,
+            "committed",
+            epoch,
+            offsets.iter().map(|(tp, offset)| (tp, Some(*offset))),
+        );
+    }
 }
 
 /// Ctrl-C, or SIGTERM on Unix.

@@ -14,6 +14,12 @@
 //! - `uniform/1000x10000`: the consumer protocol's `uniform` assignor computing the target of a
 //!   1 000-member group on 10 000 partitions when one member has just joined (999 keep what
 //!   they had; the newcomer takes its share).
+//! - `consumer_heartbeat/1000`: one heartbeat of a member of a Stable 1 000-member
+//!   consumer-protocol group, at its target (the steady heartbeat).
+//! - `consumer_join/1000x10000`: one member joins a Stable consumer-protocol group of 999 on
+//!   10 000 partitions: the group epoch bump, the `uniform` target, the journal entry, the
+//!   newcomer's first reconciliation step and the record of the 1 000 members to write —
+//!   everything that join costs the group's turn.
 //! - `tick/10000`: a timer tick on a Stable 10 000-member group with nothing due (what every
 //!   group pays when its early wake-up fires: one scan of the members' deadlines).
 //!
@@ -30,8 +36,8 @@ use muster_coordinator::engine::{ClientInfo, Ctx, Effects, Group, GroupState, Wr
 use muster_coordinator::quota::Quotas;
 use muster_coordinator::GroupConfig;
 use muster_protocol::{
-    AssignorMetadata, HeartbeatRequest, JoinGroupRequest, MemberAssignment, Response,
-    SyncGroupRequest, TopicPartitions,
+    AssignorMetadata, ConsumerGroupHeartbeatRequest, HeartbeatRequest, JoinGroupRequest,
+    MemberAssignment, Response, SyncGroupRequest, TopicPartitions,
 };
 use uuid::Uuid;
 
@@ -320,6 +326,113 @@ fn bench_uniform(c: &mut Criterion) {
     });
 }
 
+/// A Stable consumer-protocol group of 999 members on 10 000 partitions, every member at the
+/// target (built from a record, as a restart would).
+fn consumer_group() -> Group<u32> {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use muster_coordinator::engine::consumer::{assign_uniform, AssignmentSpec, Target};
+    use muster_coordinator::storage::{ConsumerGroupRecord, ConsumerMemberRecord, GroupRecord};
+
+    let members: BTreeMap<String, BTreeSet<String>> = (0..999)
+        .map(|i| (format!("member-{i:04}"), BTreeSet::from([TOPIC.to_owned()])))
+        .collect();
+    let counts = BTreeMap::from([(TOPIC.to_owned(), 10_000)]);
+    let target = assign_uniform(&AssignmentSpec {
+        members: &members,
+        partition_counts: &counts,
+        current: &Target::new(),
+    });
+    let wire = |ps: &muster_coordinator::engine::consumer::Partitions| -> Vec<TopicPartitions> {
+        ps.iter()
+            .map(|(t, p)| TopicPartitions {
+                topic: t.clone(),
+                partitions: p.iter().copied().collect(),
+            })
+            .collect()
+    };
+    let record = GroupRecord {
+        consumer: Some(ConsumerGroupRecord {
+            assignment_epoch: 999,
+            assignor: "uniform".into(),
+            members: target
+                .iter()
+                .map(|(id, share)| ConsumerMemberRecord {
+                    member_id: id.clone(),
+                    client_id: "consumer".into(),
+                    client_host: "10.0.0.7".into(),
+                    rebalance_timeout_ms: 60_000,
+                    subscribed_topics: vec![TOPIC.into()],
+                    member_epoch: 999,
+                    previous_member_epoch: 998,
+                    assigned: wire(share),
+                    target: wire(share),
+                    ..ConsumerMemberRecord::default()
+                })
+                .collect(),
+        }),
+        state: GroupState::Stable,
+        generation: 999,
+        ..GroupRecord::empty("bench".into(), 0)
+    };
+    Group::restore(record, Vec::new(), config(), 0).0
+}
+
+fn consumer_heartbeat(member_id: &str, epoch: i32, join: bool) -> ConsumerGroupHeartbeatRequest {
+    ConsumerGroupHeartbeatRequest {
+        group_id: "bench".into(),
+        member_id: member_id.into(),
+        member_epoch: epoch,
+        rebalance_timeout_ms: if join { 60_000 } else { -1 },
+        subscribed_topics: join.then(|| vec![TOPIC.into()]),
+        ..ConsumerGroupHeartbeatRequest::default()
+    }
+}
+
+fn bench_consumer(c: &mut Criterion) {
+    let topics = HashMap::from([(TOPIC.to_owned(), 10_000)]);
+    let client = client();
+    let mut group = consumer_group();
+    c.bench_function("consumer_heartbeat/1000", |b| {
+        b.iter(|| {
+            let cx = Ctx {
+                now: 1,
+                topics: &topics,
+            };
+            let req = consumer_heartbeat("member-0500", 999, false);
+            black_box(group.consumer_heartbeat(
+                cx,
+                req,
+                &client,
+                Default::default(),
+                Uuid::nil(),
+                1,
+            ))
+        })
+    });
+    c.bench_function("consumer_join/1000x10000", |b| {
+        b.iter_batched(
+            consumer_group,
+            |mut group| {
+                let cx = Ctx {
+                    now: 1,
+                    topics: &topics,
+                };
+                let req = consumer_heartbeat("member-new", 0, true);
+                black_box(group.consumer_heartbeat(
+                    cx,
+                    req,
+                    &client,
+                    Default::default(),
+                    Uuid::nil(),
+                    1,
+                ))
+            },
+            BatchSize::LargeInput,
+        )
+    });
+}
+
 fn short() -> Criterion {
     Criterion::default()
         .sample_size(20)
@@ -330,6 +443,6 @@ fn short() -> Criterion {
 criterion_group! {
     name = engine;
     config = short();
-    targets = bench_barrier, bench_heartbeat, bench_tick, bench_uniform
+    targets = bench_barrier, bench_heartbeat, bench_tick, bench_uniform, bench_consumer
 }
 criterion_main!(engine);

@@ -45,6 +45,10 @@ pub struct ConsumerConfig {
     pub session_timeout_ms: u32,
     /// The assignor of a group none of whose members asks for one.
     pub default_assignor: String,
+    /// A target of at most this many members × partitions is computed on the group's turn;
+    /// a larger one on a blocking thread, so that it never holds up other groups
+    /// (`engine/consumer/assign.rs`).
+    pub inline_assignment_limit: usize,
 }
 
 impl Default for ConsumerConfig {
@@ -53,6 +57,7 @@ impl Default for ConsumerConfig {
             heartbeat_interval_ms: 5_000,
             session_timeout_ms: 45_000,
             default_assignor: "uniform".to_owned(),
+            inline_assignment_limit: 100_000,
         }
     }
 }

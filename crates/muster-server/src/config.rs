@@ -361,6 +361,7 @@ impl Settings {
                 heartbeat_interval_ms: self.consumer_heartbeat_interval_ms,
                 session_timeout_ms: self.consumer_session_timeout_ms,
                 default_assignor: self.consumer_default_assignor.clone(),
+                ..ConsumerConfig::default()
             },
             storm_rebalances: self.storm_rebalances,
             storm_window_ms: self.storm_window_s.saturating_mul(1_000),

@@ -36,6 +36,10 @@ struct Member {
 
 impl Member {
     fn join(addr: SocketAddr, id: &str) -> Result<Member> {
+        Self::join_topic(addr, id, "orders")
+    }
+
+    fn join_topic(addr: SocketAddr, id: &str, topic: &str) -> Result<Member> {
         let mut member = Member {
             conn: Conn::connect(addr)?,
             id: id.into(),
@@ -47,7 +51,7 @@ impl Member {
             member_id: id.into(),
             member_epoch: 0,
             rebalance_timeout_ms: 30_000,
-            subscribed_topics: Some(vec!["orders".into()]),
+            subscribed_topics: Some(vec![topic.into()]),
             owned_partitions: Some(Vec::new()),
             ..ConsumerGroupHeartbeatRequest::default()
         })?;
@@ -187,6 +191,54 @@ fn members_reconcile_over_tcp_and_epochs_survive_a_kill() -> Result<()> {
     settle(&mut members)?;
     let total: usize = members.iter().map(|m| m.owned().len()).sum();
     assert_eq!(total, 12);
+    server.kill()?;
+    Ok(())
+}
+
+/// A target of more members × partitions than musterd computes on the group's turn (100 000 by
+/// default) is computed on a blocking thread: the joiners are answered at once (epoch 0, the
+/// group Assigning), and their next heartbeats get the target.
+#[test]
+fn a_large_target_is_computed_off_the_group_s_turn() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let (mut server, addr) = start(dir.path())?;
+    create_topic(addr, "big", 40_000)?;
+    let mut members = Vec::new();
+    for id in ["big-a", "big-b", "big-c"] {
+        members.push(Member::join_topic(addr, id, "big")?);
+    }
+    // 2 × 40 000 is computed on the turn; 3 × 40 000 is not: the third joiner is answered
+    // before its target exists, at the target's epoch (2), not the group's (3).
+    assert_eq!((members[1].epoch, members[2].epoch), (2, 2));
+    // Heartbeat until everyone owns its share (the jobs run meanwhile).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        for m in &mut members {
+            let code = m.beat()?;
+            if code != 0 {
+                bail!("{}: code {code}", m.id);
+            }
+        }
+        let owned: Vec<usize> = members.iter().map(|m| m.owned().len()).collect();
+        let mut owners = BTreeSet::new();
+        for m in &members {
+            for p in m.owned() {
+                if !owners.insert(p.clone()) {
+                    bail!("{p:?} owned twice");
+                }
+            }
+        }
+        if owned.iter().sum::<usize>() == 40_000 && owned.iter().all(|&n| n >= 13_333) {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            bail!("not settled: {owned:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let described = describe(addr)?;
+    assert_eq!(described.state, "Stable");
+    assert_eq!(described.assignment_epoch, described.group_epoch);
     server.kill()?;
     Ok(())
 }

@@ -3,15 +3,20 @@
 //! `list` asks every node of the cluster (a single server: itself) and merges the answers;
 //! `describe` and `delete` go to the group's coordinator (the client routes them).
 //!
-//! DescribeGroups answers an unknown group as `Dead` with no members (Kafka does the same), so
-//! `describe` reports that as not found; DeleteGroups answers `GROUP_ID_NOT_FOUND`.
+//! `describe` asks ConsumerGroupDescribe first: a consumer-protocol group is described from
+//! its answer (module `consumer`); a group it does not know (GROUP_ID_NOT_FOUND: a classic
+//! group, or none), or a server too old to know the request (INVALID_REQUEST), is described
+//! with DescribeGroups. DescribeGroups answers an unknown group as `Dead` with no members
+//! (Kafka does the same), so `describe` reports that as not found; DeleteGroups answers
+//! `GROUP_ID_NOT_FOUND`.
 
 use muster_client::admin::{GroupListing, NodeGroup};
-use muster_client::protocol::view::{AssignedPartitions, MemberRow};
+use muster_client::protocol::view::MemberRow;
 use muster_client::protocol::DescribedGroup;
-use muster_client::GroupState;
+use muster_client::{ErrorCode, GroupState};
 use serde::Serialize;
 
+use super::consumer::ConsumerGroupDescription;
 use super::Context;
 use crate::exit::Failure;
 use crate::render::{self, Report};
@@ -135,10 +140,30 @@ fn group_list(listing: GroupListing) -> (GroupList, Option<Failure>) {
     )
 }
 
-/// `groups describe`: the group, then its members sorted by member id.
+/// `groups describe`: a classic group or a consumer-protocol group, told apart in JSON by
+/// `"protocol"`.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum Description {
+    Classic(GroupDescription),
+    Consumer(ConsumerGroupDescription),
+}
+
+impl Report for Description {
+    fn human(&self) -> String {
+        match self {
+            Description::Classic(d) => d.human(),
+            Description::Consumer(d) => d.human(),
+        }
+    }
+}
+
+/// `groups describe` of a classic group: the group, then its members sorted by member id.
 #[derive(Debug, Serialize)]
 pub struct GroupDescription {
     pub group: String,
+    /// Always `"classic"` (a consumer-protocol group's description says `"consumer"`).
+    pub protocol: &'static str,
     pub state: String,
     pub generation: i32,
     /// The assignor the group chose; `null` before its first rebalance.
@@ -155,29 +180,13 @@ impl From<DescribedGroup> for GroupDescription {
         members.sort_by(|a, b| a.member_id.cmp(&b.member_id));
         GroupDescription {
             group: g.group_id,
+            protocol: "classic",
             state: g.state,
             generation: g.generation_id,
             assignor: g.assignor.filter(|a| !a.is_empty()),
             leader: Some(g.leader_id).filter(|l| !l.is_empty()),
             members,
         }
-    }
-}
-
-/// `orders:0,1,2 audit:4`, or `-` for nothing.
-pub fn assignment_cell(assignment: &[AssignedPartitions]) -> String {
-    let cells: Vec<String> = assignment
-        .iter()
-        .filter(|a| !a.partitions.is_empty())
-        .map(|a| {
-            let partitions: Vec<String> = a.partitions.iter().map(i32::to_string).collect();
-            format!("{}:{}", a.topic, partitions.join(","))
-        })
-        .collect();
-    if cells.is_empty() {
-        "-".to_owned()
-    } else {
-        cells.join(" ")
     }
 }
 
@@ -211,7 +220,7 @@ impl Report for GroupDescription {
                     render::or_dash(m.instance_id.as_deref()),
                     render::or_dash(Some(&m.client_id)),
                     render::or_dash(Some(&m.host)),
-                    assignment_cell(&m.assignment),
+                    render::assignment_cell(&m.assignment),
                     render::millis(u64::from(m.session_timeout_ms)),
                     format!("{} ago", render::millis(m.last_seen_ms_ago)),
                     if m.holding_rebalance { "yes" } else { "no" }.to_owned(),
@@ -222,13 +231,37 @@ impl Report for GroupDescription {
     }
 }
 
-pub async fn describe(ctx: &Context, group: &str) -> Result<GroupDescription, Failure> {
+pub async fn describe(ctx: &Context, group: &str) -> Result<Description, Failure> {
     let what = format!("cannot describe group {group:?}");
+    match ctx.admin.describe_consumer_group(group).await {
+        Ok(described) => return Ok(Description::Consumer(described.into())),
+        Err(err) if not_a_consumer_group(&err) => {}
+        Err(err) => return Err(ctx.fail(&what, &err)),
+    }
+    describe_classic(ctx, group, &what)
+        .await
+        .map(Description::Classic)
+}
+
+/// ConsumerGroupDescribe's answer for a classic or unknown group, or an older server's for a
+/// request it does not know.
+fn not_a_consumer_group(err: &muster_client::ClientError) -> bool {
+    matches!(
+        err.error_code(),
+        Some(ErrorCode::GroupIdNotFound | ErrorCode::InvalidRequest)
+    )
+}
+
+async fn describe_classic(
+    ctx: &Context,
+    group: &str,
+    what: &str,
+) -> Result<GroupDescription, Failure> {
     let described = ctx
         .admin
         .describe_group(group)
         .await
-        .map_err(|e| ctx.fail(&what, &e))?;
+        .map_err(|e| ctx.fail(what, &e))?;
     if is_absent(&described) {
         return Err(Failure::not_found(format!("group {group:?} not found")));
     }
@@ -394,21 +427,5 @@ mod tests {
         assert!(is_absent(&dead));
         let description = GroupDescription::from(dead);
         assert_eq!(description.leader, None);
-    }
-
-    #[test]
-    fn assignments_read_compactly() {
-        let assignment = vec![
-            AssignedPartitions {
-                topic: "orders".into(),
-                partitions: vec![0, 1],
-            },
-            AssignedPartitions {
-                topic: "audit".into(),
-                partitions: vec![4],
-            },
-        ];
-        assert_eq!(assignment_cell(&assignment), "orders:0,1 audit:4");
-        assert_eq!(assignment_cell(&[]), "-");
     }
 }

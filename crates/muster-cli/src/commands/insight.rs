@@ -244,7 +244,8 @@ impl From<WaitingMember> for Waiting {
 
 #[derive(Debug, Serialize)]
 pub struct Rebalance {
-    /// `join` or `sync`.
+    /// `join` or `sync`; `reconcile` for a consumer-protocol group (members still holding
+    /// partitions another member waits for).
     pub phase: String,
     pub trigger: Trigger,
     pub started_at: u64,
@@ -308,9 +309,16 @@ impl Report for Why {
             self.group, self.state, self.generation
         );
         if let Some(r) = &self.rebalance {
-            let what = if r.phase == "join" { "rejoin" } else { "sync" };
+            let (doing, what) = match r.phase.as_str() {
+                "join" => ("rebalancing", "rejoin"),
+                "reconcile" => (
+                    "reconciling",
+                    "let go of the partitions they were asked to revoke",
+                ),
+                _ => ("rebalancing", "sync"),
+            };
             out.push_str(&format!(
-                "\nrebalancing ({}) for {}, phase {} for {}{}",
+                "\n{doing} ({}) for {}, phase {} for {}{}",
                 r.trigger.human(),
                 ago(r.started_at),
                 r.phase,
@@ -396,6 +404,54 @@ mod tests {
         assert_eq!(timestamp(0), "1970-01-01T00:00:00Z");
         assert_eq!(timestamp(951_782_400_000), "2000-02-29T00:00:00Z");
         assert_eq!(timestamp(1_700_000_000_123), "2023-11-14T22:13:20Z");
+    }
+
+    /// A consumer-protocol group waits for members to let go, not to rejoin or sync.
+    #[test]
+    fn why_a_consumer_group_is_reconciling() {
+        let d = GroupDiagnosisResponse {
+            state: "Reconciling".into(),
+            generation_id: 3,
+            now_ms: 10_000,
+            rebalance: Some(Box::new(muster_client::protocol::RebalanceWait {
+                phase: "reconcile".into(),
+                trigger: RebalanceCause {
+                    kind: "member_joined".into(),
+                    member_id: "m-2".into(),
+                    client_host: "10.0.0.2".into(),
+                    ..RebalanceCause::default()
+                },
+                started_at_ms: 8_000,
+                phase_since_ms: 8_000,
+                deadline_ms: Some(40_000),
+                waiting_for: vec![WaitingMember {
+                    member_id: "m-1".into(),
+                    client_id: "app".into(),
+                    client_host: "10.0.0.1".into(),
+                    last_heard_ms: 9_500,
+                    ..WaitingMember::default()
+                }],
+                ..muster_client::protocol::RebalanceWait::default()
+            })),
+            ..GroupDiagnosisResponse::default()
+        };
+        let text = why_from("billing", d).human();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "group billing is Reconciling at generation 3");
+        assert_eq!(
+            lines[1],
+            "reconciling (member_joined m-2 (10.0.0.2)) for 2s, phase reconcile for 2s"
+        );
+        assert_eq!(
+            lines[2],
+            "gives up in 30s (then removes those that did not let go of the partitions they \
+             were asked to revoke)"
+        );
+        assert_eq!(
+            lines[3],
+            "waiting for these members to let go of the partitions they were asked to revoke:"
+        );
+        assert!(lines[5].starts_with("m-1"), "{text}");
     }
 
     #[test]

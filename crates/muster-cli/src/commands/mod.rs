@@ -15,9 +15,11 @@ use crate::render::{emit, Format};
 
 pub mod auth;
 pub mod cluster;
+pub mod consumer;
 pub mod groups;
 pub mod insight;
 pub mod offsets;
+pub mod simulate;
 pub mod topics;
 
 /// The client id `muster` sends in `Hello`.
@@ -99,6 +101,15 @@ pub async fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Groups(GroupsCommand::Why { group }) => {
             emit(&insight::why(&ctx, group).await?, format)
         }
+        Command::Groups(GroupsCommand::Simulate {
+            group,
+            remove,
+            add,
+            partitions,
+        }) => emit(
+            &simulate::simulate(&ctx, group, remove, *add, partitions).await?,
+            format,
+        ),
         Command::Cluster(ClusterCommand::Describe) => emit(&cluster::describe(&ctx).await?, format),
         Command::Offsets(OffsetsCommand::Get { group }) => {
             emit(&offsets::get(&ctx, group).await?, format)

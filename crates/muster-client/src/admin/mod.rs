@@ -1,12 +1,14 @@
 //! The admin API: topics (create, describe), groups (list by state, describe, delete, find
-//! the coordinator, rebalance history, diagnosis), offsets (fetch; set for an Empty group) and
-//! the cluster (describe).
+//! the coordinator, rebalance history, diagnosis), consumer-protocol groups (describe with
+//! epochs and target assignments; protocol-v1 §7), dry-run rebalances (simulate), offsets
+//! (fetch; set for an Empty group) and the cluster (describe).
 //!
 //! Per-item results (one per topic or group) are returned as they come for the batch calls,
 //! and turned into a single `Result` by the one-item conveniences.
 //!
 //! Where each request goes (module `routed`): a group's requests (DescribeGroups,
-//! DeleteGroups, OffsetFetch, OffsetCommit) to that group's coordinator, found with
+//! ConsumerGroupDescribe, DeleteGroups, GroupSimulate, OffsetFetch, OffsetCommit) to that
+//! group's coordinator, found with
 //! FindCoordinator, one request per coordinator for a batch; ListGroups to every node of the
 //! cluster (DescribeCluster), merged; the rest (topics, the cluster, FindCoordinator) to any
 //! bootstrap node that answers. Against a single `musterd` every request reaches that one
@@ -15,10 +17,11 @@
 use std::collections::BTreeMap;
 
 use muster_protocol::{
-    CreateTopicsRequest, DeleteGroupsRequest, DescribeGroupsRequest, DescribeTopicsRequest,
-    DescribedGroup, FindCoordinatorRequest, GroupDiagnosisRequest, GroupDiagnosisResponse,
-    GroupHistoryRequest, GroupResult, ListedGroup, RebalanceRecord, Request, Response, TopicInfo,
-    TopicResult,
+    ConsumerGroupDescribeRequest, CreateTopicsRequest, DeleteGroupsRequest, DescribeGroupsRequest,
+    DescribeTopicsRequest, DescribedConsumerGroup, DescribedGroup, FindCoordinatorRequest,
+    GroupDiagnosisRequest, GroupDiagnosisResponse, GroupHistoryRequest, GroupResult,
+    GroupSimulateRequest, GroupSimulateResponse, ListedGroup, RebalanceRecord, Request, Response,
+    TopicInfo, TopicResult,
 };
 
 use crate::client::Client;
@@ -178,6 +181,87 @@ impl Admin {
         Ok(group)
     }
 
+    /// One ConsumerGroupDescribe description per requested group (protocol-v1 §7): the group
+    /// and assignment epochs, the server assignor, and per member its epoch, subscription,
+    /// current assignment and target assignment. Each is asked of the group's coordinator. A
+    /// group that is not a consumer-protocol group (a classic group, or an unknown one) comes
+    /// back `Dead` with GROUP_ID_NOT_FOUND in its `error_code`, as Kafka 4 answers; a group the
+    /// principal may not describe with GROUP_AUTHORIZATION_FAILED.
+    pub async fn describe_consumer_groups(
+        &self,
+        group_ids: &[&str],
+    ) -> Result<Vec<DescribedConsumerGroup>, ClientError> {
+        routed::per_coordinator(
+            &self.client,
+            group_ids,
+            |group_ids| ConsumerGroupDescribeRequest { group_ids }.into(),
+            |response| match response {
+                Response::ConsumerGroupDescribe(answer) => Ok(answer.groups),
+                other => Err(ClientError::Unexpected(other.name())),
+            },
+            |g: &DescribedConsumerGroup| (&g.group_id, g.error_code),
+        )
+        .await
+    }
+
+    /// One consumer-protocol group's description; a per-group error code becomes the error
+    /// (GROUP_ID_NOT_FOUND: no such group, or a classic one).
+    pub async fn describe_consumer_group(
+        &self,
+        group_id: &str,
+    ) -> Result<DescribedConsumerGroup, ClientError> {
+        let group = self
+            .describe_consumer_groups(&[group_id])
+            .await?
+            .into_iter()
+            .find(|g| g.group_id == group_id)
+            .ok_or(ClientError::Unexpected(
+                "ConsumerGroupDescribe without this group",
+            ))?;
+        ClientError::check(group.error_code, || {
+            format!("ConsumerGroupDescribe {group_id}")
+        })?;
+        Ok(group)
+    }
+
+    /// A dry-run rebalance of `group_id` (GroupSimulate, docs/protocol.md): what the group's
+    /// assignor would do if the members `remove` left, `add` new members joined (each
+    /// subscribed to every topic the group subscribes to) and the topics of `partitions` had
+    /// those partition counts, all at once. Per member (staying, added as `new-1`, `new-2`,
+    /// …, or removed) the partitions it would keep, lose and gain, and how many partitions
+    /// would stop. Nothing changes in the group.
+    ///
+    /// The server computes consumer-protocol groups and classic groups whose assignor is
+    /// `range` or `roundrobin`. A refusal becomes [`ClientError::Protocol`] whose context is
+    /// `GroupSimulate {group_id}`, followed by `: ` and the server's `error_message` when it
+    /// sent one: INVALID_REQUEST (another classic assignor), UNKNOWN_MEMBER_ID (a member to
+    /// remove is not in the group), INVALID_PARTITIONS (a count below the topic's),
+    /// GROUP_ID_NOT_FOUND, GROUP_AUTHORIZATION_FAILED; in a cluster the coordinator codes are
+    /// followed as for the other group requests.
+    pub async fn simulate(
+        &self,
+        group_id: &str,
+        remove: &[&str],
+        add: u32,
+        partitions: Vec<TopicInfo>,
+    ) -> Result<GroupSimulateResponse, ClientError> {
+        let request = GroupSimulateRequest {
+            group_id: group_id.to_owned(),
+            remove_members: remove.iter().map(|m| (*m).to_owned()).collect(),
+            add_members: add,
+            partitions,
+        };
+        match routed::group_call(&self.client, group_id, request.into()).await? {
+            Response::GroupSimulate(answer) => {
+                ClientError::check(answer.error_code, || {
+                    simulate_context(group_id, answer.error_message.as_deref())
+                })?;
+                Ok(answer)
+            }
+            other => Err(ClientError::Unexpected(other.name())),
+        }
+    }
+
     /// Deletes groups (only Empty ones; their offsets go too); one result per group, each
     /// from the group's coordinator.
     pub async fn delete_groups(&self, group_ids: &[&str]) -> Result<Vec<GroupResult>, ClientError> {
@@ -294,6 +378,15 @@ impl Admin {
     }
 }
 
+/// The context of a refused GroupSimulate: `GroupSimulate {group_id}`, and `: {message}` when
+/// the server said why ([`Admin::simulate`]).
+pub fn simulate_context(group_id: &str, message: Option<&str>) -> String {
+    match message.filter(|m| !m.is_empty()) {
+        Some(message) => format!("GroupSimulate {group_id}: {message}"),
+        None => format!("GroupSimulate {group_id}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,5 +398,16 @@ mod tests {
             assert_eq!(state.to_string(), state.as_str());
         }
         assert!("stable".parse::<GroupState>().is_err());
+    }
+
+    /// The context of a refused GroupSimulate: the CLI reads the server's reason after it.
+    #[test]
+    fn a_refused_simulation_carries_the_servers_reason() {
+        assert_eq!(
+            simulate_context("g", Some("the group has no member m")),
+            "GroupSimulate g: the group has no member m"
+        );
+        assert_eq!(simulate_context("g", None), "GroupSimulate g");
+        assert_eq!(simulate_context("g", Some("")), "GroupSimulate g");
     }
 }

@@ -77,7 +77,7 @@ pub(super) async fn group_call(
             }
             Err(err) => Err(err),
         };
-        if !coordinator_lost(&result) {
+        if !coordinator_lost(&result) && !answered_coordinator_error(&result) {
             return result;
         }
         let delay = backoff.next_delay(attempt);
@@ -87,6 +87,14 @@ pub(super) async fn group_call(
         }
         tokio::time::sleep(delay).await;
     }
+}
+
+/// An answer whose top-level code is a coordinator error ([`Response::error_code`]: it also
+/// reads the answers `coordinator_lost` does not know, such as GroupSimulate's).
+fn answered_coordinator_error(result: &Result<Response, ClientError>) -> bool {
+    result.as_ref().is_ok_and(|response| {
+        ErrorCode::from_code(response.error_code()).is_some_and(|c| c.is_coordinator_error())
+    })
 }
 
 /// Sends a request about many groups as one request per coordinator (`request` builds one
@@ -231,4 +239,36 @@ pub(super) async fn list_everywhere(
         (&a.group.group_id, &a.node.node_id).cmp(&(&b.group.group_id, &b.node.node_id))
     });
     Ok(listing)
+}
+
+#[cfg(test)]
+mod tests {
+    use muster_protocol::{GroupSimulateResponse, HeartbeatResponse};
+
+    use super::*;
+
+    #[test]
+    fn any_answers_coordinator_code_sends_it_to_find_the_coordinator_again() {
+        let simulate = |code: ErrorCode| {
+            Ok(Response::GroupSimulate(GroupSimulateResponse {
+                error_code: code.code(),
+                ..GroupSimulateResponse::default()
+            }))
+        };
+        assert!(answered_coordinator_error(&simulate(
+            ErrorCode::NotCoordinator
+        )));
+        assert!(answered_coordinator_error(&simulate(
+            ErrorCode::CoordinatorLoadInProgress
+        )));
+        assert!(!answered_coordinator_error(&simulate(ErrorCode::None)));
+        assert!(!answered_coordinator_error(&simulate(
+            ErrorCode::GroupIdNotFound
+        )));
+        let heartbeat = Ok(Response::Heartbeat(HeartbeatResponse {
+            error_code: ErrorCode::CoordinatorNotAvailable.code(),
+        }));
+        assert!(answered_coordinator_error(&heartbeat));
+        assert!(!answered_coordinator_error(&Err(ClientError::Disconnected)));
+    }
 }

@@ -80,6 +80,7 @@ impl<R> Group<R> {
                 self.num_awaiting_join -= 1;
             }
         }
+        self.abort_waiters(code, None, &mut out);
         // Nothing changed that must be written: the answers leave at once.
         out
     }

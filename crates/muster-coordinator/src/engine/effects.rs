@@ -13,6 +13,8 @@
 //! handed in as [`Grants`]; what the engine did not use, and what it stops holding (a member
 //! left, a pending id expired), comes back as [`LedgerRequest`]s.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use muster_protocol::{OffsetCommitResponse, Response};
 
 use super::Event;
@@ -40,6 +42,10 @@ pub struct Effects<R> {
     pub events: Vec<Event>,
     /// Units of the shell's counters to give back (or, for a restored group, to count).
     pub ledger: Vec<LedgerRequest>,
+    /// A consumer-protocol target to compute off the group's turn (`consumer/assign.rs`): the
+    /// shell runs it on a blocking thread and hands the result back with
+    /// [`Group::target_computed`](super::Group::target_computed).
+    pub assignment: Option<AssignmentJob>,
     /// Set while the call runs: the group's record changed in a way that must survive a crash.
     /// Sealing the call turns it into a [`Write::Record`] holding every reply.
     pub(super) persist: bool,
@@ -59,6 +65,7 @@ impl<R> Default for Effects<R> {
             deadline: None,
             events: Vec::new(),
             ledger: Vec::new(),
+            assignment: None,
             persist: false,
             expired_offsets: Vec::new(),
             record_changed: false,
@@ -165,4 +172,26 @@ pub enum Grant {
 pub struct JoinNeeds {
     pub member_unit: bool,
     pub pending_id: bool,
+}
+
+/// A consumer-protocol target assignment to compute off the group's turn
+/// (`consumer/assign.rs`): run it with `AssignmentJob::run` (pure, any thread) and hand the
+/// result back with [`Group::target_computed`](super::Group::target_computed). A snapshot: the
+/// members' resolved subscriptions, the partition counts and the current targets.
+#[derive(Debug)]
+pub struct AssignmentJob {
+    pub(super) epoch: i32,
+    pub(super) assignor: String,
+    pub(super) members: BTreeMap<String, BTreeSet<String>>,
+    pub(super) counts: BTreeMap<String, i32>,
+    pub(super) current: BTreeMap<String, BTreeMap<String, BTreeSet<i32>>>,
+}
+
+/// A computed target, for [`Group::target_computed`](super::Group::target_computed). Opaque to
+/// the shell.
+#[derive(Debug)]
+pub struct ComputedTarget {
+    pub(super) epoch: i32,
+    pub(super) assignor: String,
+    pub(super) target: BTreeMap<String, BTreeMap<String, BTreeSet<i32>>>,
 }

@@ -122,7 +122,9 @@ impl<R> Group<R> {
         if self.classic_in_consumer() {
             // A consumer group answers its classic members itself (protocol-v1 §7 migration).
             let response = self.classic_join_to_consumer(cx, req, client, fresh, grants, out);
+            self.answer_waiters(cx, out);
             self.refresh_consumer_state(now);
+            self.note_consumer_deadline();
             return out.reply(reply, response);
         }
         if self.consumer.take().is_some() {

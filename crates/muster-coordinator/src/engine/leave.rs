@@ -30,6 +30,7 @@ impl<R> Group<R> {
         }
         if self.consumer.is_some() && self.state != GroupState::Dead {
             let response = self.classic_leave_from_consumer(cx, req, out);
+            self.answer_waiters(cx, out);
             self.refresh_consumer_state(cx.now);
             return response;
         }

@@ -438,6 +438,9 @@ pub struct Group<R> {
     /// The consumer protocol's part (`consumer/`): `Some` exactly while the group speaks it.
     /// Boxed: a classic group pays one word for it.
     consumer: Option<Box<consumer::ConsumerPart>>,
+    /// Consumer-protocol heartbeats held until a partition their member waits for is released
+    /// (`consumer/wait.rs`). Empty unless a member waits.
+    consumer_waiters: Vec<consumer::Waiter<R>>,
 }
 
 impl<R> Group<R> {
@@ -468,6 +471,7 @@ impl<R> Group<R> {
             created_by: None,
             insight: None,
             consumer: None,
+            consumer_waiters: Vec::new(),
         };
         // A new group starts Empty: its retention clock runs from creation.
         group.note_retention_start(now);

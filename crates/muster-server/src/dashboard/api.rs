@@ -6,7 +6,8 @@
 //!   the page its last rebalance and flags (`insight.rs`);
 //! - `/api/groups/<id>`: one group as DescribeGroups describes it (sent as the same
 //!   [`AdminCall`] a client's request becomes, so the same authorization applies), its members,
-//!   the assignment by topic, its rebalance journal and the diagnosis (`insight.rs`).
+//!   the assignment by topic, its rebalance journal and the diagnosis (`insight.rs`), and for a
+//!   consumer-protocol group its epochs and targets (`consumer.rs`).
 
 use futures_util::future::join_all;
 use http_body_util::Full;
@@ -22,6 +23,7 @@ use muster_protocol::{
 use serde::Serialize;
 
 use super::ask::{ask, Backend};
+use super::consumer::{self, ConsumerView};
 use super::http::{json, json_error, query_value};
 use super::insight::{self, GroupInsight, RowInsight};
 
@@ -100,7 +102,8 @@ fn overview_query(query: &str) -> Result<OverviewQuery, String> {
         None => None,
         Some(name) => Some(GroupState::parse(&name).ok_or_else(|| {
             format!(
-                "state {name:?} is none of Empty, PreparingRebalance, CompletingRebalance, Stable"
+                "state {name:?} is none of Empty, PreparingRebalance, CompletingRebalance, \
+                 Assigning, Reconciling, Stable"
             )
         })?),
     };
@@ -186,6 +189,8 @@ struct GroupView {
     assignment: Vec<TopicOwners>,
     #[serde(flatten)]
     insight: GroupInsight,
+    /// A consumer-protocol group's epochs and targets (`consumer.rs`); `null` for a classic one.
+    consumer: Option<ConsumerView>,
 }
 
 /// A member as `muster groups describe --json` shows it, and whether it leads.
@@ -208,7 +213,11 @@ struct Owner {
     member_id: String,
 }
 
-fn group_view(g: DescribedGroup, insight: GroupInsight) -> GroupView {
+fn group_view(
+    g: DescribedGroup,
+    insight: GroupInsight,
+    consumer: Option<ConsumerView>,
+) -> GroupView {
     let mut owners: Vec<(String, i32, String)> = g
         .members
         .iter()
@@ -257,6 +266,7 @@ fn group_view(g: DescribedGroup, insight: GroupInsight) -> GroupView {
         members_total,
         assignment,
         insight,
+        consumer,
     }
 }
 
@@ -283,7 +293,8 @@ pub(super) async fn group(
     match ErrorCode::from_code(described.error_code) {
         Some(ErrorCode::None) if described.state != GroupState::Dead.as_str() => {
             let insight = insight::for_group(backend, &access, &described.group_id).await;
-            json(StatusCode::OK, &group_view(described, insight))
+            let consumer = consumer::for_group(backend, &access, &described.group_id).await;
+            json(StatusCode::OK, &group_view(described, insight, consumer))
         }
         Some(ErrorCode::None) => json_error(StatusCode::NOT_FOUND, "no such group"),
         Some(ErrorCode::GroupAuthorizationFailed) => json_error(

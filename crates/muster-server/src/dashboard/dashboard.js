@@ -6,7 +6,7 @@
 (function () {
   const REFRESH_MS = 2000;
   const TOKEN_KEY = 'muster-dashboard-token';
-  const STATES = ['Stable', 'PreparingRebalance', 'CompletingRebalance', 'Empty'];
+  const STATES = ['Stable', 'PreparingRebalance', 'CompletingRebalance', 'Assigning', 'Reconciling', 'Empty'];
 
   const app = document.getElementById('app');
   const statusEl = document.getElementById('status');
@@ -302,7 +302,8 @@
       const r = d.rebalance;
       if (r) {
         level = r.stuck ? 'alert' : 'warn';
-        const verb = r.phase === 'sync' ? 'send SyncGroup' : 'rejoin (JoinGroup)';
+        const verb = r.phase === 'sync' ? 'send SyncGroup'
+          : r.phase === 'reconcile' ? 'give up partitions other members wait for' : 'rejoin (JoinGroup)';
         lines.push(h('p', null, h('strong', null, r.stuck ? 'Stuck: ' : 'Rebalancing: '),
           'started ' + fmtAgo(r.started_ms_ago) + ' by ', triggerText(r.trigger), '. ',
           'Waiting ' + fmtDuration(r.phase_for_ms) + ' for ' + fmtInt(r.waiting_for.length + r.omitted) +
@@ -340,14 +341,29 @@
       why.replaceChildren(h('h2', null, 'Why'), h('div', { class: 'panel why ' + level, id: 'why' }, lines));
     }
 
+    // A consumer-protocol member's epoch and target, and what it gives up or waits for.
+    function consumerCells(g, m) {
+      if (!g.consumer) return [];
+      const c = (g.consumer.members || []).find((x) => x.member_id === m.member_id) || {};
+      const epoch = c.member_epoch === -2 ? 'left (static)' : fmtInt(c.member_epoch);
+      return [
+        h('td', { 'data-label': 'Epoch' }, epoch),
+        h('td', { 'data-label': 'Target' }, h('span', { class: 'id' }, assignmentText(c.target || []))),
+        h('td', { 'data-label': 'Giving up' }, h('span', { class: 'id' }, assignmentText(c.revoking || []) || '–')),
+        h('td', { 'data-label': 'Waiting for' }, h('span', { class: 'id' }, assignmentText(c.awaiting || []) || '–')),
+      ];
+    }
+
     function renderMembers(g) {
       const list = g.members || [];
+      const consumerHeads = g.consumer
+        ? [h('th', null, 'Epoch'), h('th', null, 'Target'), h('th', null, 'Giving up'), h('th', null, 'Waiting for')] : [];
       const more = g.members_total > list.length
         ? h('p', { class: 'muted' }, 'Showing ' + fmtInt(list.length) + ' of ' + fmtInt(g.members_total) + ' members.') : null;
       const table = list.length === 0 ? h('div', { class: 'panel empty' }, 'No members.') :
         h('table', { class: 'cards', id: 'members' },
           h('thead', null, h('tr', null, h('th', null, 'Member'), h('th', null, 'Client id'), h('th', null, 'Host'),
-            h('th', null, 'Partitions'), h('th', null, 'Last heard'))),
+            h('th', null, 'Partitions'), ...consumerHeads, h('th', null, 'Last heard'))),
           h('tbody', null, list.map((m) => h('tr', null,
             h('td', { class: 'lead', 'data-label': 'Member' }, h('span', null,
               h('span', { class: 'id mono' }, m.member_id),
@@ -357,6 +373,7 @@
             h('td', { 'data-label': 'Client id' }, h('span', { class: 'id' }, m.client_id)),
             h('td', { 'data-label': 'Host' }, h('span', { class: 'id mono' }, m.host)),
             h('td', { 'data-label': 'Partitions' }, h('span', { class: 'id' }, assignmentText(m.assignment))),
+            ...consumerCells(g, m),
             h('td', { 'data-label': 'Last heard' }, fmtAgo(m.last_seen_ms_ago))))));
       members.replaceChildren(...[h('h2', null, 'Members (' + fmtInt(g.members_total) + ')'), more, table].filter(Boolean));
     }
@@ -425,9 +442,13 @@
       if (g.diagnosis && g.diagnosis.stuck) flagsEl.push(badge('stuck', 'flag-stuck'));
       if (g.diagnosis && g.diagnosis.unowned && g.diagnosis.unowned.length) flagsEl.push(badge('unowned partitions', 'flag-stuck'));
       if (g.diagnosis && g.diagnosis.storm) flagsEl.push(badge('storm', 'flag-storm'));
+      const epochs = g.consumer
+        ? [fact('Protocol', 'consumer'), fact('Group epoch', fmtInt(g.consumer.group_epoch)),
+          fact('Target epoch', fmtInt(g.consumer.assignment_epoch))]
+        : [fact('Generation', fmtInt(g.generation))];
       facts.replaceChildren(
         fact('State', [stateBadge(g.state), flagsEl]),
-        fact('Generation', fmtInt(g.generation)),
+        ...epochs,
         fact('Members', fmtInt(g.members_total)),
         fact('Assignor', g.assignor || '–'),
         fact('Leader', g.leader_id ? memberLabel(g, g.leader_id) : '–'));

@@ -15,6 +15,7 @@
 
 mod api;
 mod ask;
+mod consumer;
 mod http;
 mod insight;
 

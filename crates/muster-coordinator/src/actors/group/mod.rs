@@ -25,6 +25,7 @@ use super::messages::{
 };
 use super::reply::ReplyTo;
 
+mod assign;
 mod insight;
 mod log;
 mod writes;
@@ -248,6 +249,7 @@ impl GroupActor {
             deadline,
             events,
             ledger,
+            assignment,
             ..
         } = effects;
         for event in &events {
@@ -266,6 +268,9 @@ impl GroupActor {
                 Write::Commit { batch, commit } => self.write_commit(batch, commit, ctx),
                 Write::BestEffort(batch) => self.write_best_effort(batch, ctx),
             }
+        }
+        if let Some(job) = assignment {
+            self.compute_target(job, ctx);
         }
         if let Some(at) = deadline {
             self.arm(at);

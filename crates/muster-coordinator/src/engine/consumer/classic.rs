@@ -16,9 +16,8 @@ use muster_protocol::{
 };
 use uuid::Uuid;
 
-use super::group::{to_wire, ConsumerMember};
+use super::group::{to_wire, ClassicMember, ConsumerMember};
 use super::journal::kind;
-use super::migrate::ClassicMember;
 use crate::engine::effects::{Grant, Grants};
 use crate::engine::{ClientInfo, Ctx, Effects, Group, MemberClient, Millis};
 

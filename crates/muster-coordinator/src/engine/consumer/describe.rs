@@ -1,6 +1,9 @@
 //! How a consumer-protocol group is shown (protocol-v1 §7 "States"): ConsumerGroupDescribe
 //! (epochs, each member's current and target assignment) and DescribeGroups (the group epoch as
-//! `generation_id`, each member's current assignment).
+//! `generation_id`, each member's current assignment). A member's current assignment is what
+//! it holds: partitions it was asked to give up and still reports count (Kafka shows only the
+//! assigned ones; showing both is what lets an operator see who still holds a partition
+//! another member waits for).
 
 use muster_protocol::{
     ConsumerMember, DescribedConsumerGroup, DescribedGroup, DescribedMember, ErrorCode,
@@ -40,7 +43,7 @@ impl<R> Group<R> {
                 client_host: m.client.client_host.to_string(),
                 subscribed_topics: m.subscribed_topics.clone(),
                 subscribed_topic_regex: m.regex.clone(),
-                assignment: to_wire(&m.assignment.assigned),
+                assignment: to_wire(&m.holds()),
                 target_assignment: to_wire(&m.target),
             })
             .collect();
@@ -73,7 +76,7 @@ impl<R> Group<R> {
                 client_id: m.client.client_id.to_string(),
                 client_host: m.client.client_host.to_string(),
                 topics: m.subscribed_topics.clone(),
-                assignment: to_wire(&m.assignment.assigned),
+                assignment: to_wire(&m.holds()),
                 session_timeout_ms: session,
                 last_seen_ms_ago: now.saturating_sub(m.last_heard),
                 holding_rebalance: !m.at_target(part.assignment_epoch),

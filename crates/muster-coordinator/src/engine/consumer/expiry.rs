@@ -10,12 +10,23 @@ impl<R> Group<R> {
     /// The earliest time a consumer member's timer is due.
     pub(in crate::engine) fn consumer_deadline(&self) -> Option<Millis> {
         let session = self.config.consumer.session_timeout_ms;
-        self.consumer
+        let members = self
+            .consumer
             .as_deref()?
             .members
             .values()
             .map(|m| m.deadline(session))
-            .min()
+            .min();
+        members.into_iter().chain(self.waiters_deadline()).min()
+    }
+
+    /// Reports the consumer members' earliest deadline to the shell (after a change that may
+    /// have brought one forward: a member joined or took over an instance, a revocation
+    /// started).
+    pub(in crate::engine) fn note_consumer_deadline(&mut self) {
+        if let Some(at) = self.consumer_deadline() {
+            self.note_deadline(at);
+        }
     }
 
     /// Removes every member whose session or rebalance timeout passed at `cx.now`.
@@ -54,6 +65,8 @@ impl<R> Group<R> {
             };
             self.remove_consumer_member(cx, &member_id, trigger, out);
         }
+        self.resume_assignment(cx, out);
+        self.answer_waiters(cx, out);
         self.refresh_consumer_state(cx.now);
     }
 }

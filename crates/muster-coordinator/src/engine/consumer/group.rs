@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use muster_protocol::TopicPartitions;
+use muster_protocol::{AssignorMetadata, JoinGroupRequest, TopicPartitions};
 
 use super::reconcile::{MemberAssignment, MemberState, Partitions};
 use crate::engine::{Map, MemberClient, Millis, PrincipalName};
@@ -15,6 +15,8 @@ use crate::engine::{Map, MemberClient, Millis, PrincipalName};
 pub const LEAVE_STATIC_EPOCH: i32 = -2;
 /// The epoch a member leaves with.
 pub const LEAVE_EPOCH: i32 = -1;
+/// Most epoch-bump causes kept while a target is computed off the group's turn.
+pub const MAX_PENDING_CAUSES: usize = 64;
 
 /// The consumer protocol's part of a group. A group has one exactly while it speaks the consumer
 /// protocol; its group epoch is the group's `generation` (one counter for both protocols, so
@@ -32,6 +34,14 @@ pub(in crate::engine) struct ConsumerPart {
     /// topic → partition → member. A partition is handed to its next owner only once it has
     /// no entry here.
     pub owners: Map<String, Map<i32, Arc<str>>>,
+    /// The group epoch a target is being computed for off the group's turn (`assign.rs`).
+    pub assigning: Option<i32>,
+    /// A partition was released (or a target applied) since waiting heartbeats were last
+    /// looked at (`wait.rs`).
+    pub released: bool,
+    /// Why the group epoch rose since the last target, and when, by epoch (for the journal).
+    /// Bounded: past [`MAX_PENDING_CAUSES`] the oldest are coalesced away.
+    pub pending_causes: std::collections::VecDeque<(i32, muster_protocol::RebalanceCause, Millis)>,
 }
 
 /// One consumer-protocol member.
@@ -62,7 +72,7 @@ pub(in crate::engine) struct ConsumerMember {
     /// instance until its session expires.
     pub left: bool,
     /// A member that speaks the classic protocol (a group upgraded online: `migrate.rs`).
-    pub classic: Option<Box<super::migrate::ClassicMember>>,
+    pub classic: Option<Box<ClassicMember>>,
 }
 
 impl ConsumerPart {
@@ -73,6 +83,9 @@ impl ConsumerPart {
             members: Map::default(),
             statics: Map::default(),
             owners: Map::default(),
+            assigning: None,
+            released: false,
+            pending_causes: Default::default(),
         }
     }
 
@@ -105,6 +118,7 @@ impl ConsumerPart {
                     if let Some(owners) = self.owners.get_mut(topic.as_str()) {
                         if owners.get(p).is_some_and(|o| o == member) {
                             owners.remove(p);
+                            self.released = true;
                         }
                         if owners.is_empty() {
                             self.owners.remove(topic.as_str());
@@ -158,6 +172,19 @@ impl ConsumerMember {
         self.classic
             .as_deref()
             .map_or(session_timeout_ms, |c| c.session_timeout_ms)
+    }
+
+    /// What it holds now: its assignment and what it was asked to give up but still reports
+    /// (what describe shows, so that an operator sees who still holds a partition).
+    pub fn holds(&self) -> Partitions {
+        let mut holds = self.assignment.assigned.clone();
+        for (topic, ps) in &self.assignment.pending_revocation {
+            holds
+                .entry(topic.clone())
+                .or_default()
+                .extend(ps.iter().copied());
+        }
+        holds
     }
 
     /// The epoch it is shown with (-2 while on a static leave).
@@ -219,4 +246,27 @@ pub fn is_subset(owned: &[TopicPartitions], assigned: &Partitions) -> bool {
                 .get(&tp.topic)
                 .is_some_and(|ps| tp.partitions.iter().all(|p| ps.contains(p)))
     })
+}
+
+/// What a classic member inside a consumer group keeps of its JoinGroup (it goes on speaking
+/// JoinGroup, SyncGroup and Heartbeat: `classic.rs`).
+#[derive(Debug, Clone)]
+pub(in crate::engine) struct ClassicMember {
+    pub session_timeout_ms: u32,
+    pub assignors: Box<[AssignorMetadata]>,
+}
+
+impl ClassicMember {
+    pub fn from_join(req: &JoinGroupRequest) -> Self {
+        ClassicMember {
+            session_timeout_ms: req.session_timeout_ms,
+            assignors: req.assignors.clone().into_boxed_slice(),
+        }
+    }
+
+    /// The protocol name its answers carry: its preferred assignor (whether it revokes
+    /// eagerly or cooperatively follows from it, in the client).
+    pub fn protocol(&self) -> Option<String> {
+        self.assignors.first().map(|a| a.name.clone())
+    }
 }

@@ -66,14 +66,17 @@ impl<R> Group<R> {
         reply: R,
     ) -> Effects<R> {
         let mut out = Effects::default();
-        let response =
+        let (response, may_wait) =
             match self.heartbeat_step(cx, req, client, &mut member_unit, fresh_id, &mut out) {
-                Ok(response) => response,
-                Err((code, message)) => ConsumerGroupHeartbeatResponse {
-                    error_code: code.code(),
-                    error_message: message,
-                    ..ConsumerGroupHeartbeatResponse::default()
-                },
+                Ok(answer) => answer,
+                Err((code, message)) => (
+                    ConsumerGroupHeartbeatResponse {
+                        error_code: code.code(),
+                        error_message: message,
+                        ..ConsumerGroupHeartbeatResponse::default()
+                    },
+                    None,
+                ),
             };
         if member_unit == Grant::Granted {
             if let Some(principal) = client.charge() {
@@ -81,8 +84,23 @@ impl<R> Group<R> {
                     .push(LedgerRequest::ReturnMemberUnit(principal.clone()));
             }
         }
-        out.reply(reply, Response::ConsumerGroupHeartbeat(response));
-        self.refresh_consumer_state(cx.now);
+        // A member waiting for a partition another still holds is answered once it is
+        // released (`wait.rs`), unless this answer tells it something new.
+        let reply = match may_wait {
+            Some(member_id) => self.hold_if_waiting(&member_id, reply, cx.now),
+            None => Some(reply),
+        };
+        if let Some(reply) = reply {
+            out.reply(reply, Response::ConsumerGroupHeartbeat(response));
+        }
+        self.resume_assignment(cx, &mut out);
+        self.answer_waiters(cx, &mut out);
+        if out.persist {
+            // Only a change can move the state or bring a deadline forward (a new member's
+            // session, a revocation's rebalance timeout); the steady heartbeat scans nothing.
+            self.refresh_consumer_state(cx.now);
+            self.note_consumer_deadline();
+        }
         self.seal(out)
     }
 
@@ -94,7 +112,7 @@ impl<R> Group<R> {
         member_unit: &mut Grant,
         fresh_id: Uuid,
         out: &mut Effects<R>,
-    ) -> Result<ConsumerGroupHeartbeatResponse, Refusal> {
+    ) -> Result<(ConsumerGroupHeartbeatResponse, Option<Arc<str>>), Refusal> {
         validate(&req)?;
         if self.consumer.is_none() && req.member_epoch != 0 {
             // Only a join may turn a group into a consumer group.
@@ -102,7 +120,9 @@ impl<R> Group<R> {
         }
         self.take_consumer_protocol()?;
         match req.member_epoch {
-            LEAVE_EPOCH | LEAVE_STATIC_EPOCH => return self.consumer_leave(cx, &req, out),
+            LEAVE_EPOCH | LEAVE_STATIC_EPOCH => {
+                return self.consumer_leave(cx, &req, out).map(|r| (r, None))
+            }
             _ => {}
         }
         let interval = self.config.consumer.heartbeat_interval_ms as i32;
@@ -164,7 +184,6 @@ impl<R> Group<R> {
                 changed_subscription = true;
             }
         }
-        let before = member.assignment.assigned.clone();
         if new_member {
             let cause = self.consumer_cause(kind::MEMBER_JOINED, Some(&member_id), None);
             self.bump_group_epoch(cx, cause, out);
@@ -173,7 +192,7 @@ impl<R> Group<R> {
             let cause = self.consumer_cause(kind::METADATA_CHANGED, Some(&member_id), detail);
             self.bump_group_epoch(cx, cause, out);
         }
-        let epoch_changed = self.reconcile_member(
+        let assignment_changed = self.reconcile_member(
             cx,
             &member_id,
             req.owned_partitions.as_deref(),
@@ -187,17 +206,22 @@ impl<R> Group<R> {
         else {
             return Err((ErrorCode::UnknownMemberId, None));
         };
-        let send_assignment =
-            joining || req.owned_partitions.is_some() || member.assignment.assigned != before;
-        let _ = epoch_changed;
-        Ok(ConsumerGroupHeartbeatResponse {
+        // Kafka's rule: the whole assignment goes back on a join, when the member reported what
+        // it owns, and whenever it changed.
+        let send_assignment = joining || req.owned_partitions.is_some() || assignment_changed;
+        let response = ConsumerGroupHeartbeatResponse {
             error_code: ErrorCode::None.code(),
             error_message: None,
             member_id: member_id.to_string(),
             member_epoch: member.assignment.epoch,
             heartbeat_interval_ms: interval,
             assignment: send_assignment.then(|| to_wire(&member.assignment.assigned)),
-        })
+        };
+        // Nothing new for it: it may wait for a release (`wait.rs`). Its answer, if held, is
+        // rebuilt then, with the assignment if it changed.
+        let may_wait =
+            (!joining && !assignment_changed && !changed_subscription).then_some(member_id);
+        Ok((response, may_wait))
     }
 
     /// The group speaks the consumer protocol from now on if it does not already: an Empty
@@ -236,6 +260,12 @@ impl<R> Group<R> {
         let Some(part) = self.consumer.as_deref_mut() else {
             return Err((ErrorCode::UnknownServerError, None));
         };
+        if !part.members.contains_key(&**member_id) {
+            // A member that is new to the group (or a static member's new incarnation) says
+            // everything on its first heartbeat. A known member at epoch 0 (it rejoins after
+            // being fenced, or its first target is still being computed) need not repeat it.
+            check_first_heartbeat(req)?;
+        }
         if let Some(instance) = &req.group_instance_id {
             if let Some(old_id) = part.statics.get(instance).cloned() {
                 if old_id == *member_id {
@@ -353,7 +383,8 @@ impl<R> Group<R> {
     }
 
     /// One reconciliation step of `member_id` (protocol-v1 §7 "Epochs"; `reconcile.rs`):
-    /// returns whether its epoch moved.
+    /// returns whether what it owns changed. A member already at the target (the steady
+    /// heartbeat) is answered without resolving anything.
     pub(in crate::engine) fn reconcile_member(
         &mut self,
         cx: Ctx<'_>,
@@ -368,6 +399,9 @@ impl<R> Group<R> {
         let Some(member) = part.members.get(&**member_id) else {
             return false;
         };
+        if !enforce_subscription && member.at_target(part.assignment_epoch) {
+            return false;
+        }
         let subscribed: BTreeSet<String> = resolve(
             cx.topics,
             &member.subscribed_topics,
@@ -396,10 +430,10 @@ impl<R> Group<R> {
         let Some(member) = part.members.get_mut(&**member_id) else {
             return false;
         };
-        let epoch_moved = next.epoch != old.epoch;
-        if epoch_moved {
+        if next.epoch != old.epoch {
             member.previous_epoch = old.epoch;
         }
+        let assignment_changed = next.assigned != old.assigned;
         member.revoking_since = match (next.state, member.revoking_since) {
             (MemberState::UnrevokedPartitions, Some(since)) => Some(since),
             (MemberState::UnrevokedPartitions, None) => {
@@ -411,7 +445,7 @@ impl<R> Group<R> {
         };
         member.assignment = next;
         out.persist = true;
-        epoch_moved
+        assignment_changed
     }
 
     /// Enters the state the consumer part is in (protocol-v1 §7 "States").
@@ -432,6 +466,23 @@ impl<R> Group<R> {
     }
 }
 
+/// What a member's first heartbeat must carry (Kafka's checks for epoch 0).
+fn check_first_heartbeat(req: &ConsumerGroupHeartbeatRequest) -> Result<(), Refusal> {
+    if req.rebalance_timeout_ms < 0 {
+        return Err(refuse(
+            ErrorCode::InvalidRequest,
+            "rebalance_timeout_ms must be given when joining",
+        ));
+    }
+    if req.subscribed_topics.is_none() && req.subscribed_topic_regex.is_none() {
+        return Err(refuse(
+            ErrorCode::InvalidRequest,
+            "subscribed_topics or subscribed_topic_regex must be given when joining",
+        ));
+    }
+    Ok(())
+}
+
 /// Kafka's `throwIfConsumerGroupHeartbeatRequestIsInvalid`, and the assignor name.
 fn validate(req: &ConsumerGroupHeartbeatRequest) -> Result<(), Refusal> {
     if req.member_id.len() > MAX_MEMBER_ID_BYTES {
@@ -447,30 +498,17 @@ fn validate(req: &ConsumerGroupHeartbeatRequest) -> Result<(), Refusal> {
         ));
     }
     match req.member_epoch {
-        0 => {
-            if req.rebalance_timeout_ms < 0 {
-                return Err(refuse(
-                    ErrorCode::InvalidRequest,
-                    "rebalance_timeout_ms must be given when joining",
-                ));
-            }
-            if req.subscribed_topics.is_none() && req.subscribed_topic_regex.is_none() {
-                return Err(refuse(
-                    ErrorCode::InvalidRequest,
-                    "subscribed_topics or subscribed_topic_regex must be given when joining",
-                ));
-            }
-            if req
-                .owned_partitions
-                .as_ref()
-                .is_some_and(|o| !from_wire(o).is_empty())
-            {
-                return Err(refuse(
-                    ErrorCode::InvalidRequest,
-                    "owned_partitions must be empty when joining",
-                ));
-            }
+        0 if req
+            .owned_partitions
+            .as_ref()
+            .is_some_and(|o| !from_wire(o).is_empty()) =>
+        {
+            return Err(refuse(
+                ErrorCode::InvalidRequest,
+                "owned_partitions must be empty when joining",
+            ));
         }
+        0 => {}
         LEAVE_STATIC_EPOCH if req.group_instance_id.is_none() => {
             return Err(refuse(
                 ErrorCode::InvalidRequest,

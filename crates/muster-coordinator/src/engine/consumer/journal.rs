@@ -19,7 +19,8 @@ use crate::engine::{Group, GroupState, Millis};
 /// plus `revocation_timeout`).
 pub mod kind {
     pub use crate::engine::journal::kind::{
-        MEMBER_JOINED, MEMBER_LEFT, METADATA_CHANGED, SESSION_EXPIRED, TOPIC_CHANGE,
+        COORDINATOR_RESTART, MEMBER_JOINED, MEMBER_LEFT, METADATA_CHANGED, SESSION_EXPIRED,
+        TOPIC_CHANGE,
     };
     pub const REVOCATION_TIMEOUT: &str = "revocation_timeout";
 }
@@ -34,6 +35,7 @@ pub(super) fn static_kind(k: &str) -> &'static str {
         SESSION_EXPIRED,
         TOPIC_CHANGE,
         REVOCATION_TIMEOUT,
+        COORDINATOR_RESTART,
     ]
     .into_iter()
     .find(|known| *known == k)
@@ -82,9 +84,15 @@ impl<R> Group<R> {
             .collect()
     }
 
-    /// Journals the epoch bump to the group's generation at `now`: `before` is every member's
-    /// target before it.
-    pub(super) fn journal_epoch(&mut self, cause: RebalanceCause, now: Millis, before: &Targets) {
+    /// Journals the target of group epoch `epoch`, whose first change happened at `now`:
+    /// `before` is every member's target before it.
+    pub(super) fn journal_epoch(
+        &mut self,
+        epoch: i32,
+        cause: RebalanceCause,
+        now: Millis,
+        before: &Targets,
+    ) {
         let keep = self.config.journal_size as usize;
         let threshold = self.config.storm_rebalances;
         let after = self.targets();
@@ -94,7 +102,6 @@ impl<R> Group<R> {
         };
         let members: Vec<Arc<str>> = part.members.keys().cloned().collect();
         let assignor = Some(part.assignor.clone());
-        let epoch = self.generation;
         let insight = self.insight_mut();
         let last = insight.replace_last_members(members.clone());
         let last: BTreeSet<&str> = last.iter().map(|m| &**m).collect();

@@ -63,6 +63,7 @@ impl<R> Group<R> {
         out: &mut Effects<R>,
     ) {
         let cause = self.consumer_cause(kind, Some(member_id), None);
+        self.abort_waiters(ErrorCode::UnknownMemberId, Some(member_id), out);
         let Some(part) = self.consumer.as_deref_mut() else {
             return;
         };
@@ -86,9 +87,17 @@ impl<R> Group<R> {
         if let Some(principal) = member.charge {
             out.ledger.push(LedgerRequest::ReturnMemberUnit(principal));
         }
-        self.bump_group_epoch(cx, cause, out);
-        if member.classic.is_none() {
+        let only_classic_left = member.classic.is_none()
+            && !part.members.is_empty()
+            && part.members.values().all(|m| m.classic.is_some());
+        if only_classic_left {
+            // The last consumer-protocol member went: the group is classic again at the epoch
+            // its members hold, and the classic rebalance that follows is the change (Kafka 4
+            // converts instead of bumping: a bump first would answer the members' heartbeats
+            // ILLEGAL_GENERATION and make them lose their partitions).
             self.maybe_downgrade(cx, out);
+            return;
         }
+        self.bump_group_epoch(cx, cause, out);
     }
 }

@@ -15,34 +15,11 @@
 
 use std::sync::Arc;
 
-use muster_protocol::{AssignorMetadata, ErrorCode, JoinGroupRequest};
+use muster_protocol::ErrorCode;
 
-use super::group::{from_wire, to_wire, ConsumerMember, ConsumerPart};
+use super::group::{from_wire, to_wire, ClassicMember, ConsumerMember, ConsumerPart};
 use super::reconcile::{MemberAssignment, MemberState};
 use crate::engine::{Ctx, Effects, Group, GroupState, Member, RebalanceTrigger};
-
-/// What a classic member inside a consumer group keeps of its JoinGroup (it goes on speaking
-/// JoinGroup, SyncGroup and Heartbeat: `classic.rs`).
-#[derive(Debug, Clone)]
-pub(in crate::engine) struct ClassicMember {
-    pub session_timeout_ms: u32,
-    pub assignors: Box<[AssignorMetadata]>,
-}
-
-impl ClassicMember {
-    pub fn from_join(req: &JoinGroupRequest) -> Self {
-        ClassicMember {
-            session_timeout_ms: req.session_timeout_ms,
-            assignors: req.assignors.clone().into_boxed_slice(),
-        }
-    }
-
-    /// The protocol name its answers carry: its preferred assignor (whether it revokes
-    /// eagerly or cooperatively follows from it, in the client).
-    pub fn protocol(&self) -> Option<String> {
-        self.assignors.first().map(|a| a.name.clone())
-    }
-}
 
 impl<R> Group<R> {
     /// Turns a Stable classic group into a consumer group (see the module docs). `Err`: the

@@ -14,6 +14,7 @@
 //! | ConsumerGroupHeartbeat: validation, join, fencing, static takeover   | `heartbeat.rs` |
 //! | Leave (-1, static -2), removal                                       | `leave.rs`     |
 //! | Group epoch, assignor choice, target assignment, regex subscriptions | `target.rs`    |
+//! | Computing a large target off the group's turn                        | `assign.rs`    |
 //! | Reconciling a member toward its target (`CurrentAssignmentBuilder`)  | `reconcile.rs` |
 //! | Session and rebalance timeouts                                       | `expiry.rs`    |
 //! | Topic changes                                                        | `topics.rs`    |
@@ -23,12 +24,14 @@
 //! | Classic members inside a consumer group                              | `classic.rs`   |
 //! | Dry-run rebalance (GroupSimulate)                                    | `simulate.rs`  |
 //! | Journal entries per epoch bump; GroupDiagnosis while reconciling      | `journal.rs`   |
+//! | A heartbeat held until a partition its member waits for is released  | `wait.rs`      |
 //! | Durability (the record's consumer part)                              | `persist.rs`   |
 //! | The `uniform` server assignor (`UniformAssignor`)                    | `uniform.rs`   |
 //! | The `range` server assignor (`RangeAssignor`)                        | `range.rs`     |
 //!
 //! [`Effects`]: super::Effects
 
+mod assign;
 mod classic;
 mod describe;
 mod expiry;
@@ -47,10 +50,13 @@ mod target;
 mod tests;
 mod topics;
 mod uniform;
+mod wait;
 
+pub use super::effects::{AssignmentJob, ComputedTarget};
 pub(super) use group::ConsumerPart;
 pub use heartbeat::MAX_MEMBER_ID_BYTES;
 pub use range::assign_range;
 pub use reconcile::{MemberAssignment, MemberState, Partitions, Reconcile};
 pub use target::ASSIGNORS;
 pub use uniform::{assign_uniform, AssignmentSpec, Target};
+pub(super) use wait::Waiter;

@@ -4,8 +4,7 @@
 
 use std::sync::Arc;
 
-use super::group::{from_wire, to_wire, ConsumerMember, ConsumerPart};
-use super::migrate::ClassicMember;
+use super::group::{from_wire, to_wire, ClassicMember, ConsumerMember, ConsumerPart};
 use super::reconcile::{MemberAssignment, MemberState};
 use crate::engine::effects::LedgerRequest;
 use crate::engine::{Group, MemberClient, Millis, PrincipalName};

@@ -124,14 +124,7 @@ impl<R> Group<R> {
         let (assignor, server_side) = if let Some(part) = self.consumer.as_deref() {
             for m in part.members.values() {
                 let resolved = resolve(topics, &m.subscribed_topics, m.regex.as_deref());
-                let mut holds = m.assignment.assigned.clone();
-                for (t, ps) in &m.assignment.pending_revocation {
-                    holds
-                        .entry(t.clone())
-                        .or_default()
-                        .extend(ps.iter().copied());
-                }
-                now.insert(m.member_id.to_string(), holds);
+                now.insert(m.member_id.to_string(), m.holds());
                 targets.insert(m.member_id.to_string(), m.target.clone());
                 union.extend(resolved.keys().cloned());
                 if !removed.contains(&*m.member_id) {

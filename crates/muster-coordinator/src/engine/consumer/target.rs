@@ -11,7 +11,7 @@ use regex::Regex;
 
 use super::group::ConsumerPart;
 use super::{assign_range, assign_uniform, AssignmentSpec, Target};
-use crate::engine::{Ctx, Effects, Event, Group, TopicLookup};
+use crate::engine::{Ctx, Effects, Group, TopicLookup};
 
 /// The server assignors (protocol-v1 §7 "Server assignors").
 pub const ASSIGNORS: [&str; 2] = ["uniform", "range"];
@@ -89,17 +89,6 @@ impl ConsumerPart {
         }
         (members, counts)
     }
-
-    /// Runs `assignor` over the members as they are now (the current targets keep it sticky).
-    pub fn compute_target(&self, assignor: &str, topics: &dyn TopicLookup) -> Target {
-        let (members, counts) = self.subscriptions(topics);
-        let current: BTreeMap<String, _> = self
-            .members
-            .values()
-            .map(|m| (m.member_id.to_string(), m.target.clone()))
-            .collect();
-        run_assignor(assignor, &members, &counts, &current)
-    }
 }
 
 /// Runs the named server assignor (`range`, or `uniform` for anything else).
@@ -123,7 +112,8 @@ pub fn run_assignor(
 
 impl<R> Group<R> {
     /// The group epoch rises (a member joined or left, a subscription or a subscribed topic
-    /// changed) and the target is computed at the new epoch.
+    /// changed); the target follows at the new epoch (`assign.rs`: at once for a small group,
+    /// off the group's turn for a large one).
     pub(in crate::engine) fn bump_group_epoch(
         &mut self,
         cx: Ctx<'_>,
@@ -132,43 +122,13 @@ impl<R> Group<R> {
     ) {
         self.generation = self.generation.saturating_add(1);
         out.persist = true;
-        let before = self.targets();
-        let trigger = super::journal::static_kind(&cause.kind);
-        self.assign_target(cx, trigger, out);
-        self.journal_epoch(cause, cx.now, &before);
-    }
-
-    /// Computes the target at the group epoch and hands each member its share.
-    fn assign_target(&mut self, cx: Ctx<'_>, trigger: &'static str, out: &mut Effects<R>) {
         let epoch = self.generation;
-        let default = self.config.consumer.default_assignor.clone();
-        let Some(part) = self.consumer.as_deref_mut() else {
-            return;
-        };
-        let assignor = part.choose_assignor(&default);
-        let mut target = part.compute_target(&assignor, cx.topics);
-        let mut moved = 0usize;
-        for m in part.members.values_mut() {
-            let share = target.remove(&*m.member_id).unwrap_or_default();
-            moved += share
-                .iter()
-                .map(|(t, ps)| {
-                    let had = m.target.get(t);
-                    ps.iter()
-                        .filter(|p| !had.is_some_and(|h| h.contains(p)))
-                        .count()
-                })
-                .sum::<usize>();
-            m.target = share;
+        if let Some(part) = self.consumer.as_deref_mut() {
+            part.pending_causes.push_back((epoch, cause, cx.now));
+            if part.pending_causes.len() > super::group::MAX_PENDING_CAUSES {
+                part.pending_causes.pop_front();
+            }
         }
-        part.assignor = assignor.clone();
-        part.assignment_epoch = epoch;
-        out.events.push(Event::TargetAssigned {
-            epoch,
-            members: part.members.len(),
-            assignor,
-            moved,
-            trigger,
-        });
+        self.start_assignment(cx, out);
     }
 }

@@ -566,3 +566,24 @@ fn diagnosis_names_the_member_holding_partitions() {
     assert_eq!(wait.waiting_for.len(), 1);
     assert_eq!(wait.waiting_for[0].member_id, "a");
 }
+
+/// A new member's session deadline is reported to the shell (which arms its timer only for
+/// what the effects report): without it, an idle group's timer would not fire at its expiry.
+#[test]
+fn a_new_members_session_deadline_is_reported() {
+    let mut cg = Cg::new();
+    let cx = crate::engine::Ctx {
+        now: 0,
+        topics: &cg.catalog,
+    };
+    let effects = cg.group.consumer_heartbeat(
+        cx,
+        Cg::join_request("a", &["foo"]),
+        &cg.client.clone(),
+        crate::engine::Grant::NotAsked,
+        uuid::Uuid::nil(),
+        1,
+    );
+    assert_eq!(effects.deadline, Some(u64::from(SESSION)));
+    cg.collect(effects);
+}

@@ -32,7 +32,16 @@ pub struct Cg {
     /// The last record written.
     pub record: Option<GroupRecord>,
     pub client: ClientInfo,
+    /// Keep the assignment jobs the engine hands out (in `jobs`) instead of running them.
+    pub hold_jobs: bool,
+    pub jobs: Vec<crate::engine::consumer::AssignmentJob>,
+    /// Held heartbeats (`wait.rs`): token → member id; and their answers once they came.
+    held: HashMap<u32, String>,
+    late: HashMap<u32, ConsumerGroupHeartbeatResponse>,
 }
+
+/// What [`Cg::send`] returns for a heartbeat the engine holds (not a wire code).
+pub const HELD: i16 = i16::MIN;
 
 pub fn tp(topic: &str, partitions: &[i32]) -> TopicPartitions {
     TopicPartitions {
@@ -83,6 +92,10 @@ impl Cg {
                 client_host: "/10.0.0.1".into(),
                 access: Default::default(),
             },
+            hold_jobs: false,
+            jobs: Vec::new(),
+            held: HashMap::new(),
+            late: HashMap::new(),
         }
     }
 
@@ -90,8 +103,13 @@ impl Cg {
     /// replies.
     pub fn collect(&mut self, effects: Effects<u32>) -> Vec<(u32, Response)> {
         let replies = self.gather(effects);
-        for (token, _) in &replies {
+        for (token, response) in &replies {
             assert!(self.answered.insert(*token), "token {token} answered twice");
+            if let (true, Response::ConsumerGroupHeartbeat(r)) =
+                (self.held.contains_key(token), response)
+            {
+                self.late.insert(*token, r.clone());
+            }
         }
         replies
     }
@@ -101,9 +119,23 @@ impl Cg {
             mut replies,
             writes,
             mut events,
+            assignment,
             ..
         } = effects;
         self.events.append(&mut events);
+        if let Some(job) = assignment {
+            if self.hold_jobs {
+                self.jobs.push(job);
+            } else {
+                let computed = job.run();
+                let cx = Ctx {
+                    now: self.now,
+                    topics: &self.catalog,
+                };
+                let done = self.group.target_computed(cx, computed);
+                replies.extend(self.gather(done));
+            }
+        }
         for write in writes {
             match write {
                 Write::Record {
@@ -151,6 +183,7 @@ impl Cg {
 
     /// Sends one heartbeat; returns its answer.
     pub fn send(&mut self, req: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse {
+        let member = req.member_id.clone();
         self.tokens += 1;
         let token = self.tokens;
         self.uuids += 1;
@@ -166,8 +199,33 @@ impl Cg {
         let mut mine = replies.into_iter().filter(|(t, _)| *t == token);
         match mine.next() {
             Some((_, Response::ConsumerGroupHeartbeat(r))) => r,
-            other => panic!("no heartbeat answer: {other:?}"),
+            None => {
+                // Held: its member waits for a partition (`wait.rs`).
+                self.held.insert(token, member);
+                ConsumerGroupHeartbeatResponse {
+                    error_code: HELD,
+                    ..ConsumerGroupHeartbeatResponse::default()
+                }
+            }
+            other => panic!("not a heartbeat answer: {other:?}"),
         }
+    }
+
+    /// The answer to a held heartbeat of `member_id`, once it came.
+    pub fn late_answer(&mut self, member_id: &str) -> Option<ConsumerGroupHeartbeatResponse> {
+        let token = self
+            .held
+            .iter()
+            .find(|(_, m)| m.as_str() == member_id)
+            .map(|(t, _)| *t)?;
+        let answer = self.late.remove(&token)?;
+        self.held.remove(&token);
+        Some(answer)
+    }
+
+    /// Whether `member_id` has a heartbeat held.
+    pub fn is_held(&self, member_id: &str) -> bool {
+        self.held.values().any(|m| m == member_id)
     }
 
     pub fn join(&mut self, member_id: &str, topics: &[&str]) -> ConsumerGroupHeartbeatResponse {
@@ -236,8 +294,21 @@ impl Cg {
 
     /// Runs the member's loop once: heartbeats reporting what it owned before the answer, and
     /// returns what it owns after (the answer's assignment when it carries one).
+    /// A client sends its next heartbeat only once the last was answered: a member whose
+    /// heartbeat is held applies its answer if it came, else does nothing this round.
     pub fn step(&mut self, member_id: &str, epoch: &mut i32, owned: &mut Vec<TopicPartitions>) {
-        let r = self.beat(member_id, *epoch, owned);
+        let r = if self.is_held(member_id) {
+            match self.late_answer(member_id) {
+                Some(r) => r,
+                None => return,
+            }
+        } else {
+            let r = self.beat(member_id, *epoch, owned);
+            if r.error_code == HELD {
+                return;
+            }
+            r
+        };
         assert_eq!(r.error_code, 0, "{member_id}: {r:?}");
         *epoch = r.member_epoch;
         if let Some(a) = r.assignment {

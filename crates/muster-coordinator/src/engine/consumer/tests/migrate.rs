@@ -87,11 +87,25 @@ fn online_upgrade_from_classic_to_consumer() {
 fn downgrade_when_the_last_consumer_member_leaves() {
     let (mut cg, classic, generation) = classic_group();
     cg.join("c", &["foo"]);
+    // The classic member reconciles to c's epoch (it gives up c's share, rejoining).
+    let all = [tp("foo", &[0, 1, 2, 3, 4, 5])];
+    let j = cg.classic_join(&classic, Some("pod-0"), &all);
+    let kept = cg
+        .classic_sync(&classic, j.generation_id, vec![])
+        .partitions;
+    let j = cg.classic_join(&classic, Some("pod-0"), &kept);
+    assert_eq!(j.generation_id, generation + 1);
     let left = cg.send(Cg::request("c", -1));
     assert_eq!(left.error_code, 0);
     assert!(!cg.group.is_consumer_group());
     assert_eq!(cg.group.state(), GroupState::PreparingRebalance);
-    assert!(cg.group.generation() > generation + 1);
+    // No bump before the conversion: the classic member's generation is still the group's,
+    // so it is asked to rejoin (and keeps its partitions meanwhile), not fenced.
+    assert_eq!(cg.group.generation(), generation + 1);
+    assert_eq!(
+        cg.classic_heartbeat(&classic, generation + 1),
+        ErrorCode::RebalanceInProgress.code()
+    );
     // The classic member rejoins and leads a classic rebalance as before.
     let j = cg.classic_join(&classic, Some("pod-0"), &[]);
     assert_eq!(j.error_code, 0);

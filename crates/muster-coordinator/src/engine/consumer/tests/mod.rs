@@ -1,6 +1,7 @@
 //! Tests of the consumer-protocol engine, one file per engine file, each case named after the
 //! Kafka 4 test it follows.
 
+mod assign;
 mod group;
 mod harness;
 mod migrate;
@@ -8,3 +9,4 @@ mod range;
 mod reconcile;
 mod simulate;
 mod uniform;
+mod wait;
