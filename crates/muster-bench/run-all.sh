@@ -50,6 +50,10 @@ run commit commit --connections 16 --partitions 10 --duration 10 --warmup 1
 run idle-1000x10 idle --groups 1000 --members 10
 run idle-10000x1 idle --groups 10000 --members 1
 run expiry expiry --members 3 --session-timeout-ms 1000 --repeats 10
+# Issue #21: one member joins (then one leaves), classic and consumer protocol side by side;
+# the spawned server gets --consumer-heartbeat-interval-ms from --heartbeat-ms.
+run join-one-1000 join-one --members 1000 --partitions 10000 --protocol both --repeats 3 --heartbeat-ms 500
+run join-one-10x900 join-one --members 10 --partitions 900 --protocol both --repeats 5 --heartbeat-ms 500
 # One run: its figures are per attack, not medians. Each attack meets a fresh server; a
 # watchdog kills the server at 4 GiB RSS.
 runs 1 hostile hostile --groups 50 --members 4 --phase 5 --fresh-server

@@ -104,6 +104,50 @@ def hostile(docs):
                   f"{num(p.get('rss_peak_over_baseline_mib')):>9}  {server}")
 
 
+def join_one(docs):
+    """Per protocol and change, over every repeat of every run: medians [min-max]."""
+    def span(values):
+        values = [v for v in values if isinstance(v, (int, float))]
+        if not values:
+            return "-"
+        return f"{statistics.median(values):.4g} [{min(values):.4g}-{max(values):.4g}]"
+
+    sides = {}
+    for doc in docs:
+        for side in doc.get("sides", []):
+            sides.setdefault(side["protocol"], []).append(side)
+    for protocol, runs in sides.items():
+        print(f"  {protocol} (heartbeat interval {runs[0].get('heartbeat_interval_ms')} ms)")
+        for phase in ("join", "leave"):
+            figures = [r[phase] for r in runs if r.get(phase)]
+            if not figures:
+                continue
+            changes = [c for f in figures for c in f.get("changes", [])]
+            rows = [
+                ("subject: first request -> owns its share (ms)", [c["subject_ms"] for c in changes]),
+                ("start -> every partition owned again (ms)", [c["all_owned_ms"] for c in changes]),
+                ("start -> settled (ms)", [c["settled_ms"] for c in changes]),
+                ("partitions stopped", [c["stopped"] for c in changes]),
+                ("partitions moved", [c["moved"] for c in changes]),
+                ("others that lost a partition", [c["others_lost"] for c in changes]),
+                ("others that did more than heartbeat", [c["others_acted"] for c in changes]),
+                ("uninvolved others that lost", [c["uninvolved_lost"] for c in changes]),
+                ("others' heartbeat p99 during the change (ms)",
+                 [h["p99_us"] / 1e3 for f in figures for h in f.get("heartbeats", [])]),
+                ("others' heartbeat max during the change (ms)",
+                 [h["max_us"] / 1e3 for f in figures for h in f.get("heartbeats", [])]),
+                ("stop -> owned again p50 (ms)",
+                 [d["p50_us"] / 1e3 for f in figures for d in f.get("downtime", []) if d["count"]]),
+            ]
+            if phase == "leave":
+                rows = rows[1:]
+            print(f"    {phase} ({len(changes)} changes)")
+            for label, values in rows:
+                print(f"      {label:47} {span(values)}")
+        base = [h["p99_us"] / 1e3 for r in runs for h in r.get("baseline_heartbeats", [])]
+        print(f"    {'baseline heartbeat p99 (ms)':51} {span(base)}")
+
+
 def main():
     directory = sys.argv[1] if len(sys.argv) > 1 else "."
     names = sorted({os.path.basename(p).rsplit(".", 2)[0] for p in glob.glob(f"{directory}/*.json")})
@@ -116,6 +160,10 @@ def main():
         print(f"## {name} ({len(docs)} runs)")
         if scenario == "hostile":
             hostile(docs)
+            print()
+            continue
+        if scenario == "join-one":
+            join_one(docs)
             print()
             continue
         for label, path in FIGURES.get(scenario, []):

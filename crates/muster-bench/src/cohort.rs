@@ -185,14 +185,15 @@ impl Cohort {
         Ok(group)
     }
 
-    /// Starts `n` more members in group `group`.
-    pub fn add_members(&mut self, group: usize, n: usize) -> Result<()> {
+    /// Starts `n` more members in group `group`; returns their indices.
+    pub fn add_members(&mut self, group: usize, n: usize) -> Result<std::ops::Range<usize>> {
         let book = self.groups.get_mut(group).context("no such group")?;
         if book.settled() {
             self.settled_groups -= 1;
         }
         book.active += n;
         let id = Arc::clone(&book.id);
+        let first = self.slots.len();
         for _ in 0..n {
             let index = self.slots.len();
             let handle = member::spawn(
@@ -209,7 +210,12 @@ impl Cohort {
                 member_id: None,
             });
         }
-        Ok(())
+        Ok(first..self.slots.len())
+    }
+
+    /// Members ever started (the index the next one gets).
+    pub fn slot_count(&self) -> usize {
+        self.slots.len()
     }
 
     pub fn group_count(&self) -> usize {
@@ -253,6 +259,16 @@ impl Cohort {
 
     /// Processes events until every group is settled, or fails after `limit`.
     pub async fn settle(&mut self, limit: Duration) -> Result<Phase> {
+        self.settle_observed(limit, |_, _| {}).await
+    }
+
+    /// [`Cohort::settle`], showing every event (member index, event) to `observe` first: for
+    /// scenarios that follow the members' own views (what each owns, when it heartbeats).
+    pub async fn settle_observed(
+        &mut self,
+        limit: Duration,
+        mut observe: impl FnMut(usize, &Event),
+    ) -> Result<Phase> {
         let deadline = tokio::time::Instant::now() + limit;
         let mut phase = Phase::default();
         while self.settled_groups < self.groups.len() {
@@ -266,9 +282,26 @@ impl Cohort {
                     )
                 })?;
             let (index, event) = next.context("event channel closed")?;
+            observe(index, &event);
             self.on_event(index, event, &mut phase)?;
         }
         Ok(phase)
+    }
+
+    /// Processes events until `until`, settled or not, showing each to `observe` (a window in
+    /// which the members just work: a baseline before a change).
+    pub async fn watch(
+        &mut self,
+        until: tokio::time::Instant,
+        mut observe: impl FnMut(usize, &Event),
+    ) -> Result<()> {
+        let mut phase = Phase::default();
+        while let Ok(next) = tokio::time::timeout_at(until, self.events_rx.recv()).await {
+            let (index, event) = next.context("event channel closed")?;
+            observe(index, &event);
+            self.on_event(index, event, &mut phase)?;
+        }
+        Ok(())
     }
 
     fn on_event(&mut self, index: usize, event: Event, phase: &mut Phase) -> Result<()> {
@@ -318,6 +351,7 @@ impl Cohort {
                     generation,
                     member_id,
                     leader,
+                    ..
                 } => {
                     phase.last_synced = Some(at);
                     phase.first_synced_after_leader.get_or_insert(at);
@@ -343,7 +377,7 @@ impl Cohort {
                         phase.first_synced_after_leader = None;
                     }
                 }
-                Event::Left { .. } => {}
+                Event::Left { .. } | Event::Heartbeat { .. } => {}
                 Event::Failed { error } => bail!("member {index} failed: {error}"),
             }
         }

@@ -2,7 +2,9 @@
 //!
 //! It drives a running server over TCP with many connections and its own small pipelined
 //! client ([`client`] for members and admin requests, [`load`] for closed-loop load), not with
-//! `muster-client`, so that what it measures is the server. Scenarios ([`scenario`]):
+//! `muster-client`, so that what it measures is the server. Classic members are [`member`]s
+//! driven in a [`cohort`]; consumer-protocol members are [`consumer`]s. Scenarios
+//! ([`scenario`]):
 //!
 //! | command | measures |
 //! |---|---|
@@ -13,6 +15,7 @@
 //! | `idle` | server RSS per idle member and per group |
 //! | `expiry` | how late after its session timeout a dead member is removed |
 //! | `security` | heartbeats/s against an open server, with a token, over TLS and over mTLS, in one run (`--spawn` only): what authentication and encryption cost |
+//! | `join-one` | one member joins a formed group, then one leaves, classic and consumer protocol (KIP-848) side by side: the newcomer's wait, the partitions that stop, what the other members see |
 //! | `hostile` | what one hostile client ([`attack`]) does to the server's memory, its survival and other groups' heartbeat latency |
 //!
 //! `docs/benchmarks.md` has the method, the commands and the results.
@@ -20,6 +23,7 @@
 pub mod attack;
 pub mod client;
 pub mod cohort;
+pub mod consumer;
 pub mod echo;
 pub mod load;
 pub mod member;

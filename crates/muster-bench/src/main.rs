@@ -162,6 +162,46 @@ enum Command {
         #[arg(long, default_value_t = 5)]
         repeats: usize,
     },
+    /// One member joins a formed group, then one that was there leaves: the classic and the
+    /// consumer protocol (KIP-848) side by side in one run (issue #21). With --spawn the server
+    /// gets --consumer-heartbeat-interval-ms HEARTBEAT_MS.
+    JoinOne {
+        /// Members of the formed group.
+        #[arg(long, default_value_t = 1_000)]
+        members: usize,
+        /// Partitions of the one topic (made with CreateTopics).
+        #[arg(long, default_value_t = 10_000)]
+        partitions: i32,
+        /// classic, consumer or both (classic first in each repeat).
+        #[arg(long, default_value = "both")]
+        protocol: String,
+        #[arg(long, default_value_t = 3)]
+        repeats: usize,
+        /// Connections the members share (default: one per 50 members).
+        #[arg(long)]
+        connections: Option<usize>,
+        /// Heartbeat interval of both protocols' members: the classic members' own, and with
+        /// --spawn the server's --consumer-heartbeat-interval-ms (against --server, consumer
+        /// members use whatever interval that server returns).
+        #[arg(long, default_value_t = 500)]
+        heartbeat_ms: u64,
+        #[arg(long, default_value_t = 30_000)]
+        session_timeout_ms: u32,
+        #[arg(long, default_value_t = 300_000)]
+        rebalance_timeout_ms: u32,
+        /// The consumer members' server assignor (uniform or range).
+        #[arg(long, default_value = "uniform")]
+        assignor: String,
+        /// Milliseconds of steady heartbeats measured before the join.
+        #[arg(long, default_value_t = 2_000)]
+        baseline_ms: u64,
+        /// Skip the leave.
+        #[arg(long)]
+        no_leave: bool,
+        /// Give up on a phase after this many seconds.
+        #[arg(long, default_value_t = 180)]
+        settle_limit_s: u64,
+    },
     /// One hostile client's attacks, one phase each, against victims heartbeating in other
     /// groups: their latency, the server's memory and whether it survives. With --spawn the
     /// server also gets its admin listener (on 127.0.0.1:0), which slowloris attacks.
@@ -277,10 +317,18 @@ fn main() -> Result<()> {
     transport::set(transport_from(&cli)?);
     let mut target = if cli.spawn {
         let musterd = locate_musterd(cli.musterd.as_deref())?;
-        if matches!(cli.command, Command::Hostile { .. }) {
-            Target::spawn_with_admin(&musterd, cli.musterd_log.as_deref())?
-        } else {
-            Target::spawn(&musterd, cli.musterd_log.as_deref())?
+        let log = cli.musterd_log.as_deref();
+        match &cli.command {
+            Command::Hostile { .. } => Target::spawn_with_admin(&musterd, log)?,
+            Command::JoinOne { heartbeat_ms, .. } => Target::spawn_with(
+                &musterd,
+                log,
+                vec![
+                    "--consumer-heartbeat-interval-ms".into(),
+                    heartbeat_ms.to_string().into(),
+                ],
+            )?,
+            _ => Target::spawn(&musterd, log)?,
         }
     } else {
         Target::remote(&cli.server, cli.pid)?
@@ -409,6 +457,36 @@ async fn run(command: &Command, common: &Common, target: &mut Target) -> Result<
                 repeats: *repeats,
             };
             scenario::expiry::run(common, &opts).await
+        }
+        Command::JoinOne {
+            members,
+            partitions,
+            protocol,
+            repeats,
+            connections,
+            heartbeat_ms,
+            session_timeout_ms,
+            rebalance_timeout_ms,
+            assignor,
+            baseline_ms,
+            no_leave,
+            settle_limit_s,
+        } => {
+            let opts = scenario::join_one::Options {
+                members: *members,
+                partitions: *partitions,
+                protocols: scenario::join_one::Protocol::parse_list(protocol)?,
+                repeats: *repeats,
+                connections: *connections,
+                heartbeat: Duration::from_millis(*heartbeat_ms),
+                session_timeout_ms: *session_timeout_ms,
+                rebalance_timeout_ms: *rebalance_timeout_ms,
+                assignor: assignor.clone(),
+                baseline: Duration::from_millis(*baseline_ms),
+                no_leave: *no_leave,
+                settle_limit: Duration::from_secs(*settle_limit_s),
+            };
+            scenario::join_one::run(common, &opts).await
         }
         Command::Hostile {
             groups,

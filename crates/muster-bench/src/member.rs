@@ -12,6 +12,9 @@
 //!   join again from scratch.
 //! - Commands are read while Stable: `Leave` sends LeaveGroup, `Stop` just stops (a crash, as
 //!   far as the server can tell).
+//! - With [`MemberConfig::report_heartbeats`], every answered Heartbeat is reported too
+//!   ([`Event::Heartbeat`]: its send time and answer time), for scenarios that watch the
+//!   members' heartbeat latency (`join-one`); off, a Stable member reports nothing.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,6 +41,9 @@ pub struct MemberConfig {
     pub session_timeout_ms: u32,
     pub rebalance_timeout_ms: u32,
     pub heartbeat: Duration,
+    /// Report every answered Heartbeat ([`Event::Heartbeat`]); off for scenarios that do not
+    /// read them (their events would pile up unread while the members idle).
+    pub report_heartbeats: bool,
 }
 
 /// What a member reports. Times are taken just before a request is handed to the connection
@@ -56,6 +62,15 @@ pub enum Event {
         generation: i32,
         member_id: Arc<str>,
         leader: bool,
+        /// The partitions of the member's topic in its assignment.
+        partitions: Arc<[i32]>,
+    },
+    /// A Heartbeat answered (only with [`MemberConfig::report_heartbeats`]); `rebalancing`:
+    /// the answer was REBALANCE_IN_PROGRESS (or the member is no longer known).
+    Heartbeat {
+        sent: Instant,
+        at: Instant,
+        rebalancing: bool,
     },
     /// A SyncGroup or Heartbeat answered REBALANCE_IN_PROGRESS.
     Rebalancing { at: Instant },
@@ -249,11 +264,18 @@ impl Member {
         match ErrorCode::from_code(sync.error_code) {
             Some(ErrorCode::None) => {
                 self.owned = sync.partitions.clone();
+                let partitions: Arc<[i32]> = sync
+                    .partitions
+                    .iter()
+                    .filter(|t| t.topic == self.config.topic)
+                    .flat_map(|t| t.partitions.iter().copied())
+                    .collect();
                 self.emit(Event::Synced {
                     at,
                     generation: joined.generation_id,
                     member_id: Arc::from(self.member_id.as_str()),
                     leader,
+                    partitions,
                 });
                 Ok(Some(joined.generation_id))
             }
@@ -334,8 +356,17 @@ impl Member {
                         member_id: self.member_id.clone(),
                         group_instance_id: None,
                     };
+                    let sent = Instant::now();
                     let response = self.call(request).await?;
-                    match ErrorCode::from_code(response.error_code()) {
+                    let code = ErrorCode::from_code(response.error_code());
+                    if self.config.report_heartbeats {
+                        self.emit(Event::Heartbeat {
+                            sent,
+                            at: Instant::now(),
+                            rebalancing: code != Some(ErrorCode::None),
+                        });
+                    }
+                    match code {
                         Some(ErrorCode::None) => {}
                         Some(ErrorCode::RebalanceInProgress | ErrorCode::IllegalGeneration) => {
                             self.emit(Event::Rebalancing { at: Instant::now() });

@@ -88,6 +88,21 @@ impl Target {
         })
     }
 
+    /// [`Target::spawn`] with `extra` flags after the standard ones (`join-one`: the consumer
+    /// protocol's heartbeat interval).
+    pub fn spawn_with(
+        musterd: &Path,
+        log: Option<&Path>,
+        extra: Vec<std::ffi::OsString>,
+    ) -> Result<Target> {
+        Self::start(Recipe {
+            musterd: musterd.to_owned(),
+            log: log.map(Path::to_owned),
+            admin: false,
+            extra,
+        })
+    }
+
     /// [`Target::spawn`], but with the admin listener on `127.0.0.1:0` (for `hostile`, which
     /// attacks it too); its address is in [`Target::admin`].
     pub fn spawn_with_admin(musterd: &Path, log: Option<&Path>) -> Result<Target> {

@@ -218,6 +218,81 @@ fn every_scenario_runs() -> Result<()> {
     Ok(())
 }
 
+/// `join-one`, tiny, both protocols in one run: each side forms, takes a newcomer and loses a
+/// member, and the members' views stay sound (no partition with two owners, none left
+/// unowned). The server's consumer heartbeat interval is its lowest (100 ms), as the
+/// benchmark's `--spawn` sets it from `--heartbeat-ms`.
+#[test]
+fn join_one_runs() -> Result<()> {
+    let target = Target::spawn_with(
+        &musterd()?,
+        None,
+        vec!["--consumer-heartbeat-interval-ms".into(), "100".into()],
+    )?;
+    let rt = runtime()?;
+    let report = rt.block_on(scenario::join_one::run(
+        &common(&target, "join-one"),
+        &scenario::join_one::Options {
+            members: 3,
+            partitions: 12,
+            protocols: scenario::join_one::Protocol::parse_list("both")?,
+            repeats: 1,
+            connections: Some(2),
+            heartbeat: Duration::from_millis(100),
+            session_timeout_ms: 10_000,
+            rebalance_timeout_ms: 30_000,
+            assignor: "uniform".to_owned(),
+            baseline: Duration::from_millis(200),
+            no_leave: false,
+            settle_limit: Duration::from_secs(30),
+        },
+    ))?;
+    drop(rt);
+    target.stop();
+    let sides = report.json["sides"].as_array().context("sides")?;
+    let names: Vec<_> = sides
+        .iter()
+        .filter_map(|s| s["protocol"].as_str())
+        .collect();
+    assert_eq!(names, ["classic", "consumer"], "{}", report.text);
+    for side in sides {
+        assert_eq!(
+            side["heartbeat_interval_ms"].as_u64(),
+            Some(100),
+            "{}",
+            report.text
+        );
+        for phase in ["join", "leave"] {
+            let changes = side[phase]["changes"].as_array().context("changes")?;
+            assert_eq!(changes.len(), 1, "{}", report.text);
+            let change = &changes[0];
+            assert_eq!(change["overlaps"].as_u64(), Some(0), "{}", report.text);
+            assert_eq!(
+                change["unowned_at_end"].as_u64(),
+                Some(0),
+                "{}",
+                report.text
+            );
+            assert_eq!(change["others"].as_u64(), Some(3), "{}", report.text);
+            assert!(change["moved"].as_u64() > Some(0), "{}", report.text);
+        }
+        // The newcomer ended with a share, and got it some time after its first request.
+        assert!(
+            side["join"]["subject"]["p50_ms"].as_f64() > Some(0.0),
+            "{}",
+            report.text
+        );
+    }
+    // Eager classic members all give up everything when one joins.
+    assert_eq!(
+        sides[0]["join"]["changes"][0]["stopped"].as_u64(),
+        Some(12),
+        "{}",
+        report.text
+    );
+    Ok(())
+}
+
 /// `hostile`, tiny: two short attacks against a few victims, and the report says what each
 /// attack got and whether the server survived. (Whether it defended itself is for the full
 /// benchmark, not for a test.)

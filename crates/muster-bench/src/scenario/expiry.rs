@@ -78,6 +78,7 @@ pub async fn run(common: &Common, opts: &Options) -> Result<Report> {
         session_timeout_ms: opts.session_timeout_ms,
         rebalance_timeout_ms: opts.session_timeout_ms.saturating_mul(4),
         heartbeat: Duration::from_millis(heartbeat_ms),
+        report_heartbeats: false,
     };
     let mut describe = Vec::new();
     let mut survivor = Vec::new();

@@ -167,6 +167,7 @@ pub async fn measure(common: &Common, opts: &Options) -> Result<LoadFigures> {
             session_timeout_ms: 30_000,
             rebalance_timeout_ms: 60_000,
             heartbeat: Duration::from_secs(3),
+            report_heartbeats: false,
         },
     )?;
     let mut left = n;

@@ -154,6 +154,7 @@ impl Victims {
                 session_timeout_ms: 30_000,
                 rebalance_timeout_ms: 60_000,
                 heartbeat: Duration::from_secs(3),
+                report_heartbeats: false,
             },
         )?;
         for g in 0..opts.groups.max(1) {

@@ -94,6 +94,7 @@ pub async fn run(common: &Common, opts: &Options) -> Result<Report> {
             session_timeout_ms: 45_000,
             rebalance_timeout_ms: 120_000,
             heartbeat: Duration::from_secs(2),
+            report_heartbeats: false,
         },
     )?;
     cohort.create_topic(1).await?;

@@ -6,6 +6,7 @@ pub mod expiry;
 pub mod heartbeat;
 pub mod hostile;
 pub mod idle;
+pub mod join_one;
 pub mod rebalance;
 pub mod security;
 

@@ -97,6 +97,7 @@ pub async fn run(common: &Common, opts: &Options) -> Result<Report> {
         session_timeout_ms: opts.session_timeout_ms,
         rebalance_timeout_ms: opts.rebalance_timeout_ms,
         heartbeat: Duration::from_millis(heartbeat_ms),
+        report_heartbeats: false,
     };
 
     let mut join_to_sync = Vec::new();
