@@ -40,7 +40,7 @@ pub(in crate::engine) struct ConsumerPart {
     /// looked at (`wait.rs`).
     pub released: bool,
     /// Why the group epoch rose since the last target, and when, by epoch (for the journal).
-    /// Bounded: past [`MAX_PENDING_CAUSES`] the oldest are coalesced away.
+    /// Bounded: past [`MAX_PENDING_CAUSES`] the newest entry covers the later epochs too.
     pub pending_causes: std::collections::VecDeque<(i32, muster_protocol::RebalanceCause, Millis)>,
 }
 

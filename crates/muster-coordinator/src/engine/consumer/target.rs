@@ -124,9 +124,12 @@ impl<R> Group<R> {
         out.persist = true;
         let epoch = self.generation;
         if let Some(part) = self.consumer.as_deref_mut() {
-            part.pending_causes.push_back((epoch, cause, cx.now));
-            if part.pending_causes.len() > super::group::MAX_PENDING_CAUSES {
-                part.pending_causes.pop_front();
+            let full = part.pending_causes.len() >= super::group::MAX_PENDING_CAUSES;
+            match part.pending_causes.back_mut() {
+                // Bounded: past the cap, the newest entry covers this epoch too (its cause
+                // stands for the changes it coalesces), so that every target still names one.
+                Some(last) if full => last.0 = epoch,
+                _ => part.pending_causes.push_back((epoch, cause, cx.now)),
             }
         }
         self.start_assignment(cx, out);

@@ -120,3 +120,21 @@ fn a_result_nobody_waits_for_is_dropped_and_a_restart_resumes() {
     );
     assert_eq!(cg.group.history(1)[0].trigger.kind, "coordinator_restart");
 }
+
+/// Many changes while a job runs (more than the causes kept): every target the journal
+/// records still names a change, never a restart.
+#[test]
+fn a_job_covering_many_changes_still_names_one() {
+    let mut cg = offloaded();
+    cg.join("m-0", &["foo"]);
+    for i in 1..100 {
+        cg.join(&format!("m-{i}"), &["foo"]);
+    }
+    finish_jobs(&mut cg);
+    let history = cg.group.history(0);
+    assert!(!history.is_empty());
+    for entry in history {
+        assert_eq!(entry.trigger.kind, "member_joined", "{entry:?}");
+    }
+    assert_eq!(cg.group.describe_consumer().assignment_epoch, 100);
+}
