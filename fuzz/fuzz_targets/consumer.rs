@@ -19,10 +19,12 @@
 //! - the group epoch never decreases, even across a restart (which restores the last record
 //!   written; clients keep their beliefs); every member's epoch is at most the assignment
 //!   epoch, which is at most the group epoch;
-//! - every reply token is answered exactly once (a ConsumerGroupHeartbeat within its own call,
-//!   as every write is durable at once); a ConsumerGroupHeartbeat answered NONE carries an epoch
-//!   ≥ 0 unless it was a leave; an offset commit at the epoch the member last heard is
-//!   accepted, and a commit is written exactly when it is accepted;
+//! - every reply token is answered exactly once; a ConsumerGroupHeartbeat held for a member
+//!   waiting for a partition (the long poll, `wait.rs`) is answered by the end of its
+//!   heartbeat interval (at most 10 s): after a tick at or past that, none is still held; a
+//!   ConsumerGroupHeartbeat answered NONE carries an epoch ≥ 0 unless it was a leave; an offset
+//!   commit at the epoch the member last heard is accepted, and a commit is written exactly
+//!   when it is accepted;
 //! - after a tick at `now`, no deadline is left at or before `now`.
 #![no_main]
 
@@ -52,6 +54,8 @@ const SERVER_ASSIGNORS: [&str; 6] = ["uniform", "range", "uniform", "range", "bo
 const MAX_PARTITIONS: i32 = 8;
 /// Most ops one input runs.
 const MAX_OPS: usize = 256;
+/// The longest the engine holds a ConsumerGroupHeartbeat (`engine/consumer/wait.rs`).
+const MAX_HOLD_MS: u64 = 10_000;
 
 /// The engine's context at the model's clock (a macro, so that it borrows only the fields it
 /// reads while the group is borrowed mutably).
@@ -302,7 +306,8 @@ struct Slot {
     topics: Option<Vec<String>>,
     regex: Option<String>,
     assignor: Option<String>,
-    /// A classic request held by the server (no other request until it is answered).
+    /// A request held by the server (a classic JoinGroup or SyncGroup, a ConsumerGroupHeartbeat
+    /// long poll): an honest client sends nothing else until it is answered.
     busy: bool,
     /// A classic leader's view of its generation: the members to assign.
     leader_view: Option<(i32, Vec<JoinedMember>)>,
@@ -344,6 +349,7 @@ impl Slot {
         self.honest = true;
         self.exact = true;
         self.fenced = true;
+        self.busy = false;
         self.leader_view = None;
     }
 
@@ -355,22 +361,29 @@ impl Slot {
     }
 }
 
-/// What an answer is for.
+/// What an answer is for. An answer to a process that is gone (its slot restarted) is checked
+/// and dropped.
 #[derive(Debug)]
 enum Pending {
     Consumer {
         slot: usize,
+        incarnation: u32,
         leave: bool,
         lose_answer: bool,
+        /// When it was sent: a held one is answered within its hold.
+        sent: u64,
     },
     ClassicJoin {
         slot: usize,
+        incarnation: u32,
     },
     ClassicSync {
         slot: usize,
+        incarnation: u32,
     },
     ClassicLeave {
         slot: usize,
+        incarnation: u32,
     },
     Commit,
 }
@@ -554,8 +567,10 @@ impl Model {
         match pending {
             Pending::Consumer {
                 slot,
+                incarnation,
                 leave,
                 lose_answer,
+                sent: _,
             } => {
                 let Response::ConsumerGroupHeartbeat(r) = response else {
                     panic!("not a heartbeat answer: {response:?}");
@@ -574,10 +589,14 @@ impl Model {
                         r.member_epoch
                     );
                 }
+                let s = &mut self.slots[slot];
+                if s.incarnation != incarnation {
+                    return;
+                }
+                s.busy = false;
                 if lose_answer || leave {
                     return;
                 }
-                let s = &mut self.slots[slot];
                 match error {
                     ErrorCode::None => {
                         s.id = Some(r.member_id.clone());
@@ -598,11 +617,14 @@ impl Model {
                     _ => {}
                 }
             }
-            Pending::ClassicJoin { slot } => {
+            Pending::ClassicJoin { slot, incarnation } => {
                 let Response::JoinGroup(j) = response else {
                     panic!("not a join answer: {response:?}");
                 };
                 let s = &mut self.slots[slot];
+                if s.incarnation != incarnation {
+                    return;
+                }
                 s.busy = false;
                 match code(j.error_code) {
                     ErrorCode::None => {
@@ -623,11 +645,14 @@ impl Model {
                     _ => {}
                 }
             }
-            Pending::ClassicSync { slot } => {
+            Pending::ClassicSync { slot, incarnation } => {
                 let Response::SyncGroup(sg) = response else {
                     panic!("not a sync answer: {response:?}");
                 };
                 let s = &mut self.slots[slot];
+                if s.incarnation != incarnation {
+                    return;
+                }
                 s.busy = false;
                 match code(sg.error_code) {
                     // Cooperative: it gives up what is no longer listed, takes what is new.
@@ -640,11 +665,14 @@ impl Model {
                     _ => {}
                 }
             }
-            Pending::ClassicLeave { slot } => {
+            Pending::ClassicLeave { slot, incarnation } => {
                 let Response::LeaveGroup(_) = response else {
                     panic!("not a leave answer: {response:?}");
                 };
-                self.slots[slot].busy = false;
+                let s = &mut self.slots[slot];
+                if s.incarnation == incarnation {
+                    s.busy = false;
+                }
             }
             Pending::Commit => {
                 let Response::OffsetCommit(_) = response else {
@@ -654,7 +682,7 @@ impl Model {
         }
     }
 
-    /// Sends one ConsumerGroupHeartbeat; it must be answered within the call.
+    /// Sends one ConsumerGroupHeartbeat; its client waits while it is held.
     fn send_heartbeat(
         &mut self,
         slot: usize,
@@ -664,19 +692,24 @@ impl Model {
         let leave = req.member_epoch < 0;
         let token = self.token(Pending::Consumer {
             slot,
+            incarnation: self.slots[slot].incarnation,
             leave,
             lose_answer,
+            sent: self.now,
         });
+        self.slots[slot].busy = true;
         let fresh = Uuid::from_u128(u128::from(token));
         let client = self.client.clone();
         let effects =
             self.group
                 .consumer_heartbeat(cx!(self), req, &client, Grant::NotAsked, fresh, token);
         self.carry_out(effects);
-        assert!(
-            !self.outstanding.contains_key(&token),
-            "a ConsumerGroupHeartbeat was not answered in its call"
-        );
+        if leave {
+            assert!(
+                !self.outstanding.contains_key(&token),
+                "a leave is answered in its call"
+            );
+        }
     }
 
     fn join(
@@ -689,11 +722,12 @@ impl Model {
         lose: bool,
     ) {
         let s = &mut self.slots[who];
+        if restart || s.protocol == Protocol::Classic {
+            // A new process: what the old one still waits for is answered to nobody.
+            s.restart(Protocol::Consumer);
+        }
         if s.busy {
             return;
-        }
-        if restart || s.protocol == Protocol::Classic {
-            s.restart(Protocol::Consumer);
         }
         // A client joins owning nothing: whatever it had, it gave up when it was fenced.
         s.lose_all();
@@ -769,11 +803,12 @@ impl Model {
         lose: bool,
     ) {
         let s = &self.slots[who];
-        if s.busy {
-            return;
-        }
         if s.protocol == Protocol::Classic {
             self.classic_heartbeat(who, 0);
+            return;
+        }
+        // Only a lying client sends while it waits for an answer.
+        if s.busy && honest {
             return;
         }
         if honest && s.fenced {
@@ -844,7 +879,11 @@ impl Model {
                 if s.instance.is_none() {
                     s.id = None;
                 }
-                let token = self.token(Pending::ClassicLeave { slot: who });
+                let incarnation = s.incarnation;
+                let token = self.token(Pending::ClassicLeave {
+                    slot: who,
+                    incarnation,
+                });
                 self.slots[who].busy = true;
                 let effects = self.group.leave(cx!(self), req, token);
                 self.carry_out(effects);
@@ -920,11 +959,11 @@ impl Model {
 
     fn classic_join(&mut self, who: usize, restart: bool, topics: u8) {
         let s = &mut self.slots[who];
-        if s.busy {
-            return;
-        }
         if restart || s.protocol == Protocol::Consumer {
             s.restart(Protocol::Classic);
+        }
+        if s.busy {
+            return;
         }
         s.classic_topics = topics;
         let req = JoinGroupRequest {
@@ -942,7 +981,11 @@ impl Model {
             reason: None,
         };
         s.busy = true;
-        let token = self.token(Pending::ClassicJoin { slot: who });
+        let incarnation = s.incarnation;
+        let token = self.token(Pending::ClassicJoin {
+            slot: who,
+            incarnation,
+        });
         let client = self.client.clone();
         let fresh = Uuid::from_u128(u128::from(token));
         let effects = self
@@ -973,7 +1016,11 @@ impl Model {
             assignments,
         };
         self.slots[who].busy = true;
-        let token = self.token(Pending::ClassicSync { slot: who });
+        let incarnation = self.slots[who].incarnation;
+        let token = self.token(Pending::ClassicSync {
+            slot: who,
+            incarnation,
+        });
         let effects = self.group.sync(cx!(self), req, token);
         self.carry_out(effects);
     }
@@ -1267,6 +1314,16 @@ impl Model {
 
         if ticked {
             let now = self.now;
+            let hold = u64::from(self.config.consumer.heartbeat_interval_ms).min(MAX_HOLD_MS);
+            for pending in self.outstanding.values() {
+                if let Pending::Consumer { sent, .. } = pending {
+                    assert!(
+                        sent + hold > now,
+                        "a ConsumerGroupHeartbeat sent at {sent} is still held after a tick at \
+                         {now}: {pending:?}"
+                    );
+                }
+            }
             assert!(
                 self.group.next_deadline().is_none_or(|d| d > now),
                 "after tick({now}) a deadline {:?} is still due",
