@@ -23,9 +23,10 @@ impl GroupActor {
             let computed = match computed {
                 Ok(computed) => computed,
                 Err(e) => {
-                    // The assignor panicked (a bug): the group stays Assigning and the next
-                    // heartbeat or tick starts a new job.
+                    // The assignor panicked (a bug): the group stays Assigning, no longer
+                    // waits for this job, and its next heartbeat or tick starts a new one.
                     error!(group_id = %logsafe(act.group.group_id()), epoch, error = %e, "target assignment failed");
+                    act.group.target_failed(epoch);
                     return;
                 }
             };

@@ -15,7 +15,11 @@ use crate::access::Access;
 use crate::actors::admin_access;
 use crate::actors::admin_limits::distinct;
 use crate::actors::messages::{DescribeConsumer, Simulate};
+use crate::config::encodable;
 use crate::engine::GroupState;
+
+/// The most members one ConsumerGroupDescribe answer describes (18 724).
+pub const MAX_DESCRIBED_CONSUMER_MEMBERS: usize = encodable::<muster_protocol::ConsumerMember>();
 
 impl Supervisor {
     /// ConsumerGroupDescribe: a group the principal may not describe is answered Dead with
@@ -25,7 +29,28 @@ impl Supervisor {
         group_ids: Vec<String>,
         access: &Access,
     ) -> ResponseFuture<Response> {
-        let lookups: Vec<_> = distinct(group_ids)
+        let group_ids = distinct(group_ids);
+        // As DescribeGroups: one answer describes at most as many members as encode (a
+        // `ConsumerMember` is larger than a `DescribedMember`, so fewer: protocol §6.18).
+        // Denied groups are not described, so their sizes do not count.
+        let members: usize = group_ids
+            .iter()
+            .filter(|id| !admin_access::describe_group_denied(access, id))
+            .filter_map(|id| self.groups.find(id))
+            .map(|(_, e)| e.members as usize)
+            .sum();
+        let most = MAX_DESCRIBED_CONSUMER_MEMBERS;
+        if members > most {
+            let response = Response::error(
+                ErrorCode::RequestLimitExceeded,
+                format!(
+                    "the groups named have {members} members; one ConsumerGroupDescribe answer \
+                     describes at most {most}: ask for fewer groups, or use DescribeGroups"
+                ),
+            );
+            return Box::pin(async move { response });
+        }
+        let lookups: Vec<_> = group_ids
             .into_iter()
             .map(|group_id| {
                 let denied = admin_access::describe_group_denied(access, &group_id);
@@ -101,5 +126,15 @@ fn refused(code: ErrorCode) -> GroupSimulateResponse {
     GroupSimulateResponse {
         error_code: code.code(),
         ..GroupSimulateResponse::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MAX_DESCRIBED_CONSUMER_MEMBERS;
+
+    #[test]
+    fn the_describe_limit_is_what_protocol_md_says() {
+        assert_eq!(MAX_DESCRIBED_CONSUMER_MEMBERS, 18_724);
     }
 }

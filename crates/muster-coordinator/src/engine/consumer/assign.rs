@@ -93,6 +93,16 @@ impl<R> Group<R> {
         self.seal(out)
     }
 
+    /// The job for `epoch` will not come back (the shell's thread running it failed): the
+    /// group no longer waits for it, and its next heartbeat or tick starts another.
+    pub fn target_failed(&mut self, epoch: i32) {
+        if let Some(part) = self.consumer.as_deref_mut() {
+            if part.assigning == Some(epoch) {
+                part.assigning = None;
+            }
+        }
+    }
+
     /// Whether a target is behind the group epoch with no job out for it (after a restart or a
     /// reload): the next call starts one.
     pub(in crate::engine) fn resume_assignment(&mut self, cx: Ctx<'_>, out: &mut Effects<R>) {

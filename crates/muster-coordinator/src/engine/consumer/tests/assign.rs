@@ -138,3 +138,27 @@ fn a_job_covering_many_changes_still_names_one() {
     }
     assert_eq!(cg.group.describe_consumer().assignment_epoch, 100);
 }
+
+/// A job whose result never comes back (the shell's blocking task failed) does not leave the
+/// group Assigning for good: once the shell reports it, the next heartbeat starts another.
+#[test]
+fn a_lost_job_is_started_again() {
+    let mut cg = offloaded();
+    cg.join("a", &["foo"]);
+    let lost = cg.jobs.remove(0);
+    cg.group.target_failed(lost.epoch());
+    cg.beat("a", 0, &[]);
+    assert_eq!(
+        cg.jobs.len(),
+        1,
+        "a new job: the group was {:?}",
+        cg.group.state()
+    );
+    finish_jobs(&mut cg);
+    let r = cg.beat("a", 0, &[]);
+    assert_eq!(
+        (r.member_epoch, count(&r.assignment.unwrap_or_default())),
+        (1, 6)
+    );
+    assert_eq!(cg.group.state(), crate::engine::GroupState::Stable);
+}
