@@ -21,6 +21,7 @@
 //! default order and the help; the file is layered under whatever clap did not take from its
 //! default.
 
+mod checks;
 mod table;
 
 use std::path::{Path, PathBuf};
@@ -30,8 +31,12 @@ use clap::{Arg, ArgMatches, Command};
 use muster_coordinator::{ConsumerConfig, GroupConfig, Limits};
 
 use crate::connection_limits::ConnectionLimits;
-use crate::node::{check_cluster_name, check_node_id, BadHostPort, HostPort, NodeOptions};
+use crate::node::{BadHostPort, NodeOptions};
 use crate::telemetry::LogFormat;
+use checks::{
+    address, address_or_off, advertise, cluster_name, etcd_endpoints, log_filter, node_id,
+    server_assignor,
+};
 use table::settings;
 
 settings! {
@@ -464,103 +469,10 @@ fn set(path: &OptionalPath) -> Option<&Path> {
     (!path.0.as_os_str().is_empty()).then_some(path.0.as_path())
 }
 
-/// A listening address: `HOST:PORT` (a name is resolved when binding, not here).
-fn address(name: &str, addr: &str) -> Result<(), ConfigError> {
-    if addr.parse::<std::net::SocketAddr>().is_err() && !addr.contains(':') {
-        return Err(ConfigError::Invalid {
-            setting: table::flag(name),
-            value: addr.to_owned(),
-            allowed: "expected HOST:PORT".into(),
-        });
-    }
-    Ok(())
-}
-
-/// [`address`], or `off`.
-fn address_or_off(name: &str, addr: &str) -> Result<(), ConfigError> {
-    if addr == "off" {
-        return Ok(());
-    }
-    address(name, addr)
-}
-
-/// One of the consumer protocol's server assignors.
-fn server_assignor(name: &str, assignor: &str) -> Result<(), ConfigError> {
-    if muster_coordinator::ASSIGNORS.contains(&assignor) {
-        return Ok(());
-    }
-    Err(ConfigError::Invalid {
-        setting: table::flag(name),
-        value: assignor.to_owned(),
-        allowed: format!("one of {}", muster_coordinator::ASSIGNORS.join(", ")),
-    })
-}
-
-/// A node id, or empty for the host name.
-fn node_id(name: &str, id: &str) -> Result<(), ConfigError> {
-    if id.is_empty() {
-        return Ok(());
-    }
-    check_node_id(id).map_err(|allowed| ConfigError::Invalid {
-        setting: table::flag(name),
-        value: id.to_owned(),
-        allowed: format!("{allowed} (or empty for the host name)"),
-    })
-}
-
-/// A `HOST:PORT` clients can connect to, or empty for the listen address.
-fn advertise(name: &str, addr: &str) -> Result<(), ConfigError> {
-    if addr.is_empty() {
-        return Ok(());
-    }
-    addr.parse::<HostPort>()
-        .map(drop)
-        .map_err(|e| ConfigError::Invalid {
-            setting: table::flag(name),
-            value: addr.to_owned(),
-            allowed: e.to_string(),
-        })
-}
-
-fn etcd_endpoints(name: &str, value: &str) -> Result<(), ConfigError> {
-    let bad = value
-        .split(',')
-        .map(str::trim)
-        .any(|e| e.is_empty() || e.chars().any(char::is_whitespace));
-    if !value.is_empty() && bad {
-        return Err(ConfigError::Invalid {
-            setting: table::flag(name),
-            value: value.to_owned(),
-            allowed: "expected etcd URLs separated by commas (http://host:port or host:port)"
-                .into(),
-        });
-    }
-    Ok(())
-}
-
-fn cluster_name(name: &str, cluster: &str) -> Result<(), ConfigError> {
-    check_cluster_name(cluster).map_err(|allowed| ConfigError::Invalid {
-        setting: table::flag(name),
-        value: cluster.to_owned(),
-        allowed: allowed.into(),
-    })
-}
-
-/// A log filter must say something (its syntax is checked when logging starts).
-fn log_filter(name: &str, level: &str) -> Result<(), ConfigError> {
-    if level.trim().is_empty() {
-        return Err(ConfigError::Invalid {
-            setting: table::flag(name),
-            value: String::new(),
-            allowed: "expected a filter such as \"info\"".into(),
-        });
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::node::HostPort;
 
     /// Environment variables are process-wide and tests run in parallel: every load in this
     /// module happens under this lock, and the test that sets variables holds it throughout.
