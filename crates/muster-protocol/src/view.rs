@@ -36,6 +36,36 @@ pub struct AssignedPartitions {
     pub partitions: Vec<i32>,
 }
 
+/// The partitions of `a` not in `b`, by topic, sorted (topics left empty dropped; repeated
+/// partitions once): a consumer-protocol member's `revoking` (its assignment minus its target)
+/// and `awaiting` (its target minus its assignment), as the CLI and the dashboard show them.
+pub fn partitions_minus(a: &[TopicPartitions], b: &[TopicPartitions]) -> Vec<AssignedPartitions> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let sets = |tps: &[TopicPartitions]| {
+        let mut sets: BTreeMap<String, BTreeSet<i32>> = BTreeMap::new();
+        for tp in tps {
+            sets.entry(tp.topic.clone())
+                .or_default()
+                .extend(tp.partitions.iter().copied());
+        }
+        sets
+    };
+    let other = sets(b);
+    sets(a)
+        .into_iter()
+        .filter_map(|(topic, ps)| {
+            let left: Vec<i32> = match other.get(&topic) {
+                Some(o) => ps.difference(o).copied().collect(),
+                None => ps.into_iter().collect(),
+            };
+            (!left.is_empty()).then_some(AssignedPartitions {
+                topic,
+                partitions: left,
+            })
+        })
+        .collect()
+}
+
 impl From<TopicPartitions> for AssignedPartitions {
     fn from(TopicPartitions { topic, partitions }: TopicPartitions) -> Self {
         AssignedPartitions { topic, partitions }
@@ -95,5 +125,30 @@ mod tests {
                 r#""session_timeout_ms":10000,"last_seen_ms_ago":7,"holding_rebalance":true}"#
             )
         );
+    }
+}
+
+#[cfg(test)]
+mod minus_tests {
+    use super::*;
+
+    fn tp(topic: &str, partitions: &[i32]) -> TopicPartitions {
+        TopicPartitions {
+            topic: topic.into(),
+            partitions: partitions.to_vec(),
+        }
+    }
+
+    #[test]
+    fn revoking_and_awaiting_are_the_two_differences() {
+        let owned = [tp("a", &[0, 1, 2]), tp("b", &[0])];
+        let target = [tp("a", &[2, 3]), tp("c", &[1])];
+        let revoking = partitions_minus(&owned, &target);
+        assert_eq!(revoking.len(), 2);
+        assert_eq!(revoking[0].partitions, vec![0, 1]);
+        assert_eq!(revoking[1].topic, "b");
+        let awaiting = partitions_minus(&target, &owned);
+        assert_eq!(awaiting[0].partitions, vec![3]);
+        assert_eq!(awaiting[1].topic, "c");
     }
 }

@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use muster_client::protocol::view::AssignedPartitions;
+use muster_client::protocol::view::{partitions_minus, AssignedPartitions};
 use muster_client::protocol::{ConsumerMember, DescribedConsumerGroup, TopicPartitions};
 use serde::Serialize;
 
@@ -88,24 +88,12 @@ fn to_rows(map: Partitions) -> Vec<AssignedPartitions> {
         .collect()
 }
 
-/// `a` minus `b`, by topic; topics left empty are dropped.
-fn minus(a: &Partitions, b: &Partitions) -> Partitions {
-    let empty = BTreeSet::new();
-    a.iter()
-        .map(|(topic, ps)| {
-            let other = b.get(topic).unwrap_or(&empty);
-            (topic.clone(), ps.difference(other).copied().collect())
-        })
-        .filter(|(_, ps): &(String, BTreeSet<i32>)| !ps.is_empty())
-        .collect()
-}
-
 impl From<ConsumerMember> for ConsumerMemberRow {
     fn from(m: ConsumerMember) -> Self {
+        let revoking = partitions_minus(&m.assignment, &m.target_assignment);
+        let awaiting = partitions_minus(&m.target_assignment, &m.assignment);
         let current = to_map(&m.assignment);
         let target = to_map(&m.target_assignment);
-        let revoking = minus(&current, &target);
-        let awaiting = minus(&target, &current);
         ConsumerMemberRow {
             member_id: m.member_id,
             instance_id: m.group_instance_id,
@@ -117,8 +105,8 @@ impl From<ConsumerMember> for ConsumerMemberRow {
             subscribed_topic_regex: m.subscribed_topic_regex.filter(|r| !r.is_empty()),
             assignment: to_rows(current),
             target: to_rows(target),
-            revoking: to_rows(revoking),
-            awaiting: to_rows(awaiting),
+            revoking,
+            awaiting,
         }
     }
 }

@@ -4,13 +4,10 @@
 //! its target, still owned by another member). Asked as a ConsumerGroupDescribe with the
 //! page's principal, like the rest of the page; a classic group has none (`null`).
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use muster_coordinator::access::Access;
-use muster_protocol::view::AssignedPartitions;
+use muster_protocol::view::{partitions_minus as minus, AssignedPartitions};
 use muster_protocol::{
     ConsumerGroupDescribeRequest, DescribedConsumerGroup, ErrorCode, Request, Response as Wire,
-    TopicPartitions,
 };
 use serde::Serialize;
 
@@ -71,55 +68,5 @@ fn view(g: DescribedConsumerGroup) -> ConsumerView {
                 target: m.target_assignment.into_iter().map(Into::into).collect(),
             })
             .collect(),
-    }
-}
-
-/// The partitions of `a` not in `b`.
-fn minus(a: &[TopicPartitions], b: &[TopicPartitions]) -> Vec<AssignedPartitions> {
-    let mut other: BTreeMap<&str, BTreeSet<i32>> = BTreeMap::new();
-    for tp in b {
-        other
-            .entry(tp.topic.as_str())
-            .or_default()
-            .extend(tp.partitions.iter().copied());
-    }
-    a.iter()
-        .filter_map(|tp| {
-            let left: Vec<i32> = tp
-                .partitions
-                .iter()
-                .copied()
-                .filter(|p| !other.get(tp.topic.as_str()).is_some_and(|s| s.contains(p)))
-                .collect();
-            (!left.is_empty()).then(|| AssignedPartitions {
-                topic: tp.topic.clone(),
-                partitions: left,
-            })
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn tp(topic: &str, partitions: &[i32]) -> TopicPartitions {
-        TopicPartitions {
-            topic: topic.into(),
-            partitions: partitions.to_vec(),
-        }
-    }
-
-    #[test]
-    fn revoking_and_awaiting_are_the_two_differences() {
-        let owned = [tp("a", &[0, 1, 2]), tp("b", &[0])];
-        let target = [tp("a", &[2, 3]), tp("c", &[1])];
-        let revoking = minus(&owned, &target);
-        assert_eq!(revoking.len(), 2);
-        assert_eq!(revoking[0].partitions, vec![0, 1]);
-        assert_eq!(revoking[1].topic, "b");
-        let awaiting = minus(&target, &owned);
-        assert_eq!(awaiting[0].partitions, vec![3]);
-        assert_eq!(awaiting[1].topic, "c");
     }
 }

@@ -115,25 +115,9 @@ impl<R> Group<R> {
         if let Some(instance) = &req.group_instance_id {
             if let Some(old_id) = part.statics.get(instance).cloned() {
                 // A static member's new incarnation takes over its epoch and partitions.
-                let Some(mut member) = part.members.remove(&*old_id) else {
+                if !part.take_over(instance, &old_id, &id, MemberClient::from(client), cx.now) {
                     return Err(ErrorCode::UnknownServerError);
-                };
-                let holds = [
-                    &member.assignment.assigned,
-                    &member.assignment.pending_revocation,
-                ];
-                let nothing = super::Partitions::new();
-                part.move_ownership(&old_id, &holds, &[&nothing]);
-                member.member_id = Arc::clone(&id);
-                member.client = MemberClient::from(client);
-                member.left = false;
-                let holds = [
-                    &member.assignment.assigned,
-                    &member.assignment.pending_revocation,
-                ];
-                part.move_ownership(&id, &[], &holds);
-                part.statics.insert(instance.clone(), Arc::clone(&id));
-                part.members.insert(Arc::clone(&id), member);
+                }
                 out.persist = true;
                 return Ok(id);
             }
@@ -242,23 +226,12 @@ impl<R> Group<R> {
     ) -> LeaveGroupResponse {
         let mut members = Vec::with_capacity(req.members.len());
         for leaving in req.members {
-            let found: Result<Arc<str>, ErrorCode> = match self.consumer.as_deref() {
-                None => Err(ErrorCode::UnknownMemberId),
-                Some(part) => match (&leaving.group_instance_id, leaving.member_id.is_empty()) {
-                    (Some(instance), _) => match part.statics.get(instance) {
-                        Some(id) if leaving.member_id.is_empty() || **id == *leaving.member_id => {
-                            Ok(Arc::clone(id))
-                        }
-                        Some(_) => Err(ErrorCode::FencedInstanceId),
-                        None => Err(ErrorCode::UnknownMemberId),
-                    },
-                    (None, _) => part
-                        .members
-                        .get_key_value(leaving.member_id.as_str())
-                        .map(|(id, _)| Arc::clone(id))
-                        .ok_or(ErrorCode::UnknownMemberId),
-                },
-            };
+            let found = self
+                .consumer
+                .as_deref()
+                .map_or(Err(ErrorCode::UnknownMemberId), |p| {
+                    p.leaving(&leaving.member_id, leaving.group_instance_id.as_deref())
+                });
             let code = match found {
                 Ok(id) => {
                     self.remove_consumer_member(cx, &id, kind::MEMBER_LEFT, out);

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use muster_protocol::{AssignorMetadata, JoinGroupRequest, TopicPartitions};
+use muster_protocol::{AssignorMetadata, ErrorCode, JoinGroupRequest, TopicPartitions};
 
 use super::reconcile::{MemberAssignment, MemberState, Partitions};
 use crate::engine::{Map, MemberClient, Millis, PrincipalName};
@@ -134,6 +134,53 @@ impl ConsumerPart {
                     owners.insert(p, Arc::clone(member));
                 }
             }
+        }
+    }
+
+    /// A static member's new incarnation `new_id` (of `client`, heard from at `now`) takes over
+    /// `old_id`'s epoch, partitions and target under `instance`, without a rebalance (Kafka's
+    /// static member replacement). `false`: `old_id` is not a member.
+    pub fn take_over(
+        &mut self,
+        instance: &str,
+        old_id: &Arc<str>,
+        new_id: &Arc<str>,
+        client: MemberClient,
+        now: Millis,
+    ) -> bool {
+        let Some(mut member) = self.members.remove(&**old_id) else {
+            return false;
+        };
+        let nothing = Partitions::new();
+        let holds = [
+            &member.assignment.assigned,
+            &member.assignment.pending_revocation,
+        ];
+        self.move_ownership(old_id, &holds, &[&nothing]);
+        self.move_ownership(new_id, &[], &holds);
+        member.member_id = Arc::clone(new_id);
+        member.client = client;
+        member.left = false;
+        member.last_heard = now;
+        self.statics.insert(instance.to_owned(), Arc::clone(new_id));
+        self.members.insert(Arc::clone(new_id), member);
+        true
+    }
+
+    /// The member a leave names: by its id, or a static member by its instance id alone (with
+    /// an id, they must agree: FENCED_INSTANCE_ID otherwise).
+    pub fn leaving(&self, member_id: &str, instance: Option<&str>) -> Result<Arc<str>, ErrorCode> {
+        match instance {
+            Some(instance) => match self.statics.get(instance) {
+                Some(id) if member_id.is_empty() || **id == *member_id => Ok(Arc::clone(id)),
+                Some(_) => Err(ErrorCode::FencedInstanceId),
+                None => Err(ErrorCode::UnknownMemberId),
+            },
+            None => self
+                .members
+                .get_key_value(member_id)
+                .map(|(id, _)| Arc::clone(id))
+                .ok_or(ErrorCode::UnknownMemberId),
         }
     }
 

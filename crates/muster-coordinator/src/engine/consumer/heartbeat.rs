@@ -280,26 +280,10 @@ impl<R> Group<R> {
                 }
                 // The new incarnation takes over the old one's epoch and partitions, without
                 // a rebalance (Kafka's static member replacement).
-                let Some(mut member) = part.members.remove(&*old_id) else {
+                let client = MemberClient::from(client);
+                if !part.take_over(instance, &old_id, member_id, client, cx.now) {
                     return Err((ErrorCode::UnknownServerError, None));
-                };
-                let holds = [
-                    &member.assignment.assigned,
-                    &member.assignment.pending_revocation,
-                ];
-                let nothing = super::Partitions::new();
-                part.move_ownership(&old_id, &holds, &[&nothing]);
-                member.member_id = Arc::clone(member_id);
-                member.client = MemberClient::from(client);
-                member.left = false;
-                member.last_heard = cx.now;
-                let holds = [
-                    &member.assignment.assigned,
-                    &member.assignment.pending_revocation,
-                ];
-                part.move_ownership(member_id, &[], &holds);
-                part.statics.insert(instance.clone(), Arc::clone(member_id));
-                part.members.insert(Arc::clone(member_id), member);
+                }
                 out.persist = true;
                 return Ok((Arc::clone(member_id), false));
             }

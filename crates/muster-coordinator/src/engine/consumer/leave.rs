@@ -23,18 +23,9 @@ impl<R> Group<R> {
         let Some(part) = self.consumer.as_deref_mut() else {
             return Err((ErrorCode::UnknownMemberId, None));
         };
-        // A static member may leave by its instance id alone.
-        let member_id: Arc<str> = match (&req.group_instance_id, req.member_id.is_empty()) {
-            (Some(instance), _) => match part.statics.get(instance) {
-                Some(id) if req.member_id.is_empty() || **id == *req.member_id => Arc::clone(id),
-                Some(_) => return Err((ErrorCode::FencedInstanceId, None)),
-                None => return Err((ErrorCode::UnknownMemberId, None)),
-            },
-            (None, _) => match part.members.get_key_value(req.member_id.as_str()) {
-                Some((id, _)) => Arc::clone(id),
-                None => return Err((ErrorCode::UnknownMemberId, None)),
-            },
-        };
+        let member_id = part
+            .leaving(&req.member_id, req.group_instance_id.as_deref())
+            .map_err(|code| (code, None))?;
         let answer = ConsumerGroupHeartbeatResponse {
             error_code: ErrorCode::None.code(),
             member_id: member_id.to_string(),
