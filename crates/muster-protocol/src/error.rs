@@ -97,6 +97,7 @@ error_codes! {
     202 => QuotaExceeded, "QUOTA_EXCEEDED", "the principal is at its max_groups or max_members quota";
     203 => ResourceLimitReached, "RESOURCE_LIMIT_REACHED", "a server-wide capacity limit is reached; try again later";
     204 => RequestLimitExceeded, "REQUEST_LIMIT_EXCEEDED", "a field of the request is over a server limit";
+    205 => PartitionNotOwned, "PARTITION_NOT_OWNED", "the member does not own this partition in the generation or epoch it names";
 }
 
 // The table must stay in ascending numeric order: `ALL` promises it, and duplicates of a number

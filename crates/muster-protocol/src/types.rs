@@ -13,6 +13,10 @@ use crate::consumer::{
     ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse, GroupSimulateRequest, GroupSimulateResponse,
 };
+use crate::offsets::{
+    OffsetHistoryRequest, OffsetHistoryResponse, OffsetResetRequest, OffsetResetResponse,
+    OffsetRestoreRequest, OffsetRestoreResponse, OwnershipEpochsRequest, OwnershipEpochsResponse,
+};
 use crate::insight::{
     GroupDiagnosisRequest, GroupDiagnosisResponse, GroupHistoryRequest, GroupHistoryResponse,
 };
@@ -62,6 +66,10 @@ pub enum Request {
     ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest),
     ConsumerGroupDescribe(ConsumerGroupDescribeRequest),
     GroupSimulate(GroupSimulateRequest),
+    OwnershipEpochs(OwnershipEpochsRequest),
+    OffsetHistory(OffsetHistoryRequest),
+    OffsetReset(OffsetResetRequest),
+    OffsetRestore(OffsetRestoreRequest),
 }
 
 #[derive(Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
@@ -218,6 +226,10 @@ pub enum Response {
     ConsumerGroupHeartbeat(ConsumerGroupHeartbeatResponse),
     ConsumerGroupDescribe(ConsumerGroupDescribeResponse),
     GroupSimulate(GroupSimulateResponse),
+    OwnershipEpochs(OwnershipEpochsResponse),
+    OffsetHistory(OffsetHistoryResponse),
+    OffsetReset(OffsetResetResponse),
+    OffsetRestore(OffsetRestoreResponse),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, SchemaWrite, SchemaRead)]
@@ -417,6 +429,10 @@ wire_enum_helpers!(Request {
     16 => ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest),
     17 => ConsumerGroupDescribe(ConsumerGroupDescribeRequest),
     18 => GroupSimulate(GroupSimulateRequest),
+    19 => OwnershipEpochs(OwnershipEpochsRequest),
+    20 => OffsetHistory(OffsetHistoryRequest),
+    21 => OffsetReset(OffsetResetRequest),
+    22 => OffsetRestore(OffsetRestoreRequest),
 });
 
 wire_enum_helpers!(Response {
@@ -440,16 +456,22 @@ wire_enum_helpers!(Response {
     17 => ConsumerGroupHeartbeat(ConsumerGroupHeartbeatResponse),
     18 => ConsumerGroupDescribe(ConsumerGroupDescribeResponse),
     19 => GroupSimulate(GroupSimulateResponse),
+    20 => OwnershipEpochs(OwnershipEpochsResponse),
+    21 => OffsetHistory(OffsetHistoryResponse),
+    22 => OffsetReset(OffsetResetResponse),
+    23 => OffsetRestore(OffsetRestoreResponse),
 });
 
 impl Request {
     /// The one group this request is addressed to: the `group_id` of JoinGroup, SyncGroup,
-    /// Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch and ConsumerGroupHeartbeat, whose
+    /// Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ConsumerGroupHeartbeat and
+    /// OwnershipEpochs, whose
     /// answer comes from that group's coordinator (and which need `read` on it). `None` for
     /// Hello, the topic requests, the admin requests that name any number of groups
     /// (DescribeGroups, ListGroups, DeleteGroups, ConsumerGroupDescribe), even one, the admin
-    /// requests about one group (GroupHistory, GroupDiagnosis, GroupSimulate: authorized as
-    /// admin requests, `describe`, not `read`), and the cluster requests: FindCoordinator's
+    /// requests about one group (GroupHistory, GroupDiagnosis, GroupSimulate, OffsetHistory,
+    /// OffsetReset, OffsetRestore: authorized as admin requests, each with its own right), and
+    /// the cluster requests: FindCoordinator's
     /// `key` is a group id, but any node answers it, so it is not routed to the group.
     pub fn group_id(&self) -> Option<&str> {
         match self {
@@ -460,6 +482,7 @@ impl Request {
             Request::OffsetCommit(r) => Some(&r.group_id),
             Request::OffsetFetch(r) => Some(&r.group_id),
             Request::ConsumerGroupHeartbeat(r) => Some(&r.group_id),
+            Request::OwnershipEpochs(r) => Some(&r.group_id),
             Request::Hello(_)
             | Request::DescribeGroups(_)
             | Request::ListGroups(_)
@@ -471,7 +494,10 @@ impl Request {
             | Request::GroupHistory(_)
             | Request::GroupDiagnosis(_)
             | Request::ConsumerGroupDescribe(_)
-            | Request::GroupSimulate(_) => None,
+            | Request::GroupSimulate(_)
+            | Request::OffsetHistory(_)
+            | Request::OffsetReset(_)
+            | Request::OffsetRestore(_) => None,
         }
     }
 }
@@ -505,6 +531,10 @@ impl Response {
             Response::GroupDiagnosis(r) => r.error_code,
             Response::ConsumerGroupHeartbeat(r) => r.error_code,
             Response::GroupSimulate(r) => r.error_code,
+            Response::OwnershipEpochs(r) => r.error_code,
+            Response::OffsetHistory(r) => r.error_code,
+            Response::OffsetReset(r) => r.error_code,
+            Response::OffsetRestore(r) => r.error_code,
             Response::DescribeGroups(_)
             | Response::DeleteGroups(_)
             | Response::CreateTopics(_)
@@ -514,7 +544,7 @@ impl Response {
 }
 
 /// The names of the request variants, indexed by wire tag (for metrics labels).
-pub const REQUEST_NAMES: [&str; 19] = [
+pub const REQUEST_NAMES: [&str; 23] = [
     "Hello",
     "JoinGroup",
     "SyncGroup",
@@ -534,4 +564,8 @@ pub const REQUEST_NAMES: [&str; 19] = [
     "ConsumerGroupHeartbeat",
     "ConsumerGroupDescribe",
     "GroupSimulate",
+    "OwnershipEpochs",
+    "OffsetHistory",
+    "OffsetReset",
+    "OffsetRestore",
 ];

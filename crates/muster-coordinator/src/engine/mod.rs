@@ -52,6 +52,7 @@ mod member;
 mod offsets;
 mod persist;
 mod sync;
+mod tenure;
 #[cfg(test)]
 mod tests;
 mod timers;
@@ -441,6 +442,8 @@ pub struct Group<R> {
     /// Consumer-protocol heartbeats held until a partition their member waits for is released
     /// (`consumer/wait.rs`). Empty unless a member waits.
     consumer_waiters: Vec<consumer::Waiter<R>>,
+    /// Who owns each partition and its ownership epoch (`tenure.rs`).
+    tenure: tenure::Tenure,
 }
 
 impl<R> Group<R> {
@@ -472,6 +475,7 @@ impl<R> Group<R> {
             insight: None,
             consumer: None,
             consumer_waiters: Vec::new(),
+            tenure: tenure::Tenure::default(),
         };
         // A new group starts Empty: its retention clock runs from creation.
         group.note_retention_start(now);

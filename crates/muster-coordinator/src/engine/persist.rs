@@ -48,6 +48,7 @@ impl<R> Group<R> {
             state_since_ms: self.state_since,
             created_by: self.created_by.as_deref().map(str::to_owned),
             consumer: self.consumer_record(),
+            ownership: self.ownership_record(),
         }
     }
 

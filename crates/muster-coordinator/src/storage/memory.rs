@@ -10,9 +10,15 @@ use std::sync::Mutex;
 use muster_protocol::TopicInfo;
 
 use super::{
-    CommittedOffset, Durable, GroupRecord, Mutation, OffsetWrite, RebalanceRecord, Store,
-    StoreError, StoredGroup, StoredState,
+    CommittedOffset, Durable, GroupRecord, HistoryEntry, HistoryWrite, Mutation, OffsetWrite,
+    QuarantinedOffset, RebalanceRecord, Store, StoreError, StoredGroup, StoredState,
 };
+
+/// A group's offset history: (topic, partition, seq) → entry.
+type History = BTreeMap<(String, i32, u64), HistoryEntry>;
+
+/// A group's quarantine: (topic, partition) → (offset, quarantined at).
+type Quarantine = BTreeMap<(String, i32), (CommittedOffset, u64)>;
 
 #[derive(Debug, Default)]
 struct Inner {
@@ -20,6 +26,8 @@ struct Inner {
     offsets: BTreeMap<String, BTreeMap<(String, i32), CommittedOffset>>,
     topics: BTreeMap<String, i32>,
     journals: BTreeMap<String, BTreeMap<i32, RebalanceRecord>>,
+    history: BTreeMap<String, History>,
+    quarantine: BTreeMap<String, Quarantine>,
 }
 
 /// Keeps everything in process memory.
@@ -57,6 +65,31 @@ fn offset_writes(parts: &BTreeMap<(String, i32), CommittedOffset>) -> Vec<Offset
         .collect()
 }
 
+fn history_writes(history: &History) -> Vec<HistoryWrite> {
+    history
+        .iter()
+        .map(|((topic, partition, _), entry)| HistoryWrite {
+            topic: topic.as_str().into(),
+            partition: *partition,
+            entry: entry.clone(),
+        })
+        .collect()
+}
+
+fn quarantined(quarantine: &Quarantine) -> Vec<QuarantinedOffset> {
+    quarantine
+        .iter()
+        .map(|((topic, partition), (committed, at))| QuarantinedOffset {
+            write: OffsetWrite {
+                topic: topic.as_str().into(),
+                partition: *partition,
+                committed: committed.clone(),
+            },
+            quarantined_at: *at,
+        })
+        .collect()
+}
+
 impl Store for MemoryStore {
     fn load(&self) -> Result<StoredState, StoreError> {
         let inner = self
@@ -83,6 +116,16 @@ impl Store for MemoryStore {
                 .iter()
                 .map(|(group, entries)| (group.clone(), entries.values().cloned().collect()))
                 .collect(),
+            history: inner
+                .history
+                .iter()
+                .map(|(group, history)| (group.clone(), history_writes(history)))
+                .collect(),
+            quarantine: inner
+                .quarantine
+                .iter()
+                .map(|(group, q)| (group.clone(), quarantined(q)))
+                .collect(),
         })
     }
 
@@ -105,6 +148,16 @@ impl Store for MemoryStore {
                 .journals
                 .get(group_id)
                 .map(|entries| entries.values().cloned().collect())
+                .unwrap_or_default(),
+            history: inner
+                .history
+                .get(group_id)
+                .map(history_writes)
+                .unwrap_or_default(),
+            quarantine: inner
+                .quarantine
+                .get(group_id)
+                .map(quarantined)
                 .unwrap_or_default(),
         })
     }
@@ -133,6 +186,8 @@ impl Store for MemoryStore {
                     inner.groups.remove(&group_id);
                     inner.offsets.remove(&group_id);
                     inner.journals.remove(&group_id);
+                    inner.history.remove(&group_id);
+                    inner.quarantine.remove(&group_id);
                 }
                 Mutation::PutOffsets { group_id, offsets } => {
                     let parts = inner.offsets.entry(group_id).or_default();
@@ -150,6 +205,51 @@ impl Store for MemoryStore {
                         }
                         if parts.is_empty() {
                             inner.offsets.remove(&group_id);
+                        }
+                    }
+                }
+                Mutation::PutHistory {
+                    group_id,
+                    entries,
+                    trim,
+                } => {
+                    let history = inner.history.entry(group_id.clone()).or_default();
+                    for t in trim {
+                        let topic = t.topic.to_string();
+                        let dropped: Vec<_> = history
+                            .range((topic.clone(), t.partition, 0)..(topic, t.partition, t.below_seq))
+                            .map(|(k, _)| k.clone())
+                            .collect();
+                        for k in dropped {
+                            history.remove(&k);
+                        }
+                    }
+                    for w in entries {
+                        history.insert((w.topic.to_string(), w.partition, w.entry.seq), w.entry);
+                    }
+                    if history.is_empty() {
+                        inner.history.remove(&group_id);
+                    }
+                }
+                Mutation::PutQuarantine { group_id, offsets } => {
+                    let q = inner.quarantine.entry(group_id).or_default();
+                    for o in offsets {
+                        q.insert(
+                            (o.write.topic.to_string(), o.write.partition),
+                            (o.write.committed, o.quarantined_at),
+                        );
+                    }
+                }
+                Mutation::DeleteQuarantine {
+                    group_id,
+                    partitions,
+                } => {
+                    if let Some(q) = inner.quarantine.get_mut(&group_id) {
+                        for key in partitions {
+                            q.remove(&key);
+                        }
+                        if q.is_empty() {
+                            inner.quarantine.remove(&group_id);
                         }
                     }
                 }

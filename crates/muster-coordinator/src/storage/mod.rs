@@ -36,7 +36,8 @@ pub mod codec {
 pub use memory::MemoryStore;
 pub use records::{
     ClassicMemberRecord, CommittedOffset, ConsumerGroupRecord, ConsumerMemberRecord, GroupRecord,
-    MemberRecord, OffsetWrite, RebalanceRecord,
+    HistoryEntry, HistoryKind, HistoryTrim, HistoryWrite, MemberRecord, OffsetWrite,
+    OwnershipRecord, QuarantinedOffset, RebalanceRecord,
 };
 pub use redb_store::{RedbStore, WriterStats};
 
@@ -53,7 +54,7 @@ use tokio::sync::oneshot;
 pub enum Mutation {
     /// Replace a group's metadata.
     PutGroup(GroupRecord),
-    /// Remove a group's metadata and all its offsets.
+    /// Remove a group's metadata, all its offsets, its offset history and its quarantine.
     DeleteGroup { group_id: String },
     /// Upsert committed offsets of a group.
     PutOffsets {
@@ -62,6 +63,25 @@ pub enum Mutation {
     },
     /// Remove some offsets of a group (retention).
     DeleteOffsets {
+        group_id: String,
+        partitions: Vec<(String, i32)>,
+    },
+    /// Append entries to partitions' offset histories (each keyed by group, topic, partition
+    /// and `seq`) and drop the entries `trim` names (the history keeps the last
+    /// `offset_history_entries`, within `offset_history_bytes`).
+    PutHistory {
+        group_id: String,
+        entries: Vec<HistoryWrite>,
+        trim: Vec<HistoryTrim>,
+    },
+    /// Put offsets past retention in the expiry quarantine (upsert by partition).
+    PutQuarantine {
+        group_id: String,
+        offsets: Vec<QuarantinedOffset>,
+    },
+    /// Remove partitions from the expiry quarantine (restored, or dropped after the grace
+    /// period).
+    DeleteQuarantine {
         group_id: String,
         partitions: Vec<(String, i32)>,
     },
@@ -86,6 +106,10 @@ pub struct StoredState {
     pub topics: Vec<TopicInfo>,
     /// Rebalance journals by group id, each sorted by generation (oldest first).
     pub journals: Vec<(String, Vec<RebalanceRecord>)>,
+    /// Offset histories by group id, each sorted by topic, partition, then `seq`.
+    pub history: Vec<(String, Vec<HistoryWrite>)>,
+    /// Expiry quarantines by group id.
+    pub quarantine: Vec<(String, Vec<QuarantinedOffset>)>,
 }
 
 /// A storage failure.
@@ -151,6 +175,10 @@ pub struct StoredGroup {
     pub offsets: Vec<OffsetWrite>,
     /// Its rebalance journal, oldest first.
     pub journal: Vec<RebalanceRecord>,
+    /// Its offset history, sorted by topic, partition, then `seq`.
+    pub history: Vec<HistoryWrite>,
+    /// Its expiry quarantine.
+    pub quarantine: Vec<QuarantinedOffset>,
 }
 
 /// A durable home for coordinator state. Implementations must apply batches atomically and in
@@ -179,6 +207,18 @@ pub trait Store: Send + Sync + 'static {
                 .into_iter()
                 .find(|(g, _)| g == group_id)
                 .map(|(_, journal)| journal)
+                .unwrap_or_default(),
+            history: state
+                .history
+                .into_iter()
+                .find(|(g, _)| g == group_id)
+                .map(|(_, history)| history)
+                .unwrap_or_default(),
+            quarantine: state
+                .quarantine
+                .into_iter()
+                .find(|(g, _)| g == group_id)
+                .map(|(_, quarantine)| quarantine)
                 .unwrap_or_default(),
         })
     }

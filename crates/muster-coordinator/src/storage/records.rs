@@ -48,6 +48,116 @@ pub struct GroupRecord {
     /// `generation` is its group epoch and `members` its classic members (none unless the group
     /// was upgraded from a classic one). `None` for a classic group.
     pub consumer: Option<ConsumerGroupRecord>,
+    /// Each partition's present (or last) owner and its ownership epoch (protocol §6.23), so
+    /// that an epoch is never reused, across a restart or a failover. Sorted by topic, then
+    /// partition.
+    pub ownership: Vec<OwnershipRecord>,
+}
+
+/// Who owns (or last owned) one partition of a group, and since which ownership epoch. The
+/// epoch rises each time the partition gets another owner and is never reused.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OwnershipRecord {
+    pub topic: String,
+    pub partition: i32,
+    pub epoch: i32,
+    /// The member id of the owner.
+    pub owner: String,
+}
+
+/// What wrote an offset history entry (stored as its number, never renumbered).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HistoryKind {
+    /// An OffsetCommit (0).
+    #[default]
+    Commit,
+    /// An OffsetReset (1).
+    Reset,
+    /// An offset brought back from the expiry quarantine (2), by OffsetRestore or a join.
+    Restore,
+}
+
+impl HistoryKind {
+    pub const fn number(self) -> u8 {
+        match self {
+            HistoryKind::Commit => 0,
+            HistoryKind::Reset => 1,
+            HistoryKind::Restore => 2,
+        }
+    }
+
+    pub const fn from_number(n: u8) -> Option<Self> {
+        match n {
+            0 => Some(HistoryKind::Commit),
+            1 => Some(HistoryKind::Reset),
+            2 => Some(HistoryKind::Restore),
+            _ => None,
+        }
+    }
+
+    /// Its name on the wire (protocol §6.24).
+    pub const fn name(self) -> &'static str {
+        match self {
+            HistoryKind::Commit => "commit",
+            HistoryKind::Reset => "reset",
+            HistoryKind::Restore => "restore",
+        }
+    }
+}
+
+/// One change of a partition's committed offset, as its history keeps it (protocol §6.24).
+/// The ids are shared with the member (or the request) that wrote it: one allocation per
+/// member, not per entry.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HistoryEntry {
+    /// Rises with each entry of the partition; the store's key.
+    pub seq: u64,
+    pub kind: HistoryKind,
+    /// The offset from then on; -1: removed (by a reset to a time before any commit).
+    pub offset: i64,
+    pub metadata: Option<String>,
+    pub at_ms: Millis,
+    /// The committing member, or the principal of a reset or restore (empty if none).
+    pub member_id: Arc<str>,
+    pub client_id: Arc<str>,
+    pub client_host: Arc<str>,
+    /// The generation (or member epoch) the commit named; -1 outside any generation.
+    pub generation: i32,
+}
+
+impl HistoryEntry {
+    /// What the entry weighs against the history's byte budget (`offset_history_bytes`): its
+    /// variable parts and a fixed 48 bytes for the rest.
+    pub fn weight(&self) -> usize {
+        48 + self.metadata.as_ref().map_or(0, String::len)
+            + self.member_id.len()
+            + self.client_id.len()
+            + self.client_host.len()
+    }
+}
+
+/// A history entry of one partition, as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryWrite {
+    pub topic: Arc<str>,
+    pub partition: i32,
+    pub entry: HistoryEntry,
+}
+
+/// Drop a partition's history entries with a sequence number below `below_seq`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryTrim {
+    pub topic: Arc<str>,
+    pub partition: i32,
+    pub below_seq: u64,
+}
+
+/// An offset past retention, held in the expiry quarantine until `quarantined_at` plus the
+/// grace period (`offsets_quarantine_minutes`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuarantinedOffset {
+    pub write: OffsetWrite,
+    pub quarantined_at: Millis,
 }
 
 /// The durable part of a consumer-protocol group (protocol-v1 §7): its target assignment and
@@ -115,6 +225,7 @@ impl GroupRecord {
             state_since_ms: now,
             created_by: None,
             consumer: None,
+            ownership: Vec::new(),
         }
     }
 }

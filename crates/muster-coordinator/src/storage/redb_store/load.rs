@@ -43,6 +43,8 @@ pub(super) fn load(db: &Database, path: &Path) -> Result<StoredState, StoreError
         offsets: offsets?,
         topics: load_topics(txn, path)?,
         journals: load_journals(txn, path)?,
+        history: Vec::new(),    // TODO(stores)
+        quarantine: Vec::new(), // TODO(stores)
     })
 }
 
@@ -105,6 +107,8 @@ pub(super) fn load_group(
         record,
         offsets,
         journal,
+        history: Vec::new(),    // TODO(stores)
+        quarantine: Vec::new(), // TODO(stores)
     })
 }
 

@@ -114,6 +114,12 @@ pub(super) fn prepare(batch: Vec<Mutation>) -> Result<Vec<Op>, StoreError> {
                     group_id,
                     partitions,
                 },
+                // TODO(stores): format 5 writes offset history and the quarantine.
+                Mutation::PutHistory { .. }
+                | Mutation::PutQuarantine { .. }
+                | Mutation::DeleteQuarantine { .. } => {
+                    return Err(StoreError::Rejected("TODO(stores)".into()))
+                }
                 Mutation::PutTopic(topic) => Op::PutTopic {
                     topic: topic.topic,
                     partitions: topic.partitions,

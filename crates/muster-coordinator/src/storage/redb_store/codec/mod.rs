@@ -422,6 +422,7 @@ pub fn encode_group(record: GroupRecord) -> Result<(String, Vec<u8>), CodecError
         state_since_ms,
         created_by,
         consumer,
+        ownership: _, // TODO(stores): format 5 stores the ownership epochs.
     } = record;
     if let Some(consumer) = &consumer {
         check_member_states(
@@ -542,6 +543,7 @@ fn group_record(group_id: &str, stored: GroupV3) -> Result<GroupRecord, CodecErr
         state_since_ms: group.state_since_ms,
         created_by: group.created_by,
         consumer: consumer.map(Into::into),
+        ownership: Vec::new(), // TODO(stores): format 5 stores the ownership epochs.
     })
 }
 
