@@ -25,6 +25,8 @@ pub struct GroupConfig {
     pub empty_group_removal_ms: u64,
     /// Rebalances each group's journal keeps (protocol §6.20); 0 keeps none.
     pub journal_size: u32,
+    /// What protects a group's offsets (protocol §6.13, §6.23–§6.25).
+    pub offsets: OffsetsConfig,
     /// A group is in a rebalance storm when more than this many rebalances started within
     /// [`GroupConfig::storm_window_ms`].
     pub storm_rebalances: u32,
@@ -33,6 +35,36 @@ pub struct GroupConfig {
     pub limits: Limits,
     /// The consumer protocol's settings (protocol-v1 §7).
     pub consumer: ConsumerConfig,
+}
+
+/// What protects a group's offsets (protocol §6.13, §6.23–§6.25).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffsetsConfig {
+    /// Refuse (PARTITION_NOT_OWNED) a member's commit for a partition it does not own
+    /// (protocol §6.13); off for clients that commit partitions they were never assigned.
+    pub ownership_check: bool,
+    /// Entries each partition's offset history keeps (protocol §6.24); 0 keeps none.
+    pub history_entries: u32,
+    /// Bytes each partition's history may weigh ([`HistoryEntry::weight`]
+    /// (crate::storage::HistoryEntry::weight)); the oldest entries go first.
+    pub history_bytes: usize,
+    /// How long offsets past retention stay in the expiry quarantine before they are dropped
+    /// (protocol §6.25); 0 drops them at once.
+    pub quarantine_ms: u64,
+    /// A member joining a group whose offsets are quarantined gets them restored first.
+    pub restore_on_join: bool,
+}
+
+impl Default for OffsetsConfig {
+    fn default() -> Self {
+        OffsetsConfig {
+            ownership_check: true,
+            history_entries: 100,
+            history_bytes: 64 << 10,
+            quarantine_ms: 10_080 * 60_000,
+            restore_on_join: true,
+        }
+    }
 }
 
 /// Settings of consumer-protocol groups (protocol-v1 §7; Kafka 4's `group.consumer.*`).
@@ -145,6 +177,7 @@ impl Default for GroupConfig {
             offsets_retention_ms: 10_080 * 60_000,
             empty_group_removal_ms: 600_000,
             journal_size: 50,
+            offsets: OffsetsConfig::default(),
             storm_rebalances: 5,
             storm_window_ms: 300_000,
             limits: Limits::default(),

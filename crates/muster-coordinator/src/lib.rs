@@ -24,6 +24,6 @@ pub mod quota;
 pub mod storage;
 pub mod types;
 
-pub use config::{ConsumerConfig, GroupConfig, Limits};
+pub use config::{ConsumerConfig, GroupConfig, Limits, OffsetsConfig};
 pub use engine::consumer::ASSIGNORS;
 pub use logsafe::{logsafe, logsafe_list};

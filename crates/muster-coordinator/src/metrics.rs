@@ -84,6 +84,36 @@ pub fn describe() {
         "Members and pending member ids counted against each principal's max_members"
     );
     describe_gauge!(
+        "muster_groups_quarantined",
+        "Groups with offsets in the expiry quarantine (restorable with `muster offsets restore`)"
+    );
+    describe_gauge!(
+        "muster_offsets_quarantined",
+        "Partition offsets in the expiry quarantine, over all groups"
+    );
+    describe_counter!(
+        "muster_offsets_quarantined_total",
+        "Partition offsets moved to the expiry quarantine by retention"
+    );
+    describe_counter!(
+        "muster_offsets_quarantine_dropped_total",
+        "Quarantined partition offsets dropped for good after the grace period"
+    );
+    describe_counter!(
+        "muster_offsets_restored_total",
+        "Quarantined partition offsets brought back, by `command` (OffsetRestore) or `join`"
+    );
+    describe_counter!("muster_offset_resets_total", "OffsetResets executed");
+    describe_counter!(
+        "muster_offsets_reset_partitions_total",
+        "Partition offsets changed by executed OffsetResets"
+    );
+    describe_counter!(
+        "muster_commits_not_owned_total",
+        "Partition offsets refused with PARTITION_NOT_OWNED (a member committing a partition it \
+         does not own: a zombie, or a client that commits partitions it was never assigned)"
+    );
+    describe_gauge!(
         "muster_storage_healthy",
         "1 while storage takes writes; 0 from a failed write until it has recovered"
     );
@@ -151,6 +181,44 @@ pub fn refresh_longest_barrier(now_ms: u64) {
         .copied();
     let seconds = oldest.map_or(0.0, |at| now_ms.saturating_sub(at) as f64 / 1000.0);
     gauge!("muster_longest_barrier_seconds").set(seconds);
+}
+
+/// Partitions in each group's expiry quarantine (group actor key → count), for the
+/// quarantine gauges. Touched only when a group's quarantine changes.
+static QUARANTINES: std::sync::Mutex<BTreeMap<u64, usize>> = std::sync::Mutex::new(BTreeMap::new());
+
+pub(crate) fn quarantine_size(key: u64, partitions: usize) {
+    let mut all = QUARANTINES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if partitions == 0 {
+        all.remove(&key);
+    } else {
+        all.insert(key, partitions);
+    }
+    gauge!("muster_groups_quarantined").set(all.len() as f64);
+    gauge!("muster_offsets_quarantined").set(all.values().sum::<usize>() as f64);
+}
+
+pub(crate) fn offsets_quarantined(partitions: usize) {
+    counter!("muster_offsets_quarantined_total").increment(partitions as u64);
+}
+
+pub(crate) fn quarantine_dropped(partitions: usize) {
+    counter!("muster_offsets_quarantine_dropped_total").increment(partitions as u64);
+}
+
+pub(crate) fn offsets_restored(by: &'static str, partitions: usize) {
+    counter!("muster_offsets_restored_total", "by" => by).increment(partitions as u64);
+}
+
+pub(crate) fn offsets_reset(partitions: usize) {
+    counter!("muster_offset_resets_total").increment(1);
+    counter!("muster_offsets_reset_partitions_total").increment(partitions as u64);
+}
+
+pub(crate) fn commits_not_owned(partitions: usize) {
+    counter!("muster_commits_not_owned_total").increment(partitions as u64);
 }
 
 pub(crate) fn session_expired() {

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Arg, ArgMatches, Command};
-use muster_coordinator::{ConsumerConfig, GroupConfig, Limits};
+use muster_coordinator::{ConsumerConfig, GroupConfig, Limits, OffsetsConfig};
 
 use crate::connection_limits::ConnectionLimits;
 use crate::node::{BadHostPort, NodeOptions};
@@ -172,6 +172,24 @@ settings! {
     /// Offsets of a group that has been Empty this long expire; an Empty group with no offsets
     /// left is then removed.
     offsets_retention_minutes: u64 = "10080", range(1 ..= 1_099_511_627_776);
+
+    /// Expired offsets stay this long in the group's quarantine (`muster offsets restore`)
+    /// before they are dropped for good; 0 = dropped at once.
+    offsets_quarantine_minutes: u64 = "10080", range(0 ..= 1_099_511_627_776);
+
+    /// A member joining a group whose offsets are quarantined gets them restored first.
+    offsets_restore_on_join: bool = "true";
+
+    /// Refuse (PARTITION_NOT_OWNED) a member's commit for a partition it does not own; false
+    /// for clients that commit partitions they were never assigned.
+    offsets_ownership_check: bool = "true";
+
+    /// Commits, resets and restores kept per partition in its offset history
+    /// (`muster offsets history`, point-in-time reset); 0 = no history.
+    offset_history_entries: u32 = "100", range(0 ..= 100_000);
+
+    /// Bytes one partition's offset history may weigh; its oldest entries go first.
+    offset_history_bytes: usize = "65536", range(1_024 ..= 67_108_864);
 
     /// Worker threads for connections and groups (0 = one per core).
     workers: usize = "0", range(0 ..= 1024);
@@ -362,6 +380,13 @@ impl Settings {
             max_group_size: self.max_group_size,
             offsets_retention_ms: self.offsets_retention_minutes.saturating_mul(60_000),
             journal_size: self.journal_size,
+            offsets: OffsetsConfig {
+                ownership_check: self.offsets_ownership_check,
+                history_entries: self.offset_history_entries,
+                history_bytes: self.offset_history_bytes,
+                quarantine_ms: self.offsets_quarantine_minutes.saturating_mul(60_000),
+                restore_on_join: self.offsets_restore_on_join,
+            },
             consumer: ConsumerConfig {
                 heartbeat_interval_ms: self.consumer_heartbeat_interval_ms,
                 session_timeout_ms: self.consumer_session_timeout_ms,

@@ -5,7 +5,10 @@
 use muster_protocol::error_answers::{
     commit_error, join_error, leave_error, limit_error, sync_error,
 };
-use muster_protocol::{ErrorCode, HeartbeatResponse, Request, Response};
+use muster_protocol::{
+    ErrorCode, HeartbeatResponse, OffsetHistoryResponse, OffsetResetResponse,
+    OffsetRestoreResponse, OwnershipEpochsResponse, Request, Response,
+};
 
 use super::join::check_session_timeout;
 use super::limits::check_request;
@@ -81,6 +84,25 @@ pub fn absent_group(request: &Request, config: &GroupConfig, access: &Access) ->
             Response::OffsetCommit(response)
         }
         Request::OffsetFetch(r) => Response::OffsetFetch(fetch_from(None, r, access)),
+        Request::OwnershipEpochs(r) => Response::OwnershipEpochs(OwnershipEpochsResponse {
+            error_code: unknown_member.code(),
+            generation_id: r.generation_id,
+            topics: Vec::new(),
+        }),
+        Request::OffsetHistory(_) => Response::OffsetHistory(OffsetHistoryResponse {
+            error_code: ErrorCode::GroupIdNotFound.code(),
+            ..OffsetHistoryResponse::default()
+        }),
+        Request::OffsetReset(r) => Response::OffsetReset(OffsetResetResponse {
+            error_code: ErrorCode::GroupIdNotFound.code(),
+            error_message: Some(format!("no group {}", r.group_id)),
+            ..OffsetResetResponse::default()
+        }),
+        Request::OffsetRestore(r) => Response::OffsetRestore(OffsetRestoreResponse {
+            error_code: ErrorCode::GroupIdNotFound.code(),
+            error_message: Some(format!("no group {}", r.group_id)),
+            ..OffsetRestoreResponse::default()
+        }),
         other => Response::error(
             ErrorCode::InvalidRequest,
             format!("{} is not addressed to one group", other.name()),

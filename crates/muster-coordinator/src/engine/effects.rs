@@ -15,10 +15,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use muster_protocol::{OffsetCommitResponse, Response};
+use muster_protocol::{
+    ErrorCode, OffsetCommitResponse, OffsetResetResponse, OffsetRestoreResponse, Response,
+};
 
 use super::Event;
-use crate::storage::records::OffsetWrite;
+use crate::storage::records::{HistoryWrite, OffsetWrite, QuarantinedOffset};
 use crate::storage::Mutation;
 use crate::types::{Millis, PrincipalName};
 
@@ -52,6 +54,9 @@ pub struct Effects<R> {
     /// Offsets past retention, gathered while the call runs; sealed into a
     /// [`Write::BestEffort`].
     pub(super) expired_offsets: Vec<(String, i32)>,
+    /// Offsets past retention moved to the quarantine, gathered while the call runs; sealed
+    /// into a [`Write::BestEffort`].
+    pub(super) quarantined: Vec<QuarantinedOffset>,
     /// Set by sealing: the call changed the group's record (written now, or owed to the next
     /// record write while one is in flight).
     pub(super) record_changed: bool,
@@ -68,6 +73,7 @@ impl<R> Default for Effects<R> {
             assignment: None,
             persist: false,
             expired_offsets: Vec::new(),
+            quarantined: Vec::new(),
             record_changed: false,
         }
     }
@@ -112,20 +118,72 @@ pub enum Write<R> {
     BestEffort(Vec<Mutation>),
 }
 
-/// An OffsetCommit whose write is in flight: opaque to the shell, handed back to the engine.
+/// An offset write in flight (an OffsetCommit, an executed OffsetReset or OffsetRestore, or a
+/// restore on join): opaque to the shell, handed back to the engine.
 #[derive(Debug)]
 pub struct PendingCommit<R> {
-    pub(super) reply: R,
-    pub(super) response: OffsetCommitResponse,
+    pub(super) reply: Option<R>,
+    pub(super) answer: PendingAnswer,
     pub(super) offsets: Vec<OffsetWrite>,
+    /// Partitions whose offset the write removes (a reset to before their first commit).
+    pub(super) removed: Vec<(String, i32)>,
+    /// The history entries it writes.
+    pub(super) history: Vec<HistoryWrite>,
+    /// Offsets it takes out of the quarantine (put back if the write fails).
+    pub(super) unquarantined: Vec<QuarantinedOffset>,
     /// The write also records the group's creator (a member-less group made by a commit).
     pub(super) records_owner: bool,
+}
+
+/// The answer a [`PendingCommit`] owes once written.
+#[derive(Debug)]
+pub(super) enum PendingAnswer {
+    Commit(OffsetCommitResponse),
+    Reset(OffsetResetResponse),
+    Restore(OffsetRestoreResponse),
+}
+
+impl PendingAnswer {
+    /// The answer once the write is durable.
+    pub(super) fn into_response(self) -> Response {
+        match self {
+            PendingAnswer::Commit(r) => Response::OffsetCommit(r),
+            PendingAnswer::Reset(r) => Response::OffsetReset(r),
+            PendingAnswer::Restore(r) => Response::OffsetRestore(r),
+        }
+    }
+
+    /// The answer when the write failed with `code`: nothing of it was applied.
+    pub(super) fn into_failure(self, code: ErrorCode) -> Response {
+        let message = Some(format!(
+            "the write failed ({}): nothing was changed; retry",
+            code.name()
+        ));
+        match self {
+            PendingAnswer::Commit(r) => {
+                muster_protocol::error_answers::error_like(&Response::OffsetCommit(r), code)
+            }
+            PendingAnswer::Reset(r) => Response::OffsetReset(OffsetResetResponse {
+                error_code: code.code(),
+                error_message: message,
+                executed: false,
+                recorded_at_ms: 0,
+                topics: r.topics,
+            }),
+            PendingAnswer::Restore(r) => Response::OffsetRestore(OffsetRestoreResponse {
+                error_code: code.code(),
+                error_message: message,
+                executed: false,
+                ..r
+            }),
+        }
+    }
 }
 
 impl<R> PendingCommit<R> {
     /// How many partitions it writes (for the shell's metrics).
     pub fn partitions(&self) -> usize {
-        self.offsets.len()
+        self.offsets.len() + self.removed.len()
     }
 }
 

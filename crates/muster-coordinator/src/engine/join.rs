@@ -348,11 +348,13 @@ impl<R> Group<R> {
         self.num_awaiting_join += 1;
         self.note_deadline(now + Millis::from(self.config.new_member_join_timeout_ms));
         self.note_new_member();
+        // Quarantined offsets come back before the member can fetch them (`quarantine.rs`).
+        let restored = self.restore_on_join(now, &member_id, client, out);
         if self.state == GroupState::PreparingRebalance {
             self.maybe_complete_join(cx, out);
         } else {
             self.hint_cause(&member_id, None);
-            self.hint_detail(reason);
+            self.hint_detail(join_detail(reason, restored));
             self.prepare_rebalance(cx, RebalanceTrigger::Join, out);
         }
     }
@@ -449,6 +451,10 @@ impl<R> Group<R> {
             self.leader = Some(Arc::clone(&new_member_id));
         }
         let session_due = cx.now + Millis::from(member.session_timeout_ms);
+        // The new incarnation owns the old one's partitions with new epochs: the old process
+        // may still be running (`tenure.rs`).
+        self.tenure
+            .grant_all(&new_member_id, &member.assignment, self.generation);
         self.members.insert(Arc::clone(&new_member_id), member);
         self.note_deadline(session_due);
         out.persist = true;
@@ -544,5 +550,14 @@ pub(super) fn check_session_timeout(
         Err(ErrorCode::InvalidSessionTimeout)
     } else {
         Ok(())
+    }
+}
+
+/// What a join's journal entry says of it: the member's reason, and the quarantined offsets
+/// its join restored.
+pub(super) fn join_detail(reason: Option<String>, restored: Option<String>) -> Option<String> {
+    match (reason, restored) {
+        (Some(reason), Some(restored)) => Some(format!("{reason}; {restored}")),
+        (reason, restored) => reason.or(restored),
     }
 }

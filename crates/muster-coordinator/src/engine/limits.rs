@@ -8,7 +8,7 @@
 
 use muster_protocol::{
     ErrorCode, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest,
-    OffsetFetchRequest, Request, SyncGroupRequest,
+    OffsetFetchRequest, OffsetHistoryRequest, OffsetResetRequest, Request, SyncGroupRequest,
 };
 
 use crate::catalog::MAX_TOPIC_NAME_BYTES;
@@ -166,6 +166,26 @@ pub fn check_fetch(limits: &Limits, req: &OffsetFetchRequest) -> Result<(), Erro
     at_most(partitions, limits.max_partitions_per_request)
 }
 
+/// OffsetReset names topics and partitions as OffsetFetch does (protocol §6.24), and
+/// OffsetHistory at most one topic: the same bounds.
+pub fn check_reset(limits: &Limits, req: &OffsetResetRequest) -> Result<(), ErrorCode> {
+    let mut partitions = 0usize;
+    for t in &req.topics {
+        if t.topic.len() > MAX_TOPIC_NAME_BYTES {
+            return Err(ErrorCode::InvalidTopic);
+        }
+        partitions = partitions.saturating_add(t.partitions.len().max(1));
+    }
+    at_most(partitions, limits.max_partitions_per_request)
+}
+
+fn check_history(req: &OffsetHistoryRequest) -> Result<(), ErrorCode> {
+    match &req.topic {
+        Some(t) if t.len() > MAX_TOPIC_NAME_BYTES => Err(ErrorCode::InvalidTopic),
+        _ => Ok(()),
+    }
+}
+
 /// The check of [`check_join`] and its siblings for any group request (others pass).
 pub fn check_request(limits: &Limits, request: &Request) -> Result<(), ErrorCode> {
     match request {
@@ -176,6 +196,9 @@ pub fn check_request(limits: &Limits, request: &Request) -> Result<(), ErrorCode
         Request::OffsetCommit(r) => check_commit(limits, r),
         Request::OffsetFetch(r) => check_fetch(limits, r),
         Request::ConsumerGroupHeartbeat(r) => check_consumer_heartbeat(limits, r),
+        Request::OwnershipEpochs(r) => ids(limits, &r.member_id, r.group_instance_id.as_deref()),
+        Request::OffsetHistory(r) => check_history(r),
+        Request::OffsetReset(r) => check_reset(limits, r),
         _ => Ok(()),
     }
 }

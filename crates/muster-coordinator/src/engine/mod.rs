@@ -44,6 +44,7 @@ pub mod consumer;
 mod diagnosis;
 mod effects;
 mod heartbeat;
+mod history;
 mod join;
 mod journal;
 mod leave;
@@ -51,6 +52,8 @@ mod limits;
 mod member;
 mod offsets;
 mod persist;
+mod quarantine;
+mod reset;
 mod sync;
 mod tenure;
 #[cfg(test)]
@@ -148,8 +151,27 @@ pub enum Event {
     /// A consumer-protocol member kept partitions it was asked to give up past its rebalance
     /// timeout and was removed.
     RevocationTimedOut { member_id: String },
-    /// Offsets of an Empty group reached the retention period and were dropped.
+    /// Offsets of an Empty group reached the retention period and were dropped (no
+    /// quarantine: `offsets_quarantine_minutes` is 0).
     OffsetsExpired { partitions: usize },
+    /// Offsets of an Empty group reached the retention period and moved to the quarantine
+    /// (protocol §6.25); `first`: the quarantine was empty (the shell's one WARN).
+    OffsetsQuarantined {
+        partitions: usize,
+        first: bool,
+        drop_at: Millis,
+    },
+    /// Quarantined offsets were dropped for good after the grace period.
+    QuarantineDropped { partitions: usize },
+    /// Quarantined offsets were brought back, `by` `command` (OffsetRestore) or `join`.
+    OffsetsRestored { partitions: usize, by: &'static str },
+    /// An OffsetReset was executed by this principal.
+    OffsetsReset { partitions: usize, by: String },
+    /// A member's commit named partitions it does not own (PARTITION_NOT_OWNED).
+    CommitNotOwned {
+        member_id: String,
+        partitions: usize,
+    },
     /// An Empty group with no offsets left was removed.
     GroupRemoved,
     /// Dynamic members that did not rejoin before the barrier's rebalance timeout.
@@ -444,6 +466,10 @@ pub struct Group<R> {
     consumer_waiters: Vec<consumer::Waiter<R>>,
     /// Who owns each partition and its ownership epoch (`tenure.rs`).
     tenure: tenure::Tenure,
+    /// Each partition's offset history (`history.rs`).
+    history: history::Histories,
+    /// Offsets past retention, until dropped or restored (`quarantine.rs`).
+    quarantine: Vec<crate::storage::QuarantinedOffset>,
 }
 
 impl<R> Group<R> {
@@ -476,6 +502,8 @@ impl<R> Group<R> {
             consumer: None,
             consumer_waiters: Vec::new(),
             tenure: tenure::Tenure::default(),
+            history: Map::default(),
+            quarantine: Vec::new(),
         };
         // A new group starts Empty: its retention clock runs from creation.
         group.note_retention_start(now);

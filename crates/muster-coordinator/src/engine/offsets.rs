@@ -1,8 +1,9 @@
-//! OffsetCommit and OffsetFetch (protocol §6.13, §6.14); the request-level
-//! answers are shared with groups that do not exist (`absent.rs`).
+//! OffsetCommit and OffsetFetch (protocol §6.13, §6.14), with OffsetCommit's ownership check
+//! (PARTITION_NOT_OWNED, `tenure.rs` says who owns what) and the offset writes in flight that
+//! commits, resets and restores share ([`PendingCommit`]); the request-level answers are shared
+//! with groups that do not exist (`absent.rs`).
 
 use muster_protocol::error_answers::commit_error;
-use muster_protocol::error_answers::error_like;
 use muster_protocol::{
     ErrorCode, FetchedPartition, FetchedTopic, OffsetCommitRequest, OffsetCommitResponse,
     OffsetFetchRequest, OffsetFetchResponse, PartitionResult, PartitionResults, Response,
@@ -12,38 +13,62 @@ use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use super::effects::{Effects, PendingCommit, Write};
+use super::effects::{Effects, PendingAnswer, PendingCommit, Write};
+use super::history::Author;
 use super::limits::{check_commit, check_fetch};
 use super::topic_access::{deny_unreadable, may_read};
-use super::{Group, GroupState, Millis, Offsets, ProcessKeys, NONE};
+use super::{ClientInfo, Event, Group, GroupState, Millis, Offsets, ProcessKeys, NONE};
 use crate::access::Access;
-use crate::storage::records::{CommittedOffset, OffsetWrite};
+use crate::storage::records::{CommittedOffset, HistoryKind, OffsetWrite};
 use crate::storage::Mutation;
 
 impl<R> Group<R> {
     /// OffsetCommit (protocol §6.13). What passes is handed to the shell as a
     /// [`Write::Commit`]: the answer leaves, and the offsets become visible to OffsetFetch,
-    /// only once they are durable ([`Group::commit_written`]). Topics `access` may not read
-    /// are answered TOPIC_AUTHORIZATION_FAILED and not written (`topic_access.rs`); the
-    /// request's size limits are checked before that, as they protect the server.
+    /// only once they are durable ([`Group::commit_written`]). Topics `client.access` may not
+    /// read are answered TOPIC_AUTHORIZATION_FAILED and not written (`topic_access.rs`), and a
+    /// member's partitions it does not own PARTITION_NOT_OWNED (`tenure.rs`); the request's
+    /// size limits are checked before that, as they protect the server. Each written partition
+    /// gets a history entry in the same write (`history.rs`).
     pub fn commit_offsets(
         &mut self,
         now: Millis,
         req: OffsetCommitRequest,
-        access: &Access,
+        client: &ClientInfo,
         reply: R,
     ) -> Effects<R> {
         let mut out = Effects::default();
-        let (response, offsets) = self.plan_commit(now, req, access);
+        let generation = req.generation_id;
+        let (response, offsets, member, not_owned) = self.plan_commit(now, req, &client.access);
+        if not_owned > 0 {
+            out.events.push(Event::CommitNotOwned {
+                member_id: member.as_deref().unwrap_or_default().to_owned(),
+                partitions: not_owned,
+            });
+        }
         if offsets.is_empty() {
             out.reply(reply, Response::OffsetCommit(response));
             return self.seal(out);
         }
+        let author = self.author(member, client, generation);
+        let (history, trim) = self.plan_history(
+            offsets.iter().map(|w| {
+                (
+                    &w.topic,
+                    w.partition,
+                    w.committed.offset,
+                    w.committed.metadata.as_ref(),
+                )
+            }),
+            HistoryKind::Commit,
+            now,
+            &author,
+        );
         // A group without members at generation 0 has no record a write in flight could be
         // ahead of: its first commit records its creator too.
         let records_owner =
             self.owner_unrecorded && self.generation == 0 && self.members.is_empty();
-        let mut batch = Vec::with_capacity(2);
+        let mut batch = Vec::with_capacity(3);
         if records_owner {
             batch.push(Mutation::PutGroup(self.to_record()));
             self.owner_unrecorded = false;
@@ -52,21 +77,32 @@ impl<R> Group<R> {
             group_id: self.group_id.to_string(),
             offsets: offsets.clone(),
         });
+        if !history.is_empty() {
+            batch.push(Mutation::PutHistory {
+                group_id: self.group_id.to_string(),
+                entries: history.clone(),
+                trim,
+            });
+        }
         self.count_commit(true);
         out.writes.push(Write::Commit {
             batch,
             commit: PendingCommit {
-                reply,
-                response,
+                reply: Some(reply),
+                answer: PendingAnswer::Commit(response),
                 offsets,
+                removed: Vec::new(),
+                history,
+                unquarantined: Vec::new(),
                 records_owner,
             },
         });
         self.seal(out)
     }
 
-    /// A commit's write is durable (`Ok`) or failed with the code its answer gets: the offsets
-    /// become visible and the commit is answered, or it is answered with the failure.
+    /// An offset write's batch is durable (`Ok`) or failed with the code its answer gets: the
+    /// offsets (and their history entries) become visible and the request is answered, or it
+    /// is answered with the failure and what it took out of the quarantine goes back.
     pub fn commit_written(
         &mut self,
         commit: PendingCommit<R>,
@@ -75,46 +111,105 @@ impl<R> Group<R> {
         let mut out = Effects::default();
         let PendingCommit {
             reply,
-            response,
+            answer,
             offsets,
+            removed,
+            history,
+            unquarantined,
             records_owner,
         } = commit;
-        match result {
+        let response = match result {
             Ok(()) => {
                 self.apply_offsets(offsets);
-                out.reply(reply, Response::OffsetCommit(response));
+                self.remove_offsets(&removed);
+                self.apply_history(history);
+                answer.into_response()
             }
             Err(code) => {
                 // The owner did not reach the disk either: the next commit tries again.
                 self.owner_unrecorded |= records_owner;
-                out.reply(reply, error_like(&Response::OffsetCommit(response), code));
+                self.requarantine(unquarantined);
+                answer.into_failure(code)
             }
+        };
+        if let Some(reply) = reply {
+            out.reply(reply, response);
         }
         self.count_commit(false);
         self.seal(out)
     }
 
-    /// The answer to an OffsetCommit and the offsets to write.
+    /// Who writes a commit's history entries: the committing member (its ids are shared with
+    /// it), or, for a commit from outside any generation, the connection's client.
+    fn author(&self, member: Option<Arc<str>>, client: &ClientInfo, generation: i32) -> Author {
+        let known = member.as_deref().and_then(|id| self.member_client(id));
+        match (member, known) {
+            (Some(member_id), Some((client_id, client_host))) => Author {
+                member_id,
+                client_id,
+                client_host,
+                generation,
+            },
+            (member, _) => Author {
+                member_id: member.unwrap_or_else(|| Arc::from("")),
+                client_id: Arc::clone(&client.client_id),
+                client_host: Arc::clone(&client.client_host),
+                generation: generation.max(-1),
+            },
+        }
+    }
+
+    /// A member's client id and host, of either protocol.
+    fn member_client(&self, member_id: &str) -> Option<(Arc<str>, Arc<str>)> {
+        if let Some(m) = self.members.get(member_id) {
+            return Some((
+                Arc::clone(&m.client.client_id),
+                Arc::clone(&m.client.client_host),
+            ));
+        }
+        let m = self.consumer.as_deref()?.members.get(member_id)?;
+        Some((
+            Arc::clone(&m.client.client_id),
+            Arc::clone(&m.client.client_host),
+        ))
+    }
+
+    /// The answer to an OffsetCommit, the offsets to write, the committing member (`None`
+    /// for a commit from outside any generation) and how many partitions it does not own.
     fn plan_commit(
         &mut self,
         now: Millis,
         req: OffsetCommitRequest,
         access: &Access,
-    ) -> (OffsetCommitResponse, Vec<OffsetWrite>) {
+    ) -> (
+        OffsetCommitResponse,
+        Vec<OffsetWrite>,
+        Option<Arc<str>>,
+        usize,
+    ) {
         if let Err(code) = check_commit(&self.config.limits, &req) {
-            return (commit_error(code, &req), Vec::new());
+            return (commit_error(code, &req), Vec::new(), None, 0);
         }
-        if let Err(code) = self.check_commit(now, &req) {
-            let mut response = commit_error(code, &req);
-            deny_unreadable(&mut response, access);
-            return (response, Vec::new());
-        }
+        let member = match self.check_commit(now, &req) {
+            Ok(member) => member,
+            Err(code) => {
+                let mut response = commit_error(code, &req);
+                deny_unreadable(&mut response, access);
+                return (response, Vec::new(), None, 0);
+            }
+        };
+        // Whose partitions the commit may name: every one for a commit from outside the
+        // group, the member's own otherwise (unless the check is off).
+        let owner = member
+            .as_deref()
+            .filter(|_| self.config.offsets.ownership_check);
         let max_metadata = self.config.max_offset_metadata_bytes;
         let mut writes: Vec<OffsetWrite> = Vec::new();
         // (topic, partition) → its write: a partition named twice is written once, with the
         // last value (as Kafka, which collects a commit into a map).
         let mut written: HashMap<(Arc<str>, i32), usize> = HashMap::new();
         let mut topics = Vec::with_capacity(req.topics.len());
+        let mut not_owned = 0usize;
         for t in req.topics {
             // One allocation per topic, shared by its partitions' writes: a long name and many
             // partitions cost their sum, not their product.
@@ -128,6 +223,9 @@ impl<R> Group<R> {
                     check_partition(p.partition, p.offset, p.metadata.as_deref(), max_metadata)
                 {
                     code
+                } else if owner.is_some_and(|m| !self.tenure.owns(m, &t.topic, p.partition)) {
+                    not_owned += 1;
+                    ErrorCode::PartitionNotOwned
                 } else {
                     let write = OffsetWrite {
                         topic: Arc::clone(&topic),
@@ -163,38 +261,63 @@ impl<R> Group<R> {
                 topics,
             },
             writes,
+            member,
+            not_owned,
         )
     }
 
+    /// The request-level checks of an OffsetCommit (and of OwnershipEpochs, which a member
+    /// sends the same way): the committing member's id, shared with the group's map, or
+    /// `None` for a commit from outside any generation.
     pub(super) fn check_commit(
         &mut self,
         now: Millis,
         req: &OffsetCommitRequest,
-    ) -> Result<(), ErrorCode> {
+    ) -> Result<Option<Arc<str>>, ErrorCode> {
+        self.check_member_request(
+            now,
+            &req.member_id,
+            req.generation_id,
+            req.group_instance_id.as_deref(),
+        )
+    }
+
+    /// [`Group::check_commit`] on its parts.
+    pub(super) fn check_member_request(
+        &mut self,
+        now: Millis,
+        member_id: &str,
+        generation_id: i32,
+        instance: Option<&str>,
+    ) -> Result<Option<Arc<str>>, ErrorCode> {
         if self.state == GroupState::Dead {
             return Err(ErrorCode::CoordinatorNotAvailable);
         }
-        let simple =
-            req.generation_id < 0 && req.member_id.is_empty() && req.group_instance_id.is_none();
+        let simple = generation_id < 0 && member_id.is_empty() && instance.is_none();
         if simple {
             // A commit from outside any generation is only for groups nobody is in.
             return if self.state == GroupState::Empty {
-                Ok(())
+                Ok(None)
             } else {
                 Err(ErrorCode::UnknownMemberId)
             };
         }
         if self.consumer.is_some() {
-            return self.check_consumer_commit(now, req);
+            return self
+                .check_consumer_commit(now, member_id, generation_id, instance)
+                .map(Some);
         }
-        self.check_member(&req.member_id, req.group_instance_id.as_deref())?;
-        self.heard_from(&req.member_id, now);
-        if req.generation_id != self.generation {
+        self.check_member(member_id, instance)?;
+        self.heard_from(member_id, now);
+        if generation_id != self.generation {
             return Err(ErrorCode::IllegalGeneration);
         }
         match self.state {
             GroupState::CompletingRebalance => Err(ErrorCode::RebalanceInProgress),
-            _ => Ok(()),
+            _ => Ok(self
+                .members
+                .get_key_value(member_id)
+                .map(|(id, _)| Arc::clone(id))),
         }
     }
 
@@ -227,20 +350,37 @@ impl<R> Group<R> {
         fetch_from(Some(&self.offsets), req, access)
     }
 
-    /// Drops offsets committed at or before `cutoff` (retention); returns what was dropped.
-    pub(super) fn expire_offsets(&mut self, cutoff: Millis) -> Vec<(String, i32)> {
-        let mut dropped = Vec::new();
+    /// Removes offsets (a reset to before a partition's first commit), once durable.
+    pub(super) fn remove_offsets(&mut self, removed: &[(String, i32)]) {
+        for (topic, partition) in removed {
+            if let Some(parts) = self.offsets.get_mut(topic.as_str()) {
+                parts.remove(partition);
+                if parts.is_empty() {
+                    self.offsets.remove(topic.as_str());
+                }
+            }
+        }
+    }
+
+    /// Takes out offsets committed at or before `cutoff` (retention) and returns them.
+    pub(super) fn expire_offsets(&mut self, cutoff: Millis) -> Vec<OffsetWrite> {
+        let mut expired = Vec::new();
         self.offsets.retain(|topic, parts| {
+            let shared: Arc<str> = Arc::from(topic.as_str());
             parts.retain(|p, o| {
                 let keep = o.commit_timestamp_ms > cutoff;
                 if !keep {
-                    dropped.push((topic.clone(), *p));
+                    expired.push(OffsetWrite {
+                        topic: Arc::clone(&shared),
+                        partition: *p,
+                        committed: o.clone(),
+                    });
                 }
                 keep
             });
             !parts.is_empty()
         });
-        dropped
+        expired
     }
 }
 

@@ -10,6 +10,7 @@ use muster_protocol::ErrorCode;
 
 use super::effects::{Effects, LedgerRequest, Write};
 use super::journal::kind as cause_kind;
+use super::tenure::Tenure;
 use super::{Group, GroupState, Member, MemberClient, Owed, PrincipalName, RebalanceTrigger};
 use crate::config::GroupConfig;
 use crate::storage::records::{GroupRecord, MemberRecord, OffsetWrite};
@@ -101,6 +102,19 @@ impl<R> Group<R> {
                 .insert(Arc::clone(&member.member_id), Box::new(member));
         }
         group.apply_offsets(offsets);
+        let tenure = Tenure::restore(record.ownership, |owner| {
+            group
+                .members
+                .get_key_value(owner)
+                .map(|(id, _)| Arc::clone(id))
+                .or_else(|| {
+                    let part = group.consumer.as_deref()?;
+                    part.members
+                        .get_key_value(owner)
+                        .map(|(id, _)| Arc::clone(id))
+                })
+        });
+        group.tenure = tenure;
         group.members_at_last_generation = group.members.len();
         group.restore_insight();
         if group.consumer.is_some() {
@@ -165,6 +179,22 @@ impl<R> Group<R> {
                     group_id: self.group_id.to_string(),
                     partitions: std::mem::take(&mut out.expired_offsets),
                 }]));
+        }
+        if !out.quarantined.is_empty() {
+            let moved = std::mem::take(&mut out.quarantined);
+            out.writes.push(Write::BestEffort(vec![
+                Mutation::DeleteOffsets {
+                    group_id: self.group_id.to_string(),
+                    partitions: moved
+                        .iter()
+                        .map(|q| (q.write.topic.to_string(), q.write.partition))
+                        .collect(),
+                },
+                Mutation::PutQuarantine {
+                    group_id: self.group_id.to_string(),
+                    offsets: moved,
+                },
+            ]));
         }
         out.deadline = self.moved_deadline();
         out

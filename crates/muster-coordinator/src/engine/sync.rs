@@ -123,6 +123,11 @@ impl<R> Group<R> {
                 m.assignment_user_data = a.user_data.into_boxed_slice();
             }
         }
+        // The members own what they were given from this generation on (`tenure.rs`).
+        for m in self.members.values() {
+            self.tenure
+                .grant_all(&m.member_id, &m.assignment, self.generation);
+        }
         self.set_state(GroupState::Stable, now);
         self.journal_assigned(now, Some(cx.topics), out);
         out.persist = true;

@@ -20,9 +20,12 @@
 
 use std::sync::Arc;
 
-use muster_protocol::{PartitionEpoch, TopicEpochs, TopicPartitions};
+use muster_protocol::{
+    ErrorCode, OwnershipEpochsRequest, OwnershipEpochsResponse, PartitionEpoch, TopicEpochs,
+    TopicPartitions,
+};
 
-use super::{Group, Map};
+use super::{Group, Map, Millis, NONE};
 use crate::storage::OwnershipRecord;
 
 /// A partition's owner and ownership epoch.
@@ -201,6 +204,60 @@ impl Tenure {
 }
 
 impl<R> Group<R> {
+    /// OwnershipEpochs (protocol §6.23): the epochs of every partition the member owns,
+    /// checked as its OffsetCommit would be. A query with one side effect: the member is
+    /// heard from.
+    pub fn ownership_epochs(
+        &mut self,
+        now: Millis,
+        req: &OwnershipEpochsRequest,
+    ) -> OwnershipEpochsResponse {
+        let refused = |code: ErrorCode| OwnershipEpochsResponse {
+            error_code: code.code(),
+            generation_id: req.generation_id,
+            topics: Vec::new(),
+        };
+        if req.member_id.is_empty() {
+            return refused(ErrorCode::UnknownMemberId);
+        }
+        let member = match self.check_member_request(
+            now,
+            &req.member_id,
+            req.generation_id,
+            req.group_instance_id.as_deref(),
+        ) {
+            Ok(Some(member)) => member,
+            Ok(None) => return refused(ErrorCode::UnknownMemberId),
+            Err(code) => return refused(code),
+        };
+        let topics = match self.members.get(&*member) {
+            // A classic member: its assignment, and what it keeps owning past it until
+            // another member is given it (the cooperative hand-over).
+            Some(_) => self.tenure.all_of(&member),
+            None => {
+                let part = self.consumer.as_deref();
+                match part.and_then(|p| p.members.get(&*member)) {
+                    Some(m) => self.tenure.epochs(
+                        &member,
+                        [&m.assignment.assigned, &m.assignment.pending_revocation]
+                            .into_iter()
+                            .flat_map(|set| {
+                                set.iter().flat_map(|(topic, ps)| {
+                                    ps.iter().map(move |&p| (topic.as_str(), p))
+                                })
+                            }),
+                    ),
+                    None => Vec::new(),
+                }
+            }
+        };
+        OwnershipEpochsResponse {
+            error_code: NONE,
+            generation_id: req.generation_id,
+            topics,
+        }
+    }
+
     /// The ownership map's durable form (for the group's record).
     pub(super) fn ownership_record(&self) -> Vec<OwnershipRecord> {
         self.tenure.to_records()

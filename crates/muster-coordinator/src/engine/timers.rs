@@ -17,6 +17,7 @@ impl<R> Group<R> {
             .chain(self.barrier.as_ref().and_then(|b| b.warn_at))
             .chain(self.sync_window.as_ref().map(|w| w.deadline))
             .chain(self.retention_deadline())
+            .chain(self.quarantine_deadline())
             .chain(self.consumer_deadline())
             .min()
     }
@@ -146,6 +147,7 @@ impl<R> Group<R> {
             }
         }
         self.run_retention(now, out);
+        self.drop_quarantined(now, out);
         // The caller's timer for this group was consumed by this tick.
         self.rearm();
     }
@@ -240,14 +242,9 @@ impl<R> Group<R> {
         if self.offset_expiry(self.state_since) <= now {
             let retention = self.config.offsets_retention_ms;
             let expired = self.expire_offsets(now.saturating_sub(retention));
-            if !expired.is_empty() {
-                out.events.push(Event::OffsetsExpired {
-                    partitions: expired.len(),
-                });
-                out.expired_offsets.extend(expired);
-            }
+            self.quarantine_expired(expired, now, out);
         }
-        if self.offsets.is_empty() && self.removal_due() <= now {
+        if self.offsets.is_empty() && self.quarantine.is_empty() && self.removal_due() <= now {
             self.set_state(GroupState::Dead, now);
             out.persist = true;
             out.events.push(Event::GroupRemoved);

@@ -66,6 +66,7 @@ pub fn group(id: &str, generation: i32) -> GroupRecord {
         state_since_ms: 1_000 + generation as u64,
         created_by: Some("orders-service".into()),
         consumer: None,
+        ownership: Vec::new(),
     }
 }
 
@@ -161,6 +162,7 @@ pub fn consumer_group(id: &str, epoch: i32) -> GroupRecord {
             assignor: "uniform".into(),
             members: vec![stable, unrevoked, unreleased, leaving],
         }),
+        ownership: Vec::new(),
     }
 }
 
@@ -383,6 +385,8 @@ pub fn load_round_trips_everything(store: &dyn Store) {
         ],
         topics: vec![topic("a", 2), topic("b", 3)],
         journals: Vec::new(),
+        history: Vec::new(),
+        quarantine: Vec::new(),
     };
     assert_eq!(load(store), expected);
 }

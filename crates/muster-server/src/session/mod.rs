@@ -386,7 +386,11 @@ impl Session {
             | Request::LeaveGroup(_)
             | Request::OffsetCommit(_)
             | Request::OffsetFetch(_)
-            | Request::ConsumerGroupHeartbeat(_) => {
+            | Request::ConsumerGroupHeartbeat(_)
+            | Request::OwnershipEpochs(_)
+            | Request::OffsetHistory(_)
+            | Request::OffsetReset(_)
+            | Request::OffsetRestore(_) => {
                 self.refresh_identity();
                 if self.may_touch_group(&request, &ticket) {
                     self.dispatch_to_group(request, ticket, ctx);

@@ -93,6 +93,50 @@ pub(super) fn log_event(group_id: &str, event: &Event) {
         Event::OffsetsExpired { partitions } => {
             info!(%group_id, partitions, "offsets expired (retention)")
         }
+        Event::OffsetsQuarantined {
+            partitions,
+            first,
+            drop_at,
+        } => {
+            crate::metrics::offsets_quarantined(*partitions);
+            if *first {
+                // One WARN per group entering the quarantine: an operator must hear that a
+                // group's progress is about to be lost while it can still be restored.
+                warn!(
+                    %group_id,
+                    partitions,
+                    drop_at_ms = drop_at,
+                    "offsets expired (retention) and were quarantined: `muster offsets restore` \
+                     brings them back until drop_at_ms"
+                )
+            } else {
+                info!(%group_id, partitions, "more offsets expired into the quarantine")
+            }
+        }
+        Event::QuarantineDropped { partitions } => {
+            crate::metrics::quarantine_dropped(*partitions);
+            info!(%group_id, partitions, "quarantined offsets dropped after the grace period")
+        }
+        Event::OffsetsRestored { partitions, by } => {
+            crate::metrics::offsets_restored(by, *partitions);
+            info!(%group_id, partitions, by, "quarantined offsets restored")
+        }
+        Event::OffsetsReset { partitions, by } => {
+            crate::metrics::offsets_reset(*partitions);
+            info!(%group_id, partitions, principal = %logsafe(by), "offsets reset")
+        }
+        Event::CommitNotOwned {
+            member_id,
+            partitions,
+        } => {
+            crate::metrics::commits_not_owned(*partitions);
+            debug!(
+                %group_id,
+                member_id = %logsafe(member_id),
+                partitions,
+                "commit refused for partitions the member does not own"
+            )
+        }
         Event::GroupRemoved => info!(%group_id, "empty group removed (retention)"),
         Event::EvictedAtBarrier { member_ids } => {
             warn!(%group_id, members = %logsafe_list(member_ids), "members did not rejoin before the rebalance timeout")

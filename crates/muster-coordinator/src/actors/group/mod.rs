@@ -98,6 +98,8 @@ struct InsightShown {
     stuck: bool,
     unowned: bool,
     barrier_since: Option<Millis>,
+    /// Partitions in the expiry quarantine.
+    quarantined: usize,
 }
 
 impl GroupActor {
@@ -127,6 +129,7 @@ impl GroupActor {
             stuck: self.group.is_stuck(),
             unowned: self.group.unowned_partition_count() > 0,
             barrier_since: self.group.barrier_started_at(),
+            quarantined: self.group.quarantined_partitions(),
         };
         self.show_insight(shown);
     }
@@ -152,6 +155,9 @@ impl GroupActor {
         }
         if shown.barrier_since != was.barrier_since {
             crate::metrics::barrier_open(self.key, shown.barrier_since);
+        }
+        if shown.quarantined != was.quarantined {
+            crate::metrics::quarantine_size(self.key, shown.quarantined);
         }
         self.insight = shown;
     }
@@ -206,13 +212,26 @@ impl GroupActor {
             }
             Request::SyncGroup(r) => self.group.sync(cx, r, reply),
             Request::LeaveGroup(r) => self.group.leave(cx, r, reply),
-            Request::OffsetCommit(r) => self.group.commit_offsets(now, r, &client.access, reply),
+            Request::OffsetCommit(r) => self.group.commit_offsets(now, r, &client, reply),
             Request::OffsetFetch(r) => {
                 // A query: it changes nothing.
                 let fetched = self.group.fetch_offsets(&r, &client.access);
                 reply.send(Response::OffsetFetch(fetched));
                 return;
             }
+            Request::OwnershipEpochs(r) => {
+                // A query (the member is heard from, which only pushes deadlines later).
+                let epochs = self.group.ownership_epochs(now, &r);
+                reply.send(Response::OwnershipEpochs(epochs));
+                return;
+            }
+            Request::OffsetHistory(r) => {
+                let history = self.group.offset_history(&r, &client.access);
+                reply.send(Response::OffsetHistory(history));
+                return;
+            }
+            Request::OffsetReset(r) => self.group.reset_offsets(now, r, &client, reply),
+            Request::OffsetRestore(r) => self.group.restore_offsets(now, r, &client, reply),
             // Heartbeats were answered above.
             other => {
                 reply.send(Response::error(

@@ -218,6 +218,7 @@ impl GroupActor {
         let config = Arc::clone(&self.env.config);
         let (mut group, counted) = Group::restore(record, stored.offsets, config, now);
         group.restore_journal(stored.journal);
+        group.restore_offset_records(stored.history, stored.quarantine);
         group.replaces(&self.group);
         self.env.ledger.apply(self.group.release_all());
         self.env.ledger.apply(counted);

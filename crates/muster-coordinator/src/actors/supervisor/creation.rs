@@ -18,7 +18,7 @@ use crate::actors::reply::ReplyTo;
 use crate::engine::Group;
 use crate::logsafe::logsafe;
 use crate::quota::{QuotaKind, QuotaSlot};
-use crate::storage::{GroupRecord, OffsetWrite, StoredState};
+use crate::storage::{GroupRecord, HistoryWrite, OffsetWrite, QuarantinedOffset, StoredState};
 
 impl Supervisor {
     /// Creates the group `group_id` for `call` (a request that creates its group) and hands
@@ -104,21 +104,29 @@ impl Supervisor {
     }
 
     /// Starts an actor for every group of `initial` (and for every group that only has
-    /// offsets), charging each to its creator's quota.
+    /// offsets, offset history or quarantined offsets), charging each to its creator's quota.
     pub(super) fn load(&mut self, initial: StoredState, ctx: &mut Context<Self>) {
         let now = self.clock.now();
         let mut offsets: HashMap<String, Vec<OffsetWrite>> = initial.offsets.into_iter().collect();
         let mut journals: HashMap<String, _> = initial.journals.into_iter().collect();
+        let mut history: HashMap<String, Vec<HistoryWrite>> = initial.history.into_iter().collect();
+        let mut quarantine: HashMap<String, Vec<QuarantinedOffset>> =
+            initial.quarantine.into_iter().collect();
         let groups = initial.groups.len();
         // Loaded members are counted against their principals' quotas, whatever the limit.
         let ledger = self.env(ctx).ledger.clone();
         for record in initial.groups {
-            let group_offsets = offsets.remove(&record.group_id).unwrap_or_default();
-            let journal = journals.remove(&record.group_id).unwrap_or_default();
+            let group_id = record.group_id.clone();
+            let group_offsets = offsets.remove(&group_id).unwrap_or_default();
+            let journal = journals.remove(&group_id).unwrap_or_default();
             let (mut group, counted) =
                 Group::restore(record, group_offsets, Arc::clone(&self.config), now);
             ledger.apply(counted);
             group.restore_journal(journal);
+            group.restore_offset_records(
+                history.remove(&group_id).unwrap_or_default(),
+                quarantine.remove(&group_id).unwrap_or_default(),
+            );
             // What exists is counted, even past a limit lowered since (never refused).
             let quota = group
                 .created_by()
@@ -126,10 +134,25 @@ impl Supervisor {
             self.spawn_group(group, quota, ctx);
         }
         // Groups that only ever had simple commits have offsets but no metadata (and so no
-        // members to count).
-        for (group_id, group_offsets) in offsets {
-            let record = GroupRecord::empty(group_id, now);
-            let (group, _) = Group::restore(record, group_offsets, Arc::clone(&self.config), now);
+        // members to count); a group whose offsets all went to the quarantine may have only
+        // that, or only its history, left.
+        let mut rest: Vec<String> = offsets
+            .keys()
+            .chain(history.keys())
+            .chain(quarantine.keys())
+            .cloned()
+            .collect();
+        rest.sort_unstable();
+        rest.dedup();
+        for group_id in rest {
+            let group_offsets = offsets.remove(&group_id).unwrap_or_default();
+            let record = GroupRecord::empty(group_id.clone(), now);
+            let (mut group, _) =
+                Group::restore(record, group_offsets, Arc::clone(&self.config), now);
+            group.restore_offset_records(
+                history.remove(&group_id).unwrap_or_default(),
+                quarantine.remove(&group_id).unwrap_or_default(),
+            );
             self.spawn_group(group, None, ctx);
         }
         if !self.groups.is_empty() {

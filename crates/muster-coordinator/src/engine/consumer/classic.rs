@@ -115,7 +115,8 @@ impl<R> Group<R> {
         if let Some(instance) = &req.group_instance_id {
             if let Some(old_id) = part.statics.get(instance).cloned() {
                 // A static member's new incarnation takes over its epoch and partitions.
-                if !part.take_over(instance, &old_id, &id, MemberClient::from(client), cx.now) {
+                let client = MemberClient::from(client);
+                if !part.take_over(instance, &old_id, &id, client, cx.now, &mut self.tenure) {
                     return Err(ErrorCode::UnknownServerError);
                 }
                 out.persist = true;

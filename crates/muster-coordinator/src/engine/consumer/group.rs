@@ -9,6 +9,7 @@ use std::sync::Arc;
 use muster_protocol::{AssignorMetadata, ErrorCode, JoinGroupRequest, TopicPartitions};
 
 use super::reconcile::{MemberAssignment, MemberState, Partitions};
+use crate::engine::tenure::Tenure;
 use crate::engine::{Map, MemberClient, Millis, PrincipalName};
 
 /// The epoch a static member reports while on a temporary leave (protocol-v1 §7 "Leave").
@@ -100,11 +101,14 @@ impl ConsumerPart {
     /// Records that `member` now holds `now_holds` (its assigned and pending-revocation
     /// partitions), where it held `held` before: partitions it let go are free for their next
     /// owner.
-    pub fn move_ownership(
+    /// Newly held partitions get their ownership epochs in `tenure`, at `epoch` (the member's
+    /// epoch); `None` for a restart, which restores the epochs from the record.
+    pub(in crate::engine) fn move_ownership(
         &mut self,
         member: &Arc<str>,
         held: &[&Partitions],
         now_holds: &[&Partitions],
+        mut tenure: Option<(&mut Tenure, i32)>,
     ) {
         for set in held {
             for (topic, partitions) in set.iter() {
@@ -132,6 +136,9 @@ impl ConsumerPart {
                 let owners = self.owners.entry(topic.clone()).or_default();
                 for &p in partitions {
                     owners.insert(p, Arc::clone(member));
+                    if let Some((tenure, epoch)) = tenure.as_mut() {
+                        tenure.grant(member, topic, p, *epoch);
+                    }
                 }
             }
         }
@@ -140,13 +147,14 @@ impl ConsumerPart {
     /// A static member's new incarnation `new_id` (of `client`, heard from at `now`) takes over
     /// `old_id`'s epoch, partitions and target under `instance`, without a rebalance (Kafka's
     /// static member replacement). `false`: `old_id` is not a member.
-    pub fn take_over(
+    pub(in crate::engine) fn take_over(
         &mut self,
         instance: &str,
         old_id: &Arc<str>,
         new_id: &Arc<str>,
         client: MemberClient,
         now: Millis,
+        tenure: &mut Tenure,
     ) -> bool {
         let Some(mut member) = self.members.remove(&**old_id) else {
             return false;
@@ -156,8 +164,10 @@ impl ConsumerPart {
             &member.assignment.assigned,
             &member.assignment.pending_revocation,
         ];
-        self.move_ownership(old_id, &holds, &[&nothing]);
-        self.move_ownership(new_id, &[], &holds);
+        self.move_ownership(old_id, &holds, &[&nothing], None);
+        // New epochs: the old incarnation may still be running.
+        let epoch = member.assignment.epoch;
+        self.move_ownership(new_id, &[], &holds, Some((tenure, epoch)));
         member.member_id = Arc::clone(new_id);
         member.client = client;
         member.left = false;

@@ -185,7 +185,9 @@ impl<R> Group<R> {
             }
         }
         if new_member {
-            let cause = self.consumer_cause(kind::MEMBER_JOINED, Some(&member_id), None);
+            // Quarantined offsets come back before the member can fetch them.
+            let restored = self.restore_on_join(cx.now, &member_id, client, out);
+            let cause = self.consumer_cause(kind::MEMBER_JOINED, Some(&member_id), restored);
             self.bump_group_epoch(cx, cause, out);
         } else if changed_subscription {
             let detail = Some("subscription changed".to_owned());
@@ -281,7 +283,14 @@ impl<R> Group<R> {
                 // The new incarnation takes over the old one's epoch and partitions, without
                 // a rebalance (Kafka's static member replacement).
                 let client = MemberClient::from(client);
-                if !part.take_over(instance, &old_id, member_id, client, cx.now) {
+                if !part.take_over(
+                    instance,
+                    &old_id,
+                    member_id,
+                    client,
+                    cx.now,
+                    &mut self.tenure,
+                ) {
                     return Err((ErrorCode::UnknownServerError, None));
                 }
                 out.persist = true;
@@ -410,6 +419,7 @@ impl<R> Group<R> {
             member_id,
             &[&old.assigned, &old.pending_revocation],
             &[&next.assigned, &next.pending_revocation],
+            Some((&mut self.tenure, next.epoch)),
         );
         let Some(member) = part.members.get_mut(&**member_id) else {
             return false;

@@ -69,6 +69,7 @@ impl<R> Group<R> {
                 &member.assignment.pending_revocation,
             ],
             &[&nothing],
+            None,
         );
         if let Some(instance) = &member.instance_id {
             if part.statics.get(instance).is_some_and(|id| id == member_id) {

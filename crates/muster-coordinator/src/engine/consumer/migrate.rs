@@ -58,7 +58,8 @@ impl<R> Group<R> {
                 part.statics.insert(instance.clone(), Arc::clone(&id));
             }
             let holds = [&cm.assignment.assigned];
-            part.move_ownership(&id, &[], &holds);
+            // The same members keep the same partitions: their epochs stand.
+            part.move_ownership(&id, &[], &holds, None);
             part.members.insert(id, Box::new(cm));
         }
         self.statics.clear();

@@ -3,24 +3,35 @@
 //! generation; an older epoch is STALE_MEMBER_EPOCH, a newer one FENCED_MEMBER_EPOCH. A commit
 //! from outside the group (generation -1, no member id) is only for a group with no members.
 
-use muster_protocol::{ErrorCode, OffsetCommitRequest};
+use std::sync::Arc;
+
+use muster_protocol::ErrorCode;
 
 use crate::engine::{Group, Millis};
 
 impl<R> Group<R> {
+    /// The member's id (shared with the group's map) if its commit (or OwnershipEpochs) may
+    /// go on.
     pub(in crate::engine) fn check_consumer_commit(
         &mut self,
         now: Millis,
-        req: &OffsetCommitRequest,
-    ) -> Result<(), ErrorCode> {
+        member_id: &str,
+        generation_id: i32,
+        instance: Option<&str>,
+    ) -> Result<Arc<str>, ErrorCode> {
         let Some(part) = self.consumer.as_deref_mut() else {
             return Err(ErrorCode::UnknownServerError);
         };
+        let id = part
+            .members
+            .get_key_value(member_id)
+            .map(|(id, _)| Arc::clone(id))
+            .ok_or(ErrorCode::UnknownMemberId)?;
         let member = part
             .members
-            .get_mut(req.member_id.as_str())
+            .get_mut(member_id)
             .ok_or(ErrorCode::UnknownMemberId)?;
-        if req.group_instance_id.is_some() && member.instance_id != req.group_instance_id {
+        if instance.is_some() && member.instance_id.as_deref() != instance {
             return Err(ErrorCode::FencedInstanceId);
         }
         // Heard from, whatever the epoch (protocol §6.10's rule, kept for both protocols).
@@ -28,18 +39,18 @@ impl<R> Group<R> {
         let epoch = member.assignment.epoch;
         if member.classic.is_some() {
             // A classic member's generation is its epoch (Kafka's `useClassicProtocol` rule).
-            return if req.generation_id == epoch {
-                Ok(())
+            return if generation_id == epoch {
+                Ok(id)
             } else {
                 Err(ErrorCode::IllegalGeneration)
             };
         }
-        if member.left || req.generation_id > epoch {
+        if member.left || generation_id > epoch {
             return Err(ErrorCode::FencedMemberEpoch);
         }
-        if req.generation_id < epoch {
+        if generation_id < epoch {
             return Err(ErrorCode::StaleMemberEpoch);
         }
-        Ok(())
+        Ok(id)
     }
 }

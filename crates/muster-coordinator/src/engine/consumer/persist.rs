@@ -118,7 +118,7 @@ impl ConsumerPart {
                     .insert(instance.clone(), Arc::clone(&member_id));
             }
             let holds = [&m.assignment.assigned, &m.assignment.pending_revocation];
-            part.move_ownership(&member_id, &[], &holds);
+            part.move_ownership(&member_id, &[], &holds, None);
             part.members.insert(member_id, Box::new(m));
         }
         part

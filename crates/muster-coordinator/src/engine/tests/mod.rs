@@ -62,6 +62,15 @@ fn config() -> GroupConfig {
         // Retention is tested on its own (`retention_config`); elsewhere groups live on.
         offsets_retention_ms: 1_000_000_000_000,
         empty_group_removal_ms: 1_000_000_000_000,
+        // The ownership check, history and the quarantine are tested on their own
+        // (`ownership.rs`, `history.rs`, `quarantine.rs`); here a commit is judged by its
+        // member and generation alone, writes only offsets, and retention deletes.
+        offsets: crate::config::OffsetsConfig {
+            ownership_check: false,
+            history_entries: 0,
+            quarantine_ms: 0,
+            ..crate::config::OffsetsConfig::default()
+        },
         ..GroupConfig::default()
     }
 }
@@ -462,7 +471,7 @@ impl Harness {
                 group_instance_id: instance.map(str::to_owned),
                 topics,
             },
-            &self.client.access,
+            &self.client,
             token,
         );
         let written = self.collect(effects);

@@ -37,7 +37,7 @@ fn commit_in_flight(h: &mut Harness, offset: i64) -> (u32, PendingCommit<u32>) {
             group_instance_id: None,
             topics: vec![commit_topic("t1", &[(0, offset, None)])],
         },
-        &Access::open(),
+        &ClientInfo::default(),
         token,
     );
     assert!(

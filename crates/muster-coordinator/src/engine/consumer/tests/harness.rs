@@ -283,8 +283,8 @@ impl Cg {
                 }],
             }],
         };
-        let access = self.client.access.clone();
-        let effects = self.group.commit_offsets(self.now, req, &access, token);
+        let client = self.client.clone();
+        let effects = self.group.commit_offsets(self.now, req, &client, token);
         let replies = self.collect(effects);
         match replies.into_iter().find(|(t, _)| *t == token) {
             Some((_, Response::OffsetCommit(r))) => r.error_code,

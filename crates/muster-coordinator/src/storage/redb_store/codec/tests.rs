@@ -96,6 +96,7 @@ fn sample_group_v1() -> GroupRecord {
         state_since_ms: 1234,
         created_by: None,
         consumer: None,
+        ownership: Vec::new(),
     }
 }
 

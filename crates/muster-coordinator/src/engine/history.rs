@@ -1,0 +1,283 @@
+//! Offset history (protocol §6.24): each partition's last `offset_history_entries` commits,
+//! resets and restores, within `offset_history_bytes`, with who wrote them and when; and the
+//! OffsetHistory query.
+//!
+//! An entry gets its sequence number when its write is planned (so writes in flight never
+//! share one) and joins the in-memory history once durable, as the offset does. The store
+//! keeps the same entries (`Mutation::PutHistory`), keyed by sequence number; what the budget
+//! drops is trimmed there in the same write. A partition's history is *complete* while it
+//! still holds its first entry (sequence 0): only then does "no entry that old" mean "no offset
+//! then" to a reset (`reset.rs`).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use muster_protocol::{
+    ErrorCode, OffsetHistoryEntry, OffsetHistoryRequest, OffsetHistoryResponse,
+    PartitionHistory as WirePartitionHistory, TopicHistory,
+};
+
+use super::topic_access::may_read;
+use super::{Group, Map, NONE};
+use crate::access::Access;
+use crate::config::OffsetsConfig;
+use crate::storage::{HistoryEntry, HistoryTrim, HistoryWrite};
+
+/// Most entries one OffsetHistory answer holds (protocol §6.24); the rest are counted in
+/// `omitted`.
+pub const MAX_HISTORY_ANSWER: usize = 10_000;
+
+/// One partition's history, oldest first.
+#[derive(Debug, Default)]
+pub(super) struct PartitionLog {
+    pub(super) entries: VecDeque<HistoryEntry>,
+    /// What `entries` weigh ([`HistoryEntry::weight`]).
+    bytes: usize,
+    /// The sequence number of the next entry planned.
+    next_seq: u64,
+}
+
+impl PartitionLog {
+    /// Whether the history reaches back to the partition's first commit.
+    pub(super) fn complete(&self) -> bool {
+        self.entries.front().is_some_and(|e| e.seq == 0)
+    }
+
+    /// The sequence number below which entries are dropped once `adding` joins, under the
+    /// count and byte budgets (`None`: nothing to drop).
+    fn trim_below(&self, adding: usize, config: &OffsetsConfig) -> Option<u64> {
+        let max = config.history_entries as usize;
+        let mut count = self.entries.len() + 1;
+        let mut bytes = self.bytes + adding;
+        let mut below = None;
+        for e in &self.entries {
+            if count <= max && bytes <= config.history_bytes {
+                break;
+            }
+            count -= 1;
+            bytes -= e.weight();
+            below = Some(e.seq + 1);
+        }
+        below
+    }
+
+    /// Appends a durable entry and drops what the budgets no longer hold.
+    fn push(&mut self, entry: HistoryEntry, config: &OffsetsConfig) {
+        if let Some(below) = self.trim_below(entry.weight(), config) {
+            while self.entries.front().is_some_and(|e| e.seq < below) {
+                if let Some(e) = self.entries.pop_front() {
+                    self.bytes -= e.weight();
+                }
+            }
+        }
+        self.next_seq = self.next_seq.max(entry.seq + 1);
+        self.bytes += entry.weight();
+        // Entries of writes in flight at once can become durable out of order only if the
+        // store reordered them, which it does not; keep the order by sequence regardless.
+        let at = self.entries.partition_point(|e| e.seq < entry.seq);
+        self.entries.insert(at, entry);
+    }
+}
+
+/// A group's histories: topic → partition → log.
+pub(super) type Histories = Map<Box<str>, Map<i32, PartitionLog>>;
+
+/// Who writes an entry: shared ids, one allocation per member (or request).
+#[derive(Debug, Clone)]
+pub(super) struct Author {
+    pub(super) member_id: Arc<str>,
+    pub(super) client_id: Arc<str>,
+    pub(super) client_host: Arc<str>,
+    pub(super) generation: i32,
+}
+
+impl<R> Group<R> {
+    /// Plans one history entry per written partition: `(topic, partition, offset, metadata)`
+    /// at `at` by `author`. Returns the mutation's entries and trims (empty when history is
+    /// off).
+    pub(super) fn plan_history<'a>(
+        &mut self,
+        writes: impl Iterator<Item = (&'a Arc<str>, i32, i64, Option<&'a String>)>,
+        kind: crate::storage::HistoryKind,
+        at: u64,
+        author: &Author,
+    ) -> (Vec<HistoryWrite>, Vec<HistoryTrim>) {
+        let config = &self.config.offsets;
+        if config.history_entries == 0 {
+            return (Vec::new(), Vec::new());
+        }
+        let mut entries = Vec::new();
+        let mut trims = Vec::new();
+        for (topic, partition, offset, metadata) in writes {
+            let parts = match self.history.get_mut(&**topic) {
+                Some(p) => p,
+                None => self.history.entry(Box::from(&**topic)).or_default(),
+            };
+            let log = parts.entry(partition).or_default();
+            let entry = HistoryEntry {
+                seq: log.next_seq,
+                kind,
+                offset,
+                metadata: metadata.cloned(),
+                at_ms: at,
+                member_id: Arc::clone(&author.member_id),
+                client_id: Arc::clone(&author.client_id),
+                client_host: Arc::clone(&author.client_host),
+                generation: author.generation,
+            };
+            log.next_seq += 1;
+            if let Some(below_seq) = log.trim_below(entry.weight(), config) {
+                trims.push(HistoryTrim {
+                    topic: Arc::clone(topic),
+                    partition,
+                    below_seq,
+                });
+            }
+            entries.push(HistoryWrite {
+                topic: Arc::clone(topic),
+                partition,
+                entry,
+            });
+        }
+        (entries, trims)
+    }
+
+    /// Durable entries join the in-memory history.
+    pub(super) fn apply_history(&mut self, entries: Vec<HistoryWrite>) {
+        for w in entries {
+            let parts = match self.history.get_mut(&*w.topic) {
+                Some(p) => p,
+                None => self.history.entry(Box::from(&*w.topic)).or_default(),
+            };
+            parts
+                .entry(w.partition)
+                .or_default()
+                .push(w.entry, &self.config.offsets);
+        }
+    }
+
+    /// Puts back what a restored group's store holds beside its record and offsets (see
+    /// [`Group::restore`]): its offset history and its expiry quarantine. A partition with an
+    /// offset but no history (committed before history was kept, or with history off) starts
+    /// at sequence 1, so that its history never claims to be complete.
+    pub fn restore_offset_records(
+        &mut self,
+        history: Vec<HistoryWrite>,
+        quarantine: Vec<crate::storage::QuarantinedOffset>,
+    ) {
+        self.quarantine = quarantine;
+        if let Some(at) = self.quarantine_deadline() {
+            self.note_deadline(at);
+        }
+        self.apply_history(history);
+        for (topic, parts) in &self.offsets {
+            for p in parts.keys() {
+                let log = match self.history.get_mut(topic.as_str()) {
+                    Some(logs) => logs.entry(*p).or_default(),
+                    None => self
+                        .history
+                        .entry(Box::from(topic.as_str()))
+                        .or_default()
+                        .entry(*p)
+                        .or_default(),
+                };
+                if log.entries.is_empty() {
+                    log.next_seq = log.next_seq.max(1);
+                }
+            }
+        }
+    }
+
+    /// The partition's log, if it has one.
+    pub(super) fn log(&self, topic: &str, partition: i32) -> Option<&PartitionLog> {
+        self.history.get(topic).and_then(|p| p.get(&partition))
+    }
+
+    /// OffsetHistory (protocol §6.24): a query, it changes nothing.
+    pub fn offset_history(
+        &self,
+        req: &OffsetHistoryRequest,
+        access: &Access,
+    ) -> OffsetHistoryResponse {
+        let mut topics: BTreeMap<&str, Vec<WirePartitionHistory>> = BTreeMap::new();
+        let mut room = MAX_HISTORY_ANSWER;
+        let mut omitted: u64 = 0;
+        let wanted_topic = req.topic.as_deref();
+        let mut names: Vec<&str> = self
+            .history
+            .iter()
+            .filter(|(t, logs)| {
+                wanted_topic.is_none_or(|w| w == &***t)
+                    && logs.values().any(|l| !l.entries.is_empty())
+            })
+            .map(|(t, _)| &**t)
+            .collect();
+        names.sort_unstable();
+        for topic in names {
+            let readable = may_read(access, topic);
+            let Some(logs) = self.history.get(topic) else {
+                continue;
+            };
+            let mut partitions: Vec<(&i32, &PartitionLog)> = logs
+                .iter()
+                .filter(|(p, l)| req.partition.is_none_or(|w| w == **p) && !l.entries.is_empty())
+                .collect();
+            partitions.sort_unstable_by_key(|(p, _)| **p);
+            let shown = topics.entry(topic).or_default();
+            for (&partition, log) in partitions {
+                if !readable {
+                    shown.push(WirePartitionHistory {
+                        partition,
+                        error_code: ErrorCode::TopicAuthorizationFailed.code(),
+                        entries: Vec::new(),
+                    });
+                    continue;
+                }
+                let limit = match req.limit {
+                    0 => usize::MAX,
+                    n => n as usize,
+                };
+                let wanted = log.entries.len().min(limit);
+                let taken = wanted.min(room);
+                omitted += (wanted - taken) as u64;
+                room -= taken;
+                shown.push(WirePartitionHistory {
+                    partition,
+                    error_code: NONE,
+                    entries: log
+                        .entries
+                        .iter()
+                        .rev()
+                        .take(taken)
+                        .map(wire_entry)
+                        .collect(),
+                });
+            }
+        }
+        OffsetHistoryResponse {
+            error_code: NONE,
+            topics: topics
+                .into_iter()
+                .map(|(topic, partitions)| TopicHistory {
+                    topic: topic.to_owned(),
+                    partitions,
+                })
+                .collect(),
+            omitted: u32::try_from(omitted).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+fn wire_entry(e: &HistoryEntry) -> OffsetHistoryEntry {
+    OffsetHistoryEntry {
+        seq: e.seq,
+        kind: e.kind.name().to_owned(),
+        offset: e.offset,
+        metadata: e.metadata.clone(),
+        committed_at_ms: e.at_ms,
+        member_id: e.member_id.to_string(),
+        client_id: e.client_id.to_string(),
+        client_host: e.client_host.to_string(),
+        generation_id: e.generation,
+    }
+}
