@@ -186,6 +186,10 @@ pub struct GroupSummary {
     pub leader: Option<String>,
     /// How long the group has been in its state.
     pub state_for_ms: u64,
+    /// Partitions in its expiry quarantine (protocol §6.25), and when the first of them is
+    /// dropped for good (ms since the Unix epoch).
+    pub quarantined: u32,
+    pub quarantine_drop_at_ms: Option<u64>,
 }
 
 /// Supervisor → group: delete yourself if Empty (durably, offsets included).

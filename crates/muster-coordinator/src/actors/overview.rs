@@ -156,6 +156,8 @@ impl Handler<ListOverview> for Supervisor {
                     assignor: None,
                     leader: None,
                     state_for_ms: 0,
+                    quarantined: 0,
+                    quarantine_drop_at_ms: None,
                 };
                 let addr = Arc::clone(&e.addr);
                 async move { addr.send(Summarize).await.unwrap_or(fallback) }

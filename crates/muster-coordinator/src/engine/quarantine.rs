@@ -109,9 +109,14 @@ impl<R> Group<R> {
         self.quarantine.extend(offsets);
     }
 
-    /// Whether the quarantine holds anything (for the shell's gauges and the dashboard).
+    /// How many partitions the quarantine holds (for the shell's gauges and the dashboard).
     pub fn quarantined_partitions(&self) -> usize {
         self.quarantine.len()
+    }
+
+    /// When the quarantine next drops something (for the dashboard).
+    pub fn quarantine_drop_at(&self) -> Option<Millis> {
+        self.quarantine_deadline()
     }
 
     /// The batch that brings `taken` back at `now` by `author`: the offsets committed anew

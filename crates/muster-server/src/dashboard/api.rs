@@ -68,6 +68,9 @@ struct GroupRow {
     assignor: Option<String>,
     leader_id: Option<String>,
     state_for_ms: u64,
+    /// Partitions in the expiry quarantine, and when the first is dropped for good.
+    quarantined: u32,
+    quarantine_drop_at_ms: Option<u64>,
     #[serde(flatten)]
     insight: RowInsight,
 }
@@ -82,6 +85,8 @@ impl GroupRow {
             assignor: s.assignor,
             leader_id: s.leader,
             state_for_ms: s.state_for_ms,
+            quarantined: s.quarantined,
+            quarantine_drop_at_ms: s.quarantine_drop_at_ms,
             insight,
         }
     }

@@ -209,6 +209,11 @@
       if (g.stuck) out.push(badge('stuck', 'flag-stuck'));
       if (g.storm) out.push(badge('storm', 'flag-storm'));
       if (g.unowned) out.push(badge('unowned partitions', 'flag-stuck'));
+      if (g.quarantined > 0) {
+        const until = g.quarantine_drop_at_ms ? ' until ' + new Date(g.quarantine_drop_at_ms).toISOString() : '';
+        out.push(h('span', { title: 'expired offsets held' + until + ': muster offsets restore ' + g.group_id },
+          badge(fmtInt(g.quarantined) + ' offsets quarantined', 'flag-storm')));
+      }
       return out.length ? out : '–';
     }
 

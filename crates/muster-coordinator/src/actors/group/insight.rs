@@ -56,6 +56,8 @@ impl Handler<Summarize> for GroupActor {
             assignor: group.assignor().map(str::to_owned),
             leader: group.leader().map(str::to_owned),
             state_for_ms: self.env.clock.now().saturating_sub(group.state_since()),
+            quarantined: group.quarantined_partitions() as u32,
+            quarantine_drop_at_ms: group.quarantine_drop_at(),
         })
     }
 }
