@@ -108,6 +108,7 @@ async fn a_moved_coordinator_is_found_again_without_a_rebalance() {
                 Request::JoinGroup(j) if j.member_id.is_empty() => member_id_required("m-1"),
                 Request::JoinGroup(_) => joined("m-1", 5, 2),
                 Request::SyncGroup(_) => synced(&[0, 1]),
+                Request::OwnershipEpochs(e) => epochs(e, &[0, 1]),
                 Request::Heartbeat(_) if move_now.load(Ordering::SeqCst) => {
                     moved.store(true, Ordering::SeqCst);
                     heartbeat(ErrorCode::NotCoordinator)
@@ -215,6 +216,7 @@ async fn a_coordinator_that_closes_the_connection_is_found_again() {
             }
             Request::JoinGroup(_) => Act::Answer(joined("m-1", 3, 2)),
             Request::SyncGroup(_) => Act::Answer(synced(&[0, 1])),
+            Request::OwnershipEpochs(e) => Act::Answer(epochs(e, &[0, 1])),
             Request::Heartbeat(_) => Act::Answer(heartbeat(ErrorCode::None)),
             _ => Act::Hold,
         })
@@ -274,6 +276,7 @@ async fn a_held_join_and_a_refused_sync_are_resent_to_the_new_coordinator() {
                     sync_error(ErrorCode::CoordinatorLoadInProgress)
                 }
                 Request::SyncGroup(_) => synced(&[0, 1]),
+                Request::OwnershipEpochs(e) => epochs(e, &[0, 1]),
                 Request::Heartbeat(_) => heartbeat(ErrorCode::None),
                 Request::LeaveGroup(_) => left(),
                 _ => return Act::Hold,
@@ -345,6 +348,7 @@ async fn single_node(node_id: &'static str) -> FakeNode {
                 Request::JoinGroup(j) if j.member_id.is_empty() => member_id_required("m-1"),
                 Request::JoinGroup(_) => joined("m-1", 1, 1),
                 Request::SyncGroup(_) => synced(&[0]),
+                Request::OwnershipEpochs(e) => epochs(e, &[0]),
                 Request::Heartbeat(_) => heartbeat(ErrorCode::None),
                 Request::LeaveGroup(_) => left(),
                 Request::DescribeCluster(_) => DescribeClusterResponse {
@@ -431,6 +435,7 @@ async fn a_single_node_advertising_an_unreachable_name_keeps_the_connection() {
                 Request::JoinGroup(j) if j.member_id.is_empty() => member_id_required("m-1"),
                 Request::JoinGroup(_) => joined("m-1", 1, 1),
                 Request::SyncGroup(_) => synced(&[0]),
+                Request::OwnershipEpochs(e) => epochs(e, &[0]),
                 Request::Heartbeat(_) => heartbeat(ErrorCode::None),
                 Request::OffsetFetch(_) => OffsetFetchResponse::default().into(),
                 Request::LeaveGroup(_) => left(),
@@ -541,3 +546,4 @@ async fn admin_requests_go_to_each_groups_coordinator() {
     // The plain call does not hide the node it could not ask.
     assert!(admin.list_groups(&[]).await.is_err());
 }
+
