@@ -13,12 +13,12 @@ use crate::consumer::{
     ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse, GroupSimulateRequest, GroupSimulateResponse,
 };
+use crate::insight::{
+    GroupDiagnosisRequest, GroupDiagnosisResponse, GroupHistoryRequest, GroupHistoryResponse,
+};
 use crate::offsets::{
     OffsetHistoryRequest, OffsetHistoryResponse, OffsetResetRequest, OffsetResetResponse,
     OffsetRestoreRequest, OffsetRestoreResponse, OwnershipEpochsRequest, OwnershipEpochsResponse,
-};
-use crate::insight::{
-    GroupDiagnosisRequest, GroupDiagnosisResponse, GroupHistoryRequest, GroupHistoryResponse,
 };
 use crate::shared::{
     AssignorMetadata, ClusterNode, DescribedGroup, FetchedTopic, GroupResult, JoinedMember,
