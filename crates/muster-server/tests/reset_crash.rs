@@ -34,8 +34,7 @@ fn commit_all(addr: SocketAddr, offset: impl Fn(i32) -> i64) -> Result<()> {
                 .collect(),
         }],
     }))? {
-        Response::OffsetCommit(r)
-            if r.topics[0].partitions.iter().all(|p| p.error_code == 0) => {}
+        Response::OffsetCommit(r) if r.topics[0].partitions.iter().all(|p| p.error_code == 0) => {}
         other => bail!("OffsetCommit: {:?}", other.error_code()),
     }
     Ok(())
@@ -95,7 +94,11 @@ fn sigkill_during_an_executed_reset_leaves_the_old_offsets_or_the_new_never_a_mi
         child.wait()?;
         let (mut child, addr) = start(dir.path())?;
         let now = offsets(&fetch_all(addr)?);
-        assert_eq!(now.len(), PARTITIONS as usize, "round {round}: every partition kept one");
+        assert_eq!(
+            now.len(),
+            PARTITIONS as usize,
+            "round {round}: every partition kept one"
+        );
         let all_old = now.iter().enumerate().all(|(p, &o)| o == old(p as i32));
         let all_new = now.iter().all(|&o| o == 7);
         assert!(
@@ -112,8 +115,8 @@ fn sigkill_during_an_executed_reset_leaves_the_old_offsets_or_the_new_never_a_mi
 }
 
 #[test]
-fn a_reset_undone_by_a_reset_to_just_before_it_restores_the_first_state_byte_for_byte(
-) -> Result<()> {
+fn a_reset_undone_by_a_reset_to_just_before_it_restores_the_first_state_byte_for_byte() -> Result<()>
+{
     let dir = tempfile::tempdir()?;
     let (mut child, addr) = start(dir.path())?;
     commit_all(addr, |p| i64::from(p) * 3)?;
@@ -144,12 +147,18 @@ fn a_reset_undone_by_a_reset_to_just_before_it_restores_the_first_state_byte_for
     let (mut child, addr) = start(dir.path())?;
     let mut a = Vec::new();
     let mut b = Vec::new();
-    encode_response_payload(&ResponseFrame::new(0, Response::OffsetFetch(before)), &mut a)?;
+    encode_response_payload(
+        &ResponseFrame::new(0, Response::OffsetFetch(before)),
+        &mut a,
+    )?;
     encode_response_payload(
         &ResponseFrame::new(0, Response::OffsetFetch(fetch_all(addr)?)),
         &mut b,
     )?;
-    assert!(a == b, "OffsetFetch after the undo differs from before the reset");
+    assert!(
+        a == b,
+        "OffsetFetch after the undo differs from before the reset"
+    );
     child.kill()?;
     child.wait()?;
     Ok(())

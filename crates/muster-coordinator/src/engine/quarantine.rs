@@ -225,7 +225,7 @@ impl<R> Group<R> {
     ) -> Effects<R> {
         let mut out = Effects::default();
         let access = &client.access;
-        let mut response = self.quarantine_view();
+        let mut response = self.quarantine_view(access);
         if !req.execute || self.quarantine.is_empty() {
             out.reply(reply, Response::OffsetRestore(response));
             return self.seal(out);
@@ -279,19 +279,27 @@ impl<R> Group<R> {
         self.seal(out)
     }
 
-    /// What the quarantine holds, as OffsetRestore shows it.
-    fn quarantine_view(&self) -> OffsetRestoreResponse {
+    /// What the quarantine holds, as OffsetRestore shows it: a topic `access` may not read
+    /// shows TOPIC_AUTHORIZATION_FAILED and no offsets.
+    fn quarantine_view(&self, access: &crate::access::Access) -> OffsetRestoreResponse {
         let mut topics: BTreeMap<&str, Vec<FetchedPartition>> = BTreeMap::new();
         for q in &self.quarantine {
-            topics
-                .entry(&q.write.topic)
-                .or_default()
-                .push(FetchedPartition {
+            let readable = super::topic_access::may_read(access, &q.write.topic);
+            topics.entry(&q.write.topic).or_default().push(if readable {
+                FetchedPartition {
                     partition: q.write.partition,
                     offset: q.write.committed.offset,
                     metadata: q.write.committed.metadata.clone(),
                     error_code: NONE,
-                });
+                }
+            } else {
+                FetchedPartition {
+                    partition: q.write.partition,
+                    offset: -1,
+                    metadata: None,
+                    error_code: ErrorCode::TopicAuthorizationFailed.code(),
+                }
+            });
         }
         let oldest = self.quarantine.iter().map(|q| q.quarantined_at).min();
         OffsetRestoreResponse {
