@@ -149,6 +149,7 @@ fn group_record(group: usize) -> GroupRecord {
         state_since_ms: 1_700_000_000_000,
         created_by: Some(format!("service-{}", group % 16)),
         consumer: None,
+        ownership: Vec::new(),
     }
 }
 
