@@ -217,7 +217,9 @@ impl Store for MemoryStore {
                     for t in trim {
                         let topic = t.topic.to_string();
                         let dropped: Vec<_> = history
-                            .range((topic.clone(), t.partition, 0)..(topic, t.partition, t.below_seq))
+                            .range(
+                                (topic.clone(), t.partition, 0)..(topic, t.partition, t.below_seq),
+                            )
                             .map(|(k, _)| k.clone())
                             .collect();
                         for k in dropped {
