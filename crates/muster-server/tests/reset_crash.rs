@@ -6,7 +6,7 @@
 mod support;
 
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use muster_protocol::*;
@@ -14,7 +14,7 @@ use support::{start, Conn};
 
 const GROUP: &str = "reset-crash";
 const TOPIC: &str = "events";
-const PARTITIONS: i32 = 20_000;
+const PARTITIONS: i32 = 5_000;
 
 fn commit_all(addr: SocketAddr, offset: impl Fn(i32) -> i64) -> Result<()> {
     let mut conn = Conn::connect(addr)?;
@@ -74,11 +74,23 @@ fn offsets(r: &OffsetFetchResponse) -> Vec<i64> {
 fn sigkill_during_an_executed_reset_leaves_the_old_offsets_or_the_new_never_a_mix() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let old = |p: i32| 1_000 + i64::from(p);
-    // Kill moments spread over the write of 20 000 partitions (a few tens of ms).
-    let kill_after_us = [0u64, 2_000, 6_000, 15_000, 40_000];
+    // How long an executed reset of every partition takes on this machine, answer included:
+    // the kills below fall before, during and after its write.
+    let took = {
+        let (mut child, addr) = start(dir.path())?;
+        commit_all(addr, old)?;
+        let mut conn = Conn::connect(addr)?;
+        let started = Instant::now();
+        let done = reset(&mut conn, ResetTo::Offset { offset: 7 }, true)?;
+        let took = started.elapsed();
+        assert_eq!(done.error_code, 0, "{:?}", done.error_message);
+        child.kill()?;
+        child.wait()?;
+        took
+    };
     let mut saw_old = false;
     let mut saw_new = false;
-    for (round, &after) in kill_after_us.iter().enumerate() {
+    for (round, eighths) in [0u32, 2, 4, 5, 6, 7, 8, 12].into_iter().enumerate() {
         let (mut child, addr) = start(dir.path())?;
         // The old offsets again (the previous round may have left the new ones).
         commit_all(addr, old)?;
@@ -89,7 +101,7 @@ fn sigkill_during_an_executed_reset_leaves_the_old_offsets_or_the_new_never_a_mi
             topics: Vec::new(),
             execute: true,
         }))?;
-        std::thread::sleep(Duration::from_micros(after));
+        std::thread::sleep(took * eighths / 8);
         child.kill().context("SIGKILL musterd")?;
         child.wait()?;
         let (mut child, addr) = start(dir.path())?;
@@ -110,7 +122,14 @@ fn sigkill_during_an_executed_reset_leaves_the_old_offsets_or_the_new_never_a_mi
         child.kill()?;
         child.wait()?;
     }
-    eprintln!("after SIGKILL: old offsets seen {saw_old}, new offsets seen {saw_new}");
+    eprintln!(
+        "a reset took {took:?}; after SIGKILL: old offsets seen {saw_old}, new offsets seen {saw_new}"
+    );
+    // Killed well after the answer, the reset is there: the check above saw both sides.
+    assert!(
+        saw_old && saw_new,
+        "the kills missed one side: old {saw_old}, new {saw_new}"
+    );
     Ok(())
 }
 

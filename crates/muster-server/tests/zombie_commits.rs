@@ -208,8 +208,17 @@ fn a_classic_member_back_from_a_missed_rebalance_cannot_overwrite_the_new_owners
     a.send_join(group)?;
     let a_join = a.joined()?;
     assert_eq!(a_join.leader_id, a.id);
+    let a_id = a.id.clone();
+    a.sync(group, plan(&[(&a_id, &[0, 1])]))?;
     b.send_join(group)?;
-    // B's join starts a rebalance: A rejoins.
+    // B's join starts a rebalance: A hears of it and rejoins.
+    let until = Instant::now() + Duration::from_secs(10);
+    while a.heartbeat(group)? != ErrorCode::RebalanceInProgress.code() {
+        if Instant::now() > until {
+            bail!("A never heard of B's join");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
     a.send_join(group)?;
     let a_join = a.joined()?;
     b.joined()?;
