@@ -307,7 +307,20 @@ async fn one_member_group(addr: SocketAddr, token: &str, group: &str) -> Result<
     let mut member = Member::pending(conn, group, LONG_MS, LONG_MS).await?;
     member.join().await?;
     let id = member.id.clone();
-    let synced = member.sync(vec![assignment(&id, vec![0])]).await?;
+    // The member owns partitions 0 and 1 of every topic these tests commit to: what is
+    // checked here is the ACLs, not ownership (PARTITION_NOT_OWNED).
+    let owned = muster_protocol::MemberAssignment {
+        member_id: id,
+        partitions: [TOPIC, "orders-a", "billing-a", "billing-b", "shared", "x"]
+            .into_iter()
+            .map(|topic| muster_protocol::TopicPartitions {
+                topic: topic.into(),
+                partitions: vec![0, 1],
+            })
+            .collect(),
+        user_data: Vec::new(),
+    };
+    let synced = member.sync(vec![owned]).await?;
     ensure!(synced.error_code == 0, "sync: {synced:?}");
     Ok(member)
 }
