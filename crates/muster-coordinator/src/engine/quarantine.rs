@@ -226,7 +226,7 @@ impl<R> Group<R> {
         let mut out = Effects::default();
         let access = &client.access;
         let mut response = self.quarantine_view(access);
-        if !req.execute || self.quarantine.is_empty() {
+        if !req.execute {
             out.reply(reply, Response::OffsetRestore(response));
             return self.seal(out);
         }
@@ -241,6 +241,10 @@ impl<R> Group<R> {
                     ..OffsetRestoreResponse::default()
                 }),
             );
+            return self.seal(out);
+        }
+        if self.quarantine.is_empty() {
+            out.reply(reply, Response::OffsetRestore(response));
             return self.seal(out);
         }
         let (taken, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.quarantine)
