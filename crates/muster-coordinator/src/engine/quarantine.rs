@@ -104,9 +104,16 @@ impl<R> Group<R> {
             }]));
     }
 
-    /// Offsets a failed restore took out go back.
+    /// Offsets a failed restore took out go back, and the group wakes for their drop again (a
+    /// tick while they were out armed nothing for them).
     pub(super) fn requarantine(&mut self, offsets: Vec<QuarantinedOffset>) {
+        if offsets.is_empty() {
+            return;
+        }
         self.quarantine.extend(offsets);
+        if let Some(at) = self.quarantine_deadline() {
+            self.note_deadline(at);
+        }
     }
 
     /// Whether the quarantine holds anything (for the shell's gauges and the dashboard).
