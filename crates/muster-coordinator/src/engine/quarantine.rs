@@ -121,8 +121,17 @@ impl<R> Group<R> {
         self.quarantine.len()
     }
 
+    /// Whether `q`'s partition got an offset since it was quarantined (a commit, a reset):
+    /// the quarantined one is stale, and a restore must not overwrite the newer one.
+    fn superseded(&self, q: &QuarantinedOffset) -> bool {
+        self.offsets
+            .get(&*q.write.topic)
+            .is_some_and(|parts| parts.contains_key(&q.write.partition))
+    }
+
     /// The batch that brings `taken` back at `now` by `author`: the offsets committed anew
     /// (retention starts again), out of the quarantine, each with a `restore` history entry.
+    /// A superseded partition only leaves the quarantine.
     fn restore_batch(
         &mut self,
         taken: &[QuarantinedOffset],
@@ -135,6 +144,7 @@ impl<R> Group<R> {
     ) {
         let offsets: Vec<OffsetWrite> = taken
             .iter()
+            .filter(|q| !self.superseded(q))
             .map(|q| OffsetWrite {
                 topic: Arc::clone(&q.write.topic),
                 partition: q.write.partition,
@@ -158,19 +168,20 @@ impl<R> Group<R> {
             author,
         );
         let group_id = self.group_id.to_string();
-        let mut batch = vec![
-            Mutation::PutOffsets {
+        let mut batch = Vec::with_capacity(3);
+        if !offsets.is_empty() {
+            batch.push(Mutation::PutOffsets {
                 group_id: group_id.clone(),
                 offsets: offsets.clone(),
-            },
-            Mutation::DeleteQuarantine {
-                group_id: group_id.clone(),
-                partitions: taken
-                    .iter()
-                    .map(|q| (q.write.topic.to_string(), q.write.partition))
-                    .collect(),
-            },
-        ];
+            });
+        }
+        batch.push(Mutation::DeleteQuarantine {
+            group_id: group_id.clone(),
+            partitions: taken
+                .iter()
+                .map(|q| (q.write.topic.to_string(), q.write.partition))
+                .collect(),
+        });
         if !history.is_empty() {
             batch.push(Mutation::PutHistory {
                 group_id,
@@ -206,6 +217,9 @@ impl<R> Group<R> {
         self.apply_offsets(offsets);
         self.apply_history(history);
         out.writes.push(Write::BestEffort(batch));
+        if restored == 0 {
+            return None;
+        }
         out.events.push(Event::OffsetsRestored {
             partitions: restored,
             by: "join",
@@ -262,10 +276,12 @@ impl<R> Group<R> {
         let (batch, offsets, history) = self.restore_batch(&taken, now, &author);
         response.executed = true;
         self.count_commit(true);
-        out.events.push(Event::OffsetsRestored {
-            partitions: offsets.len(),
-            by: "command",
-        });
+        if !offsets.is_empty() {
+            out.events.push(Event::OffsetsRestored {
+                partitions: offsets.len(),
+                by: "command",
+            });
+        }
         out.writes.push(Write::Commit {
             batch,
             commit: PendingCommit {
@@ -284,7 +300,7 @@ impl<R> Group<R> {
     /// What the quarantine holds, as OffsetRestore shows it.
     fn quarantine_view(&self) -> OffsetRestoreResponse {
         let mut topics: BTreeMap<&str, Vec<FetchedPartition>> = BTreeMap::new();
-        for q in &self.quarantine {
+        for q in self.quarantine.iter().filter(|q| !self.superseded(q)) {
             topics
                 .entry(&q.write.topic)
                 .or_default()
