@@ -10,7 +10,7 @@
 //! join is done) and written best-effort: if it fails, the disk still holds the offsets in the
 //! quarantine, and the next join after a restart restores them again.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use muster_protocol::{
@@ -20,7 +20,7 @@ use muster_protocol::{
 
 use super::effects::{Effects, PendingAnswer, PendingCommit, Write};
 use super::history::Author;
-use super::{ClientInfo, Event, Group, Millis, NONE};
+use super::{ClientInfo, Event, Group, Millis, ProcessKeys, NONE};
 use crate::access::{Operation, ResourceType};
 use crate::storage::{CommittedOffset, HistoryKind, Mutation, OffsetWrite, QuarantinedOffset};
 
@@ -55,13 +55,16 @@ impl<R> Group<R> {
                 quarantined_at: now,
             })
             .collect();
-        for q in &moved {
-            // A partition quarantined again (committed and expired since) keeps its newest.
-            self.quarantine.retain(|held| {
-                (&held.write.topic, held.write.partition) != (&q.write.topic, q.write.partition)
-            });
-            self.quarantine.push(q.clone());
-        }
+        // A partition quarantined again (committed and expired since) keeps its newest: one
+        // pass over the quarantine, not one per partition (a wide group expires thousands at
+        // once).
+        let again: HashSet<(&str, i32), ProcessKeys> = moved
+            .iter()
+            .map(|q| (&*q.write.topic, q.write.partition))
+            .collect();
+        self.quarantine
+            .retain(|held| !again.contains(&(&*held.write.topic, held.write.partition)));
+        self.quarantine.extend(moved.iter().cloned());
         out.events.push(Event::OffsetsQuarantined {
             partitions: moved.len(),
             first,
