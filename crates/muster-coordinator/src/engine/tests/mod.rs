@@ -12,6 +12,7 @@ mod absent;
 mod admin;
 mod barrier;
 mod heartbeat;
+mod history;
 mod join;
 mod journal;
 mod layout;
