@@ -25,6 +25,7 @@ mod props;
 mod protect;
 mod purity;
 mod quotas;
+mod reset;
 mod static_members;
 mod sync;
 mod timers;
