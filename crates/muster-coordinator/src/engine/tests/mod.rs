@@ -24,6 +24,7 @@ mod persist;
 mod props;
 mod protect;
 mod purity;
+mod quarantine;
 mod quotas;
 mod reset;
 mod static_members;
