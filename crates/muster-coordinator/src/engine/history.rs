@@ -179,6 +179,23 @@ impl<R> Group<R> {
         (entries, trims)
     }
 
+    /// Entries whose write failed give their sequence numbers back, when no entry planned
+    /// since took a later one: otherwise a partition whose first write failed would start at
+    /// sequence 1 and its history would never be complete.
+    pub(super) fn unplan_history(&mut self, entries: &[HistoryWrite]) {
+        for w in entries.iter().rev() {
+            let log = self
+                .history
+                .get_mut(&*w.topic)
+                .and_then(|logs| logs.get_mut(&w.partition));
+            if let Some(log) = log {
+                if log.next_seq == w.entry.seq + 1 {
+                    log.next_seq = w.entry.seq;
+                }
+            }
+        }
+    }
+
     /// Durable entries join the in-memory history. Consecutive entries by the same writer
     /// (one commit's partitions, or a restart's entries of one member) share one [`Writer`].
     pub(super) fn apply_history(&mut self, entries: Vec<HistoryWrite>) {
@@ -289,6 +306,10 @@ impl<R> Group<R> {
                 .iter()
                 .filter(|(p, l)| req.partition.is_none_or(|w| w == **p) && !l.entries.is_empty())
                 .collect();
+            if partitions.is_empty() {
+                // The topic has history, but not of the partition asked for.
+                continue;
+            }
             partitions.sort_unstable_by_key(|(p, _)| **p);
             let shown = topics.entry(topic).or_default();
             for (&partition, log) in partitions {
