@@ -156,7 +156,10 @@ impl<R> Group<R> {
                 kind,
                 offset,
                 metadata: metadata.cloned(),
-                at_ms: at,
+                // Never earlier than the entry before it: a reset is stamped a millisecond
+                // past the latest entry (`reset.rs`), and a commit in that same millisecond
+                // must not read as older than the reset it follows.
+                at_ms: log.entries.back().map_or(at, |e| e.at_ms.max(at)),
                 member_id: Arc::clone(&author.member_id),
                 client_id: Arc::clone(&author.client_id),
                 client_host: Arc::clone(&author.client_host),
