@@ -22,7 +22,10 @@ use anyhow::{ensure, Context as _, Result};
 use common::*;
 use muster_auth::TokenHash;
 use muster_coordinator::quota::Quotas;
-use muster_protocol::{DescribedGroup, ErrorCode, HelloRequest, Request, MAX_PROTOCOL_VERSION};
+use muster_protocol::{
+    DescribedGroup, ErrorCode, HelloRequest, OffsetHistoryRequest, OffsetResetRequest,
+    OffsetRestoreRequest, Request, ResetTo, Response, MAX_PROTOCOL_VERSION,
+};
 use muster_server::auth::Auth;
 use muster_server::tls::TlsSettings;
 use muster_server::ServerThread;
@@ -188,6 +191,7 @@ over_every_transport!(
     a_principal_confined_to_orders_can_neither_see_nor_touch_billing,
     cluster_admin_may_do_everything,
     consumer_protocol_requests_are_authorized_like_the_classic_ones,
+    offset_history_needs_read_and_reset_or_restore_also_delete,
 );
 
 // ---------------------------------------------------------------------------- auth files
@@ -307,7 +311,20 @@ async fn one_member_group(addr: SocketAddr, token: &str, group: &str) -> Result<
     let mut member = Member::pending(conn, group, LONG_MS, LONG_MS).await?;
     member.join().await?;
     let id = member.id.clone();
-    let synced = member.sync(vec![assignment(&id, vec![0])]).await?;
+    // The member owns partitions 0 and 1 of every topic these tests commit to: what is
+    // checked here is the ACLs, not ownership (PARTITION_NOT_OWNED).
+    let owned = muster_protocol::MemberAssignment {
+        member_id: id,
+        partitions: [TOPIC, "orders-a", "billing-a", "billing-b", "shared", "x"]
+            .into_iter()
+            .map(|topic| muster_protocol::TopicPartitions {
+                topic: topic.into(),
+                partitions: vec![0, 1],
+            })
+            .collect(),
+        user_data: Vec::new(),
+    };
+    let synced = member.sync(vec![owned]).await?;
     ensure!(synced.error_code == 0, "sync: {synced:?}");
     Ok(member)
 }
@@ -1248,5 +1265,88 @@ async fn consumer_protocol_requests_are_authorized_like_the_classic_ones() -> Re
             other => anyhow::bail!("unexpected {other:?}"),
         }
     }
+    Ok(())
+}
+
+// --------------------------------------------------------------- offset history and reset
+
+fn reset_request(group: &str, execute: bool) -> Request {
+    Request::OffsetReset(OffsetResetRequest {
+        group_id: group.into(),
+        to: ResetTo::EarliestRecorded,
+        topics: Vec::new(),
+        execute,
+    })
+}
+
+fn reset_code(r: Response) -> i16 {
+    match r {
+        Response::OffsetReset(r) => r.error_code,
+        other => panic!("not an OffsetReset answer: {other:?}"),
+    }
+}
+
+/// OffsetHistory and the dry runs need `read` on the group; an executed OffsetReset or
+/// OffsetRestore needs `delete` too (docs/security.md); `describe` alone sees nothing.
+async fn offset_history_needs_read_and_reset_or_restore_also_delete() -> Result<()> {
+    let secured = Secured::start(&base_rules())?;
+    let addr = secured.addr();
+    let mut admin = login(addr, ADMIN).await?;
+    empty_group(&mut admin, "orders-idle", "orders-a").await?;
+    empty_group(&mut admin, "billing-idle", "billing-a").await?;
+    let history = |group: &str| {
+        Request::OffsetHistory(OffsetHistoryRequest {
+            group_id: group.into(),
+            topic: None,
+            partition: None,
+            limit: 0,
+        })
+    };
+    let history_code = |r: Response| match r {
+        Response::OffsetHistory(r) => r.error_code,
+        other => panic!("not an OffsetHistory answer: {other:?}"),
+    };
+    // `read`: history and dry runs, but no execution.
+    let mut orders = login(addr, ORDERS).await?;
+    assert_eq!(history_code(orders.call(history("orders-idle")).await?), 0);
+    assert_eq!(
+        reset_code(orders.call(reset_request("orders-idle", false)).await?),
+        0
+    );
+    assert_eq!(
+        reset_code(orders.call(reset_request("orders-idle", true)).await?),
+        GROUP_DENIED
+    );
+    let restore = |execute| {
+        Request::OffsetRestore(OffsetRestoreRequest {
+            group_id: "orders-idle".into(),
+            execute,
+        })
+    };
+    match orders.call(restore(true)).await? {
+        Response::OffsetRestore(r) => assert_eq!(r.error_code, GROUP_DENIED),
+        other => panic!("{other:?}"),
+    }
+    // Nor on another principal's group.
+    assert_eq!(
+        history_code(orders.call(history("billing-idle")).await?),
+        GROUP_DENIED
+    );
+    // `read` and `delete`: the reset is executed.
+    let mut billing = login(addr, BILLING).await?;
+    assert_eq!(
+        reset_code(billing.call(reset_request("billing-idle", true)).await?),
+        0
+    );
+    // `describe` alone: nothing.
+    let mut viewer = login(addr, VIEWER).await?;
+    assert_eq!(
+        history_code(viewer.call(history("orders-idle")).await?),
+        GROUP_DENIED
+    );
+    assert_eq!(
+        reset_code(viewer.call(reset_request("orders-idle", false)).await?),
+        GROUP_DENIED
+    );
     Ok(())
 }

@@ -258,6 +258,9 @@ async fn a_long_topic_name_times_many_partitions_does_not_amplify() -> anyhow::R
         still_heartbeats(&mut calm).await?;
     }
     let grown = rss_bytes().saturating_sub(before);
-    assert!(grown < 64 << 20, "resident set grew by {} MiB", grown >> 20);
+    // 59 000 partitions committed are kept, each with an offset and a history entry, in the
+    // server and in the memory store (which keys both by the topic's name, 249 bytes): tens
+    // of MiB. Amplified by the name, it would be gigabytes.
+    assert!(grown < 96 << 20, "resident set grew by {} MiB", grown >> 20);
     Ok(())
 }

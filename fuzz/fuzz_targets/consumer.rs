@@ -23,8 +23,8 @@
 //!   waiting for a partition (the long poll, `wait.rs`) is answered by the end of its
 //!   heartbeat interval (at most 10 s): after a tick at or past that, none is still held; a
 //!   ConsumerGroupHeartbeat answered NONE carries an epoch ≥ 0 unless it was a leave; an offset
-//!   commit at the epoch the member last heard is accepted, and a commit is written exactly
-//!   when it is accepted;
+//!   commit at the epoch the member last heard, of a partition its OwnershipEpochs lists, is
+//!   accepted, and a commit is written exactly when it is accepted;
 //! - after a tick at `now`, no deadline is left at or before `now`.
 #![no_main]
 
@@ -40,7 +40,8 @@ use muster_coordinator::{ConsumerConfig, GroupConfig};
 use muster_protocol::{
     AssignorMetadata, ConsumerGroupHeartbeatRequest, ErrorCode, HeartbeatRequest, JoinGroupRequest,
     JoinedMember, LeaveGroupRequest, LeavingMember, MemberAssignment, OffsetCommitPartition,
-    OffsetCommitRequest, OffsetCommitTopic, Response, SyncGroupRequest, TopicPartitions,
+    OffsetCommitRequest, OffsetCommitTopic, OwnershipEpochsRequest, Response, SyncGroupRequest,
+    TopicPartitions,
 };
 use uuid::Uuid;
 
@@ -928,16 +929,30 @@ impl Model {
                 }],
             }],
         };
+        // With the ownership check (protocol §6.13), only what the member owns: a partition
+        // its OwnershipEpochs lists (asked as the commit is, at the same instant).
+        let must_pass = must_pass && self.owns(&req, "t0", 0);
         let token = self.token(Pending::Commit);
-        let access = self.client.access.clone();
-        let effects = self.group.commit_offsets(self.now, req, &access, token);
+        let effects = self
+            .group
+            .commit_offsets(self.now, req, &self.client, token);
         let writes = effects
             .writes
             .iter()
             .filter(|w| matches!(w, Write::Commit { .. }))
             .count();
         let answer = match effects.replies.as_slice() {
-            [(t, Response::OffsetCommit(a))] if *t == token => a.error_code,
+            // The request's code, else its one partition's (PARTITION_NOT_OWNED comes alone).
+            [(t, Response::OffsetCommit(a))] if *t == token => match a.error_code {
+                0 => a
+                    .topics
+                    .iter()
+                    .flat_map(|t| &t.partitions)
+                    .map(|p| p.error_code)
+                    .next()
+                    .unwrap_or(0),
+                code => code,
+            },
             // Accepted: answered once its write is durable.
             [] if writes == 1 => 0,
             other => panic!("a commit is answered once: {other:?}"),
@@ -955,6 +970,24 @@ impl Model {
             !self.outstanding.contains_key(&token),
             "commit not answered"
         );
+    }
+
+    /// Whether the committing member's OwnershipEpochs lists `topic`-`partition`.
+    fn owns(&mut self, req: &OffsetCommitRequest, topic: &str, partition: i32) -> bool {
+        let answer = self.group.ownership_epochs(
+            self.now,
+            &OwnershipEpochsRequest {
+                group_id: GROUP.to_owned(),
+                generation_id: req.generation_id,
+                member_id: req.member_id.clone(),
+                group_instance_id: req.group_instance_id.clone(),
+            },
+        );
+        answer.error_code == 0
+            && answer
+                .topics
+                .iter()
+                .any(|t| t.topic == topic && t.partitions.iter().any(|p| p.partition == partition))
     }
 
     fn classic_join(&mut self, who: usize, restart: bool, topics: u8) {

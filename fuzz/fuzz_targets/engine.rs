@@ -12,7 +12,12 @@
 //!   assignments of two generations or two syncs); a static member is its instance id, whose
 //!   assignment passes to the new member id on a takeover within the generation;
 //! - the state agrees with the members (Empty has none; Stable and CompletingRebalance have a
-//!   leader that is a member), and after a tick at `now` no deadline is left at or before `now`.
+//!   leader that is a member), and after a tick at `now` no deadline is left at or before `now`;
+//! - offsets (protocol §6.13, §6.23–§6.25): a commit is written exactly when a partition of it
+//!   is accepted; no partition is in two members' OwnershipEpochs answers; an OffsetReset is
+//!   refused while the group has members, and once executed OffsetFetch shows exactly the
+//!   offsets it answered; an executed OffsetRestore makes visible exactly what it listed; an
+//!   OffsetHistory answer lists each partition's entries newest first, within the budget.
 #![no_main]
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -31,6 +36,9 @@ use muster_protocol::{
     Response, SyncGroupRequest, TopicPartitions,
 };
 use uuid::Uuid;
+
+#[path = "engine/offsets.rs"]
+mod offsets;
 
 const GROUP: &str = "g";
 const TOPICS: [&str; 2] = ["t0", "t1"];
@@ -73,6 +81,24 @@ enum Op {
     /// A crash and restart: everything not persisted is lost; held requests die with their
     /// connections (the real server answers them when their `ReplyTo` drops).
     Restart,
+    /// OffsetReset of every partition: `to` picks a time (`value` seconds from now), the
+    /// earliest recorded, a shift by `value`, or the offset `value`.
+    Reset {
+        to: u8,
+        value: i16,
+        execute: bool,
+    },
+    Restore {
+        execute: bool,
+    },
+    /// OwnershipEpochs of one member (then every member's, checked for overlaps).
+    Epochs {
+        who: u8,
+        generation_delta: i8,
+    },
+    History {
+        limit: u8,
+    },
 }
 
 #[derive(Debug, Arbitrary)]
@@ -460,19 +486,49 @@ impl Model {
                     }],
                 };
                 let token = self.token();
-                let effects =
-                    self.group
-                        .commit_offsets(self.now, request, &self.client.access, token);
+                let effects = self
+                    .group
+                    .commit_offsets(self.now, request, &self.client, token);
                 let writes = effects.writes.len();
                 let answered = self.carry_out(effects);
                 let answer = match answered.as_slice() {
                     [(t, Response::OffsetCommit(answer))] if *t == token => answer,
                     other => panic!("a commit is answered once: {other:?}"),
                 };
+                // A partition may be refused alone (PARTITION_NOT_OWNED): written is accepted.
+                let accepted = answer.error_code == 0
+                    && answer
+                        .topics
+                        .iter()
+                        .flat_map(|t| &t.partitions)
+                        .any(|p| p.error_code == 0);
                 assert!(
-                    (answer.error_code == 0) == (writes == 1),
+                    accepted == (writes == 1),
                     "a commit is written exactly when it is accepted: {answer:?}"
                 );
+                Effects::default()
+            }
+            Op::Reset { to, value, execute } => {
+                self.reset(to, value, execute);
+                Effects::default()
+            }
+            Op::Restore { execute } => {
+                self.restore(execute);
+                Effects::default()
+            }
+            Op::Epochs {
+                who,
+                generation_delta,
+            } => {
+                if let Some((member_id, instance)) = self.pick(who) {
+                    let generation_id = self.generation_of(&member_id, generation_delta);
+                    let _ = self.epochs(&member_id, instance, generation_id);
+                }
+                self.epochs_do_not_overlap();
+                Effects::default()
+            }
+            Op::History { limit } => {
+                self.history(limit);
                 Effects::default()
             }
             Op::Advance { ms } => {

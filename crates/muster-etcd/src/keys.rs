@@ -1,24 +1,30 @@
 //! Where cluster state lives in etcd (docs/cluster.md "Key layout"). All keys of one cluster
 //! start with `/<cluster name>/`, so clusters can share an etcd:
 //!
-//! | key                                                  | value                            |
-//! |------------------------------------------------------|----------------------------------|
-//! | `/<c>/owner/<shard>`                                 | owning node (ownership module)   |
-//! | `/<c>/group/<shard>/<group>`                         | group record (redb format v4)    |
-//! | `/<c>/offset/<shard>/<group>/<topic>/<partition>`    | committed offset (redb format v4)|
-//! | `/<c>/topic/<topic>`                                 | partition count, decimal ASCII   |
-//! | `/<c>/journal/<shard>/<group>/<generation>`          | rebalance journal entry (redb v4)|
+//! | key                                                      | value                              |
+//! |----------------------------------------------------------|------------------------------------|
+//! | `/<c>/owner/<shard>`                                     | owning node (ownership module)     |
+//! | `/<c>/group/<shard>/<group>`                             | group record (redb format v5)      |
+//! | `/<c>/offset/<shard>/<group>/<topic>/<partition>`        | committed offset (redb format v5)  |
+//! | `/<c>/topic/<topic>`                                     | partition count, decimal ASCII     |
+//! | `/<c>/journal/<shard>/<group>/<generation>`              | rebalance journal entry (redb v5)  |
+//! | `/<c>/history/<shard>/<group>/<topic>/<partition>/<seq>` | offset history entry (redb v5)     |
+//! | `/<c>/quarantine/<shard>/<group>/<topic>/<partition>`    | quarantined offset (redb v5)       |
 //!
 //! Group ids and topic names are escaped ([`escape`]) so that they never contain `/`: a
 //! group's keys are then exactly those under its prefix (`g`'s range never reaches `g/x` or
-//! `g2`), and a shard's are exactly those under `group/<shard>/`, `offset/<shard>/` and
-//! `journal/<shard>/`, which is how a node taking a shard over loads it. Shards are decimal;
-//! journal generations are 10-digit zero-padded decimal (generations are never negative), so
-//! that key order is generation order.
+//! `g2`), and a shard's are exactly those under `group/<shard>/`, `offset/<shard>/`,
+//! `journal/<shard>/`, `history/<shard>/` and `quarantine/<shard>/`, which is how a node taking
+//! a shard over loads it. Shards and partitions are decimal; journal generations are 10-digit
+//! zero-padded decimal (generations are never negative) and history sequence numbers 20-digit
+//! zero-padded decimal (every `u64`), so that key order is generation order and, within a
+//! partition's history prefix (which ends in `/`, so partition 1's never reaches 10's), seq
+//! order: trimming a partition's history is one range delete.
 //!
 //! Values carry no format version (etcd holds no format key): they are the bytes of
 //! `muster_coordinator::storage::codec`, and a group value written by a release before redb
-//! format 4 (no consumer part) is still read, until its group is written again.
+//! format 5 (no ownership epochs) or format 4 (no consumer part either) is still read, until
+//! its group is written again.
 
 use std::fmt::Write as _;
 
@@ -79,13 +85,25 @@ pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     vec![0]
 }
 
-/// A parsed offset key.
+/// A parsed offset key (or quarantine key: the same parts).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OffsetKey {
     pub group_id: String,
     pub topic: String,
     pub partition: i32,
 }
+
+/// A parsed offset history key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryKey {
+    pub group_id: String,
+    pub topic: String,
+    pub partition: i32,
+    pub seq: u64,
+}
+
+/// Digits of a history key's sequence number: every `u64` fits, zero-padded.
+const SEQ_DIGITS: usize = 20;
 
 impl KeyLayout {
     pub fn new(cluster: &str) -> Result<Self, InvalidClusterName> {
@@ -207,6 +225,85 @@ impl KeyLayout {
         ))
     }
 
+    pub fn histories_prefix(&self) -> Vec<u8> {
+        format!("{}history/", self.prefix).into_bytes()
+    }
+
+    pub fn shard_history_prefix(&self, shard: u32) -> Vec<u8> {
+        format!("{}history/{shard}/", self.prefix).into_bytes()
+    }
+
+    /// The offset history of every partition of one group.
+    pub fn group_history_prefix(&self, shard: u32, group_id: &str) -> Vec<u8> {
+        format!("{}history/{shard}/{}/", self.prefix, escape(group_id)).into_bytes()
+    }
+
+    /// One history entry: its partition's prefix, then `seq` zero-padded so keys sort by it.
+    pub fn history(
+        &self,
+        shard: u32,
+        group_id: &str,
+        topic: &str,
+        partition: i32,
+        seq: u64,
+    ) -> Vec<u8> {
+        format!(
+            "{}history/{shard}/{}/{}/{partition}/{seq:0width$}",
+            self.prefix,
+            escape(group_id),
+            escape(topic),
+            width = SEQ_DIGITS
+        )
+        .into_bytes()
+    }
+
+    /// The parts of a key from [`KeyLayout::history`]; the seq must have all its digits.
+    pub fn parse_history(&self, key: &[u8]) -> Option<HistoryKey> {
+        let rest = key.strip_prefix(self.histories_prefix().as_slice())?;
+        let (_shard, rest) = split_once(rest)?;
+        let (group, rest) = split_once(rest)?;
+        let (topic, rest) = split_once(rest)?;
+        let (partition, seq) = split_once(rest)?;
+        if seq.len() != SEQ_DIGITS || !seq.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        Some(HistoryKey {
+            group_id: unescape(group)?,
+            topic: unescape(topic)?,
+            partition: std::str::from_utf8(partition).ok()?.parse().ok()?,
+            seq: std::str::from_utf8(seq).ok()?.parse().ok()?,
+        })
+    }
+
+    pub fn quarantines_prefix(&self) -> Vec<u8> {
+        format!("{}quarantine/", self.prefix).into_bytes()
+    }
+
+    pub fn shard_quarantine_prefix(&self, shard: u32) -> Vec<u8> {
+        format!("{}quarantine/{shard}/", self.prefix).into_bytes()
+    }
+
+    /// The whole expiry quarantine of one group.
+    pub fn group_quarantine_prefix(&self, shard: u32, group_id: &str) -> Vec<u8> {
+        format!("{}quarantine/{shard}/{}/", self.prefix, escape(group_id)).into_bytes()
+    }
+
+    pub fn quarantine(&self, shard: u32, group_id: &str, topic: &str, partition: i32) -> Vec<u8> {
+        format!(
+            "{}quarantine/{shard}/{}/{}/{partition}",
+            self.prefix,
+            escape(group_id),
+            escape(topic)
+        )
+        .into_bytes()
+    }
+
+    /// The parts of a key from [`KeyLayout::quarantine`].
+    pub fn parse_quarantine(&self, key: &[u8]) -> Option<OffsetKey> {
+        let rest = key.strip_prefix(self.quarantines_prefix().as_slice())?;
+        parse_group_partition(rest)
+    }
+
     pub fn topics_prefix(&self) -> Vec<u8> {
         format!("{}topic/", self.prefix).into_bytes()
     }
@@ -225,20 +322,25 @@ impl KeyLayout {
     /// The parts of a key from [`KeyLayout::offset`].
     pub fn parse_offset(&self, key: &[u8]) -> Option<OffsetKey> {
         let rest = key.strip_prefix(self.offsets_prefix().as_slice())?;
-        let (_shard, rest) = split_once(rest)?;
-        let (group, rest) = split_once(rest)?;
-        let (topic, partition) = split_once(rest)?;
-        Some(OffsetKey {
-            group_id: unescape(group)?,
-            topic: unescape(topic)?,
-            partition: std::str::from_utf8(partition).ok()?.parse().ok()?,
-        })
+        parse_group_partition(rest)
     }
 
     /// The topic name of a key from [`KeyLayout::topic`].
     pub fn parse_topic(&self, key: &[u8]) -> Option<String> {
         unescape(key.strip_prefix(self.topics_prefix().as_slice())?)
     }
+}
+
+/// `<shard>/<group>/<topic>/<partition>`, as offset and quarantine keys end.
+fn parse_group_partition(rest: &[u8]) -> Option<OffsetKey> {
+    let (_shard, rest) = split_once(rest)?;
+    let (group, rest) = split_once(rest)?;
+    let (topic, partition) = split_once(rest)?;
+    Some(OffsetKey {
+        group_id: unescape(group)?,
+        topic: unescape(topic)?,
+        partition: std::str::from_utf8(partition).ok()?.parse().ok()?,
+    })
 }
 
 fn split_once(bytes: &[u8]) -> Option<(&[u8], &[u8])> {
@@ -248,7 +350,7 @@ fn split_once(bytes: &[u8]) -> Option<(&[u8], &[u8])> {
 
 #[cfg(test)]
 mod tests {
-    use super::{escape, prefix_end, unescape, KeyLayout, OffsetKey};
+    use super::{escape, prefix_end, unescape, HistoryKey, KeyLayout, OffsetKey};
 
     #[test]
     fn escaping_round_trips_and_hides_slashes() {
@@ -307,5 +409,63 @@ mod tests {
             );
         }
         assert_eq!(prefix_end(b"/c/offset/1/g/"), b"/c/offset/1/g0");
+    }
+
+    #[test]
+    fn history_and_quarantine_keys_are_laid_out_as_documented_and_parse_back() {
+        let keys = KeyLayout::new("prod").expect("a valid name");
+        assert_eq!(
+            keys.history(7, "g", "orders", 3, 42),
+            b"/prod/history/7/g/orders/3/00000000000000000042"
+        );
+        assert_eq!(
+            keys.parse_history(&keys.history(7, "g 1", "t/x", -1, u64::MAX)),
+            Some(HistoryKey {
+                group_id: "g 1".into(),
+                topic: "t/x".into(),
+                partition: -1,
+                seq: u64::MAX
+            })
+        );
+        // A seq without all its digits is no key of ours (it would sort out of place).
+        assert_eq!(keys.parse_history(b"/prod/history/7/g/orders/3/42"), None);
+        assert_eq!(keys.parse_history(b"/prod/history/7/g/orders/3"), None);
+        assert_eq!(
+            keys.quarantine(7, "my/group", "orders", 3),
+            b"/prod/quarantine/7/my%2Fgroup/orders/3"
+        );
+        assert_eq!(
+            keys.parse_quarantine(&keys.quarantine(2, "g", "t", 9)),
+            Some(OffsetKey {
+                group_id: "g".into(),
+                topic: "t".into(),
+                partition: 9
+            })
+        );
+        assert!(keys
+            .history(1, "g", "t", 0, 0)
+            .starts_with(&keys.group_history_prefix(1, "g")));
+        assert!(keys
+            .quarantine(1, "g", "t", 0)
+            .starts_with(&keys.group_quarantine_prefix(1, "g")));
+    }
+
+    /// Within a partition keys sort by seq, and no other partition's key falls between its
+    /// first and last (partition 1 and 10, topic t and t2).
+    #[test]
+    fn history_keys_sort_by_seq_within_their_partition() {
+        let keys = KeyLayout::new("c").expect("a valid name");
+        let seqs = [0, 1, 9, 10, 99, 1 << 40, u64::MAX];
+        for pair in seqs.windows(2) {
+            assert!(keys.history(1, "g", "t", 1, pair[0]) < keys.history(1, "g", "t", 1, pair[1]));
+        }
+        let (first, last) = (
+            keys.history(1, "g", "t", 1, 0),
+            keys.history(1, "g", "t", 1, u64::MAX),
+        );
+        for (topic, partition) in [("t", 10), ("t", 0), ("t2", 1), ("t", 11)] {
+            let other = keys.history(1, "g", topic, partition, 5);
+            assert!(other < first || other > last, "{topic}/{partition}");
+        }
     }
 }

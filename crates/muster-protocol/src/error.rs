@@ -142,7 +142,7 @@ mod tests {
     /// The numbers of protocol §4, pinned one by one: changing any of them breaks every client.
     #[test]
     fn codes_match_protocol_section_4() {
-        let pinned: [(ErrorCode, i16, &str); 36] = [
+        let pinned: [(ErrorCode, i16, &str); 37] = [
             (ErrorCode::None, 0, "NONE"),
             (ErrorCode::UnknownServerError, -1, "UNKNOWN_SERVER_ERROR"),
             (
@@ -227,6 +227,7 @@ mod tests {
                 204,
                 "REQUEST_LIMIT_EXCEEDED",
             ),
+            (ErrorCode::PartitionNotOwned, 205, "PARTITION_NOT_OWNED"),
         ];
         for (code, number, name) in pinned {
             assert_eq!(code.code(), number, "{name}");

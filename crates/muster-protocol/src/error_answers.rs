@@ -4,7 +4,8 @@
 //! `Response::Error` would be read as a broken server (protocol §3.4, §6.18). The consumer
 //! protocol's answers (§6.21) are refused as Kafka 4 refuses them: a ConsumerGroupHeartbeat with
 //! the code alone, a ConsumerGroupDescribe with one `Dead` entry per group; a GroupSimulate
-//! (§6.22) with the code and nothing simulated.
+//! (§6.22) with the code and nothing simulated. The offset-protection answers (§6.23–§6.25)
+//! with the code and nothing else: no epochs, no history, nothing reset or restored.
 //!
 //! Pure functions from a request (or an answer) and an [`ErrorCode`] to an answer: who refuses
 //! and why (the coordinator, the session's authorization, a cluster node that is not the
@@ -16,7 +17,9 @@ use crate::{
     ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse, DescribedConsumerGroup,
     ErrorCode, GroupSimulateResponse, GroupState, HeartbeatResponse, JoinGroupResponse,
     LeaveGroupResponse, LeaveResult, OffsetCommitRequest, OffsetCommitResponse,
-    OffsetFetchResponse, PartitionResult, PartitionResults, Request, Response, SyncGroupResponse,
+    OffsetFetchResponse, OffsetHistoryResponse, OffsetResetResponse, OffsetRestoreResponse,
+    OwnershipEpochsResponse, PartitionResult, PartitionResults, Request, Response,
+    SyncGroupResponse,
 };
 
 /// The error answer of the right type for a group-scoped request (e.g. INVALID_GROUP_ID);
@@ -45,6 +48,10 @@ pub fn error_for(request: &Request, code: ErrorCode) -> Response {
             consumer_describe_error(code, r.group_ids.iter().map(String::as_str))
         }
         Request::GroupSimulate(_) => simulate_error(code, None),
+        Request::OwnershipEpochs(_) => epochs_error(code),
+        Request::OffsetHistory(_) => history_error(code),
+        Request::OffsetReset(_) => reset_error(code, None),
+        Request::OffsetRestore(_) => restore_error(code, None),
         _ => Response::error(code, code.name()),
     }
 }
@@ -52,8 +59,8 @@ pub fn error_for(request: &Request, code: ErrorCode) -> Response {
 /// The answer to a request over a limit of protocol §6.18: as [`error_for`], but the ids that
 /// may be what is over the limit are not echoed (JoinGroup's member id, LeaveGroup's members),
 /// and a ConsumerGroupDescribe or GroupSimulate that asks for too much is answered
-/// `Response::Error`, as DescribeGroups is (§6.15, §6.18). A ConsumerGroupHeartbeat's refusal
-/// echoes no id anyway.
+/// `Response::Error`, as DescribeGroups is (§6.15, §6.18). A ConsumerGroupHeartbeat's refusal,
+/// and those of the offset-protection requests, echo no id anyway: they are [`error_for`]'s.
 pub fn limit_error(request: &Request, code: ErrorCode) -> Response {
     match request {
         Request::JoinGroup(_) => join_error(code, ""),
@@ -101,6 +108,10 @@ pub fn error_like(response: &Response, code: ErrorCode) -> Response {
             consumer_describe_error(code, r.groups.iter().map(|g| g.group_id.as_str()))
         }
         Response::GroupSimulate(_) => simulate_error(code, None),
+        Response::OwnershipEpochs(_) => epochs_error(code),
+        Response::OffsetHistory(_) => history_error(code),
+        Response::OffsetReset(_) => reset_error(code, None),
+        Response::OffsetRestore(_) => restore_error(code, None),
         _ => Response::error(code, code.name()),
     }
 }
@@ -188,6 +199,51 @@ pub fn simulate_error(code: ErrorCode, message: Option<String>) -> Response {
     })
 }
 
+/// A refused OwnershipEpochs (protocol §6.23): the code, generation -1 (none, as a refused
+/// JoinGroup's), no epochs.
+pub fn epochs_error(code: ErrorCode) -> Response {
+    Response::OwnershipEpochs(OwnershipEpochsResponse {
+        error_code: code.code(),
+        generation_id: -1,
+        topics: Vec::new(),
+    })
+}
+
+/// A refused OffsetHistory (protocol §6.24): the code, no history, nothing omitted.
+pub fn history_error(code: ErrorCode) -> Response {
+    Response::OffsetHistory(OffsetHistoryResponse {
+        error_code: code.code(),
+        topics: Vec::new(),
+        omitted: 0,
+    })
+}
+
+/// A refused OffsetReset (protocol §6.24): the code, `message` if there are words for it (the
+/// members of a group that is not Empty, the partitions whose history does not reach back),
+/// nothing executed, no partitions.
+pub fn reset_error(code: ErrorCode, message: Option<String>) -> Response {
+    Response::OffsetReset(OffsetResetResponse {
+        error_code: code.code(),
+        error_message: message,
+        executed: false,
+        recorded_at_ms: 0,
+        topics: Vec::new(),
+    })
+}
+
+/// A refused OffsetRestore (protocol §6.25): the code, `message` if there are words for it,
+/// nothing executed, no quarantine times, no offsets.
+pub fn restore_error(code: ErrorCode, message: Option<String>) -> Response {
+    Response::OffsetRestore(OffsetRestoreResponse {
+        error_code: code.code(),
+        error_message: message,
+        executed: false,
+        quarantined_at_ms: 0,
+        drop_at_ms: 0,
+        topics: Vec::new(),
+    })
+}
+
 /// An OffsetCommit refused as a whole: `code` at the top level and on every partition named
 /// (protocol §6.13: a request-level error is given both ways).
 pub fn commit_error(code: ErrorCode, req: &OffsetCommitRequest) -> OffsetCommitResponse {
@@ -235,8 +291,10 @@ mod tests {
     use super::*;
     use crate::{
         ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, ConsumerMember,
-        GroupSimulateRequest, JoinGroupRequest, LeaveGroupRequest, LeavingMember,
-        OffsetCommitPartition, OffsetCommitTopic, SimulatedMember, TopicPartitions,
+        FetchedPartition, FetchedTopic, GroupSimulateRequest, JoinGroupRequest, LeaveGroupRequest,
+        LeavingMember, OffsetCommitPartition, OffsetCommitTopic, OffsetHistoryRequest,
+        OffsetResetRequest, OffsetRestoreRequest, OwnershipEpochsRequest, PartitionEpoch,
+        ResetPartition, ResetTo, ResetTopic, SimulatedMember, TopicEpochs, TopicPartitions,
     };
 
     fn commit_request() -> OffsetCommitRequest {
@@ -511,5 +569,161 @@ mod tests {
         let lost = ErrorCode::CoordinatorNotAvailable;
         assert_eq!(error_like(&answered, lost).error_code(), 15);
         assert_eq!(error_like(&answered, lost), simulate_error(lost, None));
+    }
+
+    /// The four offset-protection requests, each with ids and topics that a refusal must not
+    /// carry back.
+    fn offset_requests() -> [Request; 4] {
+        [
+            Request::OwnershipEpochs(OwnershipEpochsRequest {
+                group_id: "g".into(),
+                generation_id: 7,
+                member_id: "m".repeat(300),
+                group_instance_id: Some("i".into()),
+            }),
+            Request::OffsetHistory(OffsetHistoryRequest {
+                group_id: "g".into(),
+                topic: Some("orders".into()),
+                partition: Some(0),
+                limit: 5,
+            }),
+            Request::OffsetReset(OffsetResetRequest {
+                group_id: "g".into(),
+                to: ResetTo::Time { at_ms: 1 },
+                topics: orders(&[0, 1]),
+                execute: true,
+            }),
+            Request::OffsetRestore(OffsetRestoreRequest {
+                group_id: "g".into(),
+                execute: true,
+            }),
+        ]
+    }
+
+    #[test]
+    fn offset_refusals_carry_the_code_and_nothing_else() {
+        let code = ErrorCode::GroupAuthorizationFailed;
+        let [epochs, history, reset, restore] = offset_requests();
+        assert_eq!(
+            error_for(&epochs, code),
+            Response::OwnershipEpochs(OwnershipEpochsResponse {
+                error_code: 30,
+                generation_id: -1,
+                topics: Vec::new(),
+            })
+        );
+        assert_eq!(
+            error_for(&history, code),
+            Response::OffsetHistory(OffsetHistoryResponse {
+                error_code: 30,
+                topics: Vec::new(),
+                omitted: 0,
+            })
+        );
+        assert_eq!(
+            error_for(&reset, code),
+            Response::OffsetReset(OffsetResetResponse {
+                error_code: 30,
+                error_message: None,
+                executed: false,
+                recorded_at_ms: 0,
+                topics: Vec::new(),
+            })
+        );
+        assert_eq!(
+            error_for(&restore, code),
+            Response::OffsetRestore(OffsetRestoreResponse {
+                error_code: 30,
+                error_message: None,
+                executed: false,
+                quarantined_at_ms: 0,
+                drop_at_ms: 0,
+                topics: Vec::new(),
+            })
+        );
+        // Each in its own answer's shape, and over a limit the same (nothing is echoed).
+        let over = ErrorCode::RequestLimitExceeded;
+        for request in offset_requests() {
+            let refused = error_for(&request, code);
+            assert_eq!(refused.name(), request.name());
+            assert_eq!(refused.error_code(), 30);
+            assert_eq!(limit_error(&request, over), error_for(&request, over));
+        }
+        // A server with words for the refusal gives them.
+        let why = "the group has members: m-1 (1 in all)";
+        match reset_error(ErrorCode::NonEmptyGroup, Some(why.into())) {
+            Response::OffsetReset(r) => {
+                assert_eq!((r.error_code, r.executed), (68, false));
+                assert_eq!(r.error_message.as_deref(), Some(why));
+            }
+            other => panic!("{other:?}"),
+        }
+        match restore_error(ErrorCode::GroupIdNotFound, Some(why.into())) {
+            Response::OffsetRestore(r) => {
+                assert_eq!((r.error_code, r.executed), (69, false));
+                assert_eq!(r.error_message.as_deref(), Some(why));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_failed_offset_answer_keeps_nothing_it_carried() {
+        // Answers made, then refused (e.g. the reset or the restore was not written durably):
+        // nothing of them survives, in particular no `executed: true`.
+        let lost = ErrorCode::CoordinatorNotAvailable;
+        let epochs = Response::OwnershipEpochs(OwnershipEpochsResponse {
+            error_code: 0,
+            generation_id: 4,
+            topics: vec![TopicEpochs {
+                topic: "orders".into(),
+                partitions: vec![PartitionEpoch {
+                    partition: 0,
+                    epoch: 4,
+                }],
+            }],
+        });
+        assert_eq!(error_like(&epochs, lost), epochs_error(lost));
+        let history = Response::OffsetHistory(OffsetHistoryResponse {
+            omitted: 3,
+            ..OffsetHistoryResponse::default()
+        });
+        assert_eq!(error_like(&history, lost), history_error(lost));
+        let reset = Response::OffsetReset(OffsetResetResponse {
+            error_code: 0,
+            error_message: None,
+            executed: true,
+            recorded_at_ms: 1_700_000_000_000,
+            topics: vec![ResetTopic {
+                topic: "orders".into(),
+                partitions: vec![ResetPartition {
+                    partition: 0,
+                    current: 42,
+                    new: 7,
+                    error_code: 0,
+                }],
+            }],
+        });
+        assert_eq!(error_like(&reset, lost), reset_error(lost, None));
+        let restore = Response::OffsetRestore(OffsetRestoreResponse {
+            error_code: 0,
+            error_message: None,
+            executed: true,
+            quarantined_at_ms: 1,
+            drop_at_ms: 2,
+            topics: vec![FetchedTopic {
+                topic: "orders".into(),
+                partitions: vec![FetchedPartition {
+                    partition: 0,
+                    offset: 42,
+                    metadata: None,
+                    error_code: 0,
+                }],
+            }],
+        });
+        assert_eq!(error_like(&restore, lost), restore_error(lost, None));
+        for answer in [epochs, history, reset, restore] {
+            assert_eq!(error_like(&answer, lost).error_code(), 15);
+        }
     }
 }

@@ -25,7 +25,7 @@ pub struct OwnershipEpochsRequest {
 #[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct OwnershipEpochsResponse {
     pub error_code: i16,
-    /// The generation (or member epoch) the answer is for.
+    /// The generation (or member epoch) the answer is for; -1 on an error.
     pub generation_id: i32,
     pub topics: Vec<TopicEpochs>,
 }
@@ -174,8 +174,10 @@ pub struct ResetPartition {
     pub current: i64,
     /// The committed offset after (-1: none).
     pub new: i64,
-    /// NONE, or why this partition cannot be reset (e.g. its history does not reach back to
-    /// the time asked): then nothing is executed.
+    /// NONE; UNKNOWN_TOPIC_OR_PARTITION when it cannot be reset (its history does not reach
+    /// back to the time asked, or it has no offset to shift): then nothing is executed; or
+    /// TOPIC_AUTHORIZATION_FAILED for a topic the principal may not read (left unchanged,
+    /// `current` and `new` -1, the other partitions reset).
     pub error_code: i16,
 }
 

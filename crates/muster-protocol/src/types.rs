@@ -463,16 +463,19 @@ wire_enum_helpers!(Response {
 });
 
 impl Request {
-    /// The one group this request is addressed to: the `group_id` of JoinGroup, SyncGroup,
-    /// Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ConsumerGroupHeartbeat and
-    /// OwnershipEpochs, whose
-    /// answer comes from that group's coordinator (and which need `read` on it). `None` for
-    /// Hello, the topic requests, the admin requests that name any number of groups
-    /// (DescribeGroups, ListGroups, DeleteGroups, ConsumerGroupDescribe), even one, the admin
-    /// requests about one group (GroupHistory, GroupDiagnosis, GroupSimulate, OffsetHistory,
-    /// OffsetReset, OffsetRestore: authorized as admin requests, each with its own right), and
-    /// the cluster requests: FindCoordinator's
-    /// `key` is a group id, but any node answers it, so it is not routed to the group.
+    /// The one group this request is addressed to, and whose coordinator answers it: the
+    /// `group_id` of JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+    /// ConsumerGroupHeartbeat and OwnershipEpochs (which need `read` on the group), and of
+    /// OffsetHistory, OffsetReset and OffsetRestore, routed to the group like OffsetCommit but
+    /// authorized with their own rights (protocol §5): OffsetHistory, and OffsetReset and
+    /// OffsetRestore without `execute` (a dry run), need `read` on the group; OffsetReset and
+    /// OffsetRestore with `execute` need `delete` on it; each also needs `read` on every topic
+    /// it touches. `None` for Hello, the topic requests, the admin requests that name any
+    /// number of groups (DescribeGroups, ListGroups, DeleteGroups, ConsumerGroupDescribe), even
+    /// one, the admin requests about one group (GroupHistory, GroupDiagnosis, GroupSimulate:
+    /// authorized as admin requests, with `describe`), and the cluster requests:
+    /// FindCoordinator's `key` is a group id, but any node answers it, so it is not routed to
+    /// the group.
     pub fn group_id(&self) -> Option<&str> {
         match self {
             Request::JoinGroup(r) => Some(&r.group_id),
@@ -483,6 +486,9 @@ impl Request {
             Request::OffsetFetch(r) => Some(&r.group_id),
             Request::ConsumerGroupHeartbeat(r) => Some(&r.group_id),
             Request::OwnershipEpochs(r) => Some(&r.group_id),
+            Request::OffsetHistory(r) => Some(&r.group_id),
+            Request::OffsetReset(r) => Some(&r.group_id),
+            Request::OffsetRestore(r) => Some(&r.group_id),
             Request::Hello(_)
             | Request::DescribeGroups(_)
             | Request::ListGroups(_)
@@ -494,10 +500,7 @@ impl Request {
             | Request::GroupHistory(_)
             | Request::GroupDiagnosis(_)
             | Request::ConsumerGroupDescribe(_)
-            | Request::GroupSimulate(_)
-            | Request::OffsetHistory(_)
-            | Request::OffsetReset(_)
-            | Request::OffsetRestore(_) => None,
+            | Request::GroupSimulate(_) => None,
         }
     }
 }

@@ -437,6 +437,152 @@ fn table() -> BTreeMap<&'static str, Golden> {
             )),
         ),
         (
+            "ownership-epochs-request",
+            Req(RequestFrame::new(
+                16,
+                OwnershipEpochsRequest {
+                    group_id: "orders".into(),
+                    generation_id: 3,
+                    member_id: MEMBER.into(),
+                    group_instance_id: None,
+                },
+            )),
+        ),
+        (
+            "ownership-epochs-response",
+            Resp(ResponseFrame::new(
+                16,
+                OwnershipEpochsResponse {
+                    error_code: ErrorCode::None.code(),
+                    generation_id: 3,
+                    topics: vec![TopicEpochs {
+                        topic: "orders".into(),
+                        partitions: vec![
+                            PartitionEpoch {
+                                partition: 0,
+                                epoch: 1,
+                            },
+                            PartitionEpoch {
+                                partition: 1,
+                                epoch: 1,
+                            },
+                            PartitionEpoch {
+                                partition: 2,
+                                epoch: 3,
+                            },
+                        ],
+                    }],
+                },
+            )),
+        ),
+        (
+            "offset-history-request",
+            Req(RequestFrame::new(
+                17,
+                OffsetHistoryRequest {
+                    group_id: "orders".into(),
+                    topic: Some("orders".into()),
+                    partition: Some(0),
+                    limit: 1,
+                },
+            )),
+        ),
+        (
+            "offset-history-response",
+            Resp(ResponseFrame::new(
+                17,
+                OffsetHistoryResponse {
+                    error_code: ErrorCode::None.code(),
+                    topics: vec![TopicHistory {
+                        topic: "orders".into(),
+                        partitions: vec![PartitionHistory {
+                            partition: 0,
+                            error_code: ErrorCode::None.code(),
+                            entries: vec![OffsetHistoryEntry {
+                                seq: 7,
+                                kind: "commit".into(),
+                                offset: 42,
+                                metadata: None,
+                                committed_at_ms: 1_700_000_000_000,
+                                member_id: MEMBER.into(),
+                                client_id: "c1".into(),
+                                client_host: "10.0.0.8".into(),
+                                generation_id: 1,
+                            }],
+                        }],
+                    }],
+                    omitted: 0,
+                },
+            )),
+        ),
+        (
+            "offset-reset-request",
+            Req(RequestFrame::new(
+                18,
+                OffsetResetRequest {
+                    group_id: "orders".into(),
+                    to: ResetTo::Time {
+                        at_ms: 1_699_999_999_000,
+                    },
+                    topics: Vec::new(),
+                    execute: false,
+                },
+            )),
+        ),
+        (
+            "offset-reset-response",
+            Resp(ResponseFrame::new(
+                18,
+                OffsetResetResponse {
+                    error_code: ErrorCode::None.code(),
+                    error_message: None,
+                    executed: false,
+                    recorded_at_ms: 0,
+                    topics: vec![ResetTopic {
+                        topic: "orders".into(),
+                        partitions: vec![ResetPartition {
+                            partition: 0,
+                            current: 42,
+                            new: 40,
+                            error_code: ErrorCode::None.code(),
+                        }],
+                    }],
+                },
+            )),
+        ),
+        (
+            "offset-restore-request",
+            Req(RequestFrame::new(
+                19,
+                OffsetRestoreRequest {
+                    group_id: "orders".into(),
+                    execute: true,
+                },
+            )),
+        ),
+        (
+            "offset-restore-response",
+            Resp(ResponseFrame::new(
+                19,
+                OffsetRestoreResponse {
+                    error_code: ErrorCode::None.code(),
+                    error_message: None,
+                    executed: true,
+                    quarantined_at_ms: 1_700_000_000_000,
+                    drop_at_ms: 1_700_604_800_000,
+                    topics: vec![FetchedTopic {
+                        topic: "orders".into(),
+                        partitions: vec![FetchedPartition {
+                            partition: 0,
+                            offset: 42,
+                            metadata: None,
+                            error_code: ErrorCode::None.code(),
+                        }],
+                    }],
+                },
+            )),
+        ),
+        (
             "error-message-too-large",
             Resp(ResponseFrame::new(
                 0,

@@ -194,7 +194,12 @@ fn a_classic_member_back_from_a_missed_rebalance_cannot_overwrite_the_new_owners
     let dir = tempfile::tempdir()?;
     let (mut server, addr) = start_with(
         dir.path(),
-        &["--initial-rebalance-delay-ms", "0", "--min-session-timeout-ms", "500"],
+        &[
+            "--initial-rebalance-delay-ms",
+            "0",
+            "--min-session-timeout-ms",
+            "500",
+        ],
     )?;
     let group = "zombie-classic";
     // A and B form the group: A owns 0, B owns 1.
@@ -203,8 +208,17 @@ fn a_classic_member_back_from_a_missed_rebalance_cannot_overwrite_the_new_owners
     a.send_join(group)?;
     let a_join = a.joined()?;
     assert_eq!(a_join.leader_id, a.id);
+    let a_id = a.id.clone();
+    a.sync(group, plan(&[(&a_id, &[0, 1])]))?;
     b.send_join(group)?;
-    // B's join starts a rebalance: A rejoins.
+    // B's join starts a rebalance: A hears of it and rejoins.
+    let until = Instant::now() + Duration::from_secs(10);
+    while a.heartbeat(group)? != ErrorCode::RebalanceInProgress.code() {
+        if Instant::now() > until {
+            bail!("A never heard of B's join");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
     a.send_join(group)?;
     let a_join = a.joined()?;
     b.joined()?;
@@ -212,12 +226,19 @@ fn a_classic_member_back_from_a_missed_rebalance_cannot_overwrite_the_new_owners
     a.sync(group, plan(&[(&a.id, &[0]), (&b.id, &[1])]))?;
     b.sync(group, Vec::new())?;
     let first = a.generation;
-    assert_eq!(commit(&mut a.conn, group, &a.id, first, &[(0, 10)])?, [(0, 0)]);
+    assert_eq!(
+        commit(&mut a.conn, group, &a.id, first, &[(0, 10)])?,
+        [(0, 0)]
+    );
     let a_epoch = epochs(&mut a.conn, group, &a.id, first)?;
     // A stops (as a SIGSTOPped worker would) past its session: B, alone, gets both partitions.
     keep_alive(&mut b, group, Duration::from_millis(1_600))?;
     let code = b.heartbeat(group)?;
-    assert_eq!(code, ErrorCode::RebalanceInProgress.code(), "A expired: B must rejoin");
+    assert_eq!(
+        code,
+        ErrorCode::RebalanceInProgress.code(),
+        "A expired: B must rejoin"
+    );
     b.send_join(group)?;
     b.joined()?;
     let b_id = b.id.clone();
@@ -227,7 +248,10 @@ fn a_classic_member_back_from_a_missed_rebalance_cannot_overwrite_the_new_owners
         b_epochs.iter().any(|&(p, e)| p == 0 && e > a_epoch[0].1),
         "the new owner's epoch of partition 0 is higher: {b_epochs:?} vs {a_epoch:?}"
     );
-    assert_eq!(commit(&mut b.conn, group, &b.id, b.generation, &[(0, 500)])?, [(0, 0)]);
+    assert_eq!(
+        commit(&mut b.conn, group, &b.id, b.generation, &[(0, 500)])?,
+        [(0, 0)]
+    );
 
     // A wakes up: its stale commit is refused on each partition.
     let stale = commit(&mut a.conn, group, &a.id, first, &[(0, 11)])?;
@@ -272,9 +296,8 @@ struct Consumer {
 impl Consumer {
     fn heartbeat(&mut self, group: &str) -> Result<ConsumerGroupHeartbeatResponse> {
         let join = self.epoch == 0;
-        match self
-            .conn
-            .call(Request::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest {
+        match self.conn.call(Request::ConsumerGroupHeartbeat(
+            ConsumerGroupHeartbeatRequest {
                 group_id: group.into(),
                 member_id: self.id.clone(),
                 member_epoch: self.epoch,
@@ -282,7 +305,8 @@ impl Consumer {
                 subscribed_topics: join.then(|| vec![TOPIC.into()]),
                 owned_partitions: Some(self.owned.clone()),
                 ..ConsumerGroupHeartbeatRequest::default()
-            }))? {
+            },
+        ))? {
             Response::ConsumerGroupHeartbeat(r) => {
                 if r.error_code == 0 {
                     self.epoch = r.member_epoch;
@@ -297,7 +321,11 @@ impl Consumer {
     }
 
     fn owns(&self) -> Vec<i32> {
-        let mut all: Vec<i32> = self.owned.iter().flat_map(|t| t.partitions.clone()).collect();
+        let mut all: Vec<i32> = self
+            .owned
+            .iter()
+            .flat_map(|t| t.partitions.clone())
+            .collect();
         all.sort_unstable();
         all
     }
@@ -336,7 +364,10 @@ fn a_consumer_protocol_member_cannot_commit_a_partition_that_moved_on() -> Resul
     a.heartbeat(group)?;
     assert_eq!(a.owns(), [0, 1]);
     let a_epochs = epochs(&mut a.conn, group, &a.id, a.epoch)?;
-    assert_eq!(commit(&mut a.conn, group, &a.id, a.epoch, &[(0, 3), (1, 4)])?, [(0, 0), (1, 0)]);
+    assert_eq!(
+        commit(&mut a.conn, group, &a.id, a.epoch, &[(0, 3), (1, 4)])?,
+        [(0, 0), (1, 0)]
+    );
     // A goes silent past its session: B joins and gets everything.
     std::thread::sleep(Duration::from_millis(1_000));
     let mut b = Consumer {
@@ -356,9 +387,15 @@ fn a_consumer_protocol_member_cannot_commit_a_partition_that_moved_on() -> Resul
     let b_epochs = epochs(&mut b.conn, group, &b.id, b.epoch)?;
     for (p, e) in &b_epochs {
         let old = a_epochs.iter().find(|(q, _)| q == p).map(|(_, e)| *e);
-        assert!(old.is_none_or(|old| *e > old), "epoch of {p} rose: {e} vs {old:?}");
+        assert!(
+            old.is_none_or(|old| *e > old),
+            "epoch of {p} rose: {e} vs {old:?}"
+        );
     }
-    assert_eq!(commit(&mut b.conn, group, &b.id, b.epoch, &[(0, 900)])?, [(0, 0)]);
+    assert_eq!(
+        commit(&mut b.conn, group, &b.id, b.epoch, &[(0, 900)])?,
+        [(0, 0)]
+    );
     // A wakes up and commits with its old epoch: fenced, on each partition.
     let stale = commit(&mut a.conn, group, &a.id, a.epoch, &[(0, 5)])?;
     assert_eq!(stale, [(0, ErrorCode::UnknownMemberId.code())]);
@@ -369,7 +406,10 @@ fn a_consumer_protocol_member_cannot_commit_a_partition_that_moved_on() -> Resul
     a.heartbeat(group)?;
     let zombie = commit(&mut a.conn, group, &a.id, a.epoch, &[(0, 6)])?;
     assert_eq!(zombie, [(0, NOT_OWNED)]);
-    assert_eq!(fetched(&mut b.conn, group, 0)?, (900, Some("by member-b".into())));
+    assert_eq!(
+        fetched(&mut b.conn, group, 0)?,
+        (900, Some("by member-b".into()))
+    );
     server.kill().context("stop musterd")?;
     Ok(())
 }

@@ -84,9 +84,9 @@ pub fn absent_group(request: &Request, config: &GroupConfig, access: &Access) ->
             Response::OffsetCommit(response)
         }
         Request::OffsetFetch(r) => Response::OffsetFetch(fetch_from(None, r, access)),
-        Request::OwnershipEpochs(r) => Response::OwnershipEpochs(OwnershipEpochsResponse {
+        Request::OwnershipEpochs(_) => Response::OwnershipEpochs(OwnershipEpochsResponse {
             error_code: unknown_member.code(),
-            generation_id: r.generation_id,
+            generation_id: -1,
             topics: Vec::new(),
         }),
         Request::OffsetHistory(_) => Response::OffsetHistory(OffsetHistoryResponse {

@@ -21,16 +21,48 @@ use super::topic_access::may_read;
 use super::{Group, Map, NONE};
 use crate::access::Access;
 use crate::config::OffsetsConfig;
-use crate::storage::{HistoryEntry, HistoryTrim, HistoryWrite};
+use crate::storage::{HistoryEntry, HistoryKind, HistoryTrim, HistoryWrite};
 
 /// Most entries one OffsetHistory answer holds (protocol §6.24); the rest are counted in
 /// `omitted`.
 pub const MAX_HISTORY_ANSWER: usize = 10_000;
 
+/// Who wrote an entry: shared by the entries of one write (one allocation per commit, not per
+/// partition).
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Writer {
+    member_id: Arc<str>,
+    client_id: Arc<str>,
+    client_host: Arc<str>,
+}
+
+/// One entry as a group keeps it in memory: [`HistoryEntry`]'s content, 64 bytes instead of
+/// ~110 (the writer shared, the metadata a boxed `str`). A group may keep 100 per partition.
+#[derive(Debug)]
+pub(super) struct Entry {
+    pub(super) seq: u64,
+    pub(super) offset: i64,
+    pub(super) at_ms: u64,
+    pub(super) metadata: Option<Box<str>>,
+    writer: Arc<Writer>,
+    generation: i32,
+    kind: HistoryKind,
+}
+
+impl Entry {
+    /// As [`HistoryEntry::weight`].
+    fn weight(&self) -> usize {
+        48 + self.metadata.as_ref().map_or(0, |m| m.len())
+            + self.writer.member_id.len()
+            + self.writer.client_id.len()
+            + self.writer.client_host.len()
+    }
+}
+
 /// One partition's history, oldest first.
 #[derive(Debug, Default)]
 pub(super) struct PartitionLog {
-    pub(super) entries: VecDeque<HistoryEntry>,
+    pub(super) entries: VecDeque<Entry>,
     /// What `entries` weigh ([`HistoryEntry::weight`]).
     bytes: usize,
     /// The sequence number of the next entry planned.
@@ -62,7 +94,7 @@ impl PartitionLog {
     }
 
     /// Appends a durable entry and drops what the budgets no longer hold.
-    fn push(&mut self, entry: HistoryEntry, config: &OffsetsConfig) {
+    fn push(&mut self, entry: Entry, config: &OffsetsConfig) {
         if let Some(below) = self.trim_below(entry.weight(), config) {
             while self.entries.front().is_some_and(|e| e.seq < below) {
                 if let Some(e) = self.entries.pop_front() {
@@ -75,6 +107,11 @@ impl PartitionLog {
         // Entries of writes in flight at once can become durable out of order only if the
         // store reordered them, which it does not; keep the order by sequence regardless.
         let at = self.entries.partition_point(|e| e.seq < entry.seq);
+        if self.entries.len() == self.entries.capacity() {
+            // Grow one at a time: a VecDeque's first allocation holds four, and most
+            // partitions of most groups keep few entries (the cap is a ceiling, not a size).
+            self.entries.reserve_exact(1);
+        }
         self.entries.insert(at, entry);
     }
 }
@@ -98,7 +135,7 @@ impl<R> Group<R> {
     pub(super) fn plan_history<'a>(
         &mut self,
         writes: impl Iterator<Item = (&'a Arc<str>, i32, i64, Option<&'a String>)>,
-        kind: crate::storage::HistoryKind,
+        kind: HistoryKind,
         at: u64,
         author: &Author,
     ) -> (Vec<HistoryWrite>, Vec<HistoryTrim>) {
@@ -119,7 +156,10 @@ impl<R> Group<R> {
                 kind,
                 offset,
                 metadata: metadata.cloned(),
-                at_ms: at,
+                // Never earlier than the entry before it: a reset is stamped a millisecond
+                // past the latest entry (`reset.rs`), and a commit in that same millisecond
+                // must not read as older than the reset it follows.
+                at_ms: log.entries.back().map_or(at, |e| e.at_ms.max(at)),
                 member_id: Arc::clone(&author.member_id),
                 client_id: Arc::clone(&author.client_id),
                 client_host: Arc::clone(&author.client_host),
@@ -142,9 +182,56 @@ impl<R> Group<R> {
         (entries, trims)
     }
 
-    /// Durable entries join the in-memory history.
+    /// Entries whose write failed give their sequence numbers back, when no entry planned
+    /// since took a later one: otherwise a partition whose first write failed would start at
+    /// sequence 1 and its history would never be complete.
+    pub(super) fn unplan_history(&mut self, entries: &[HistoryWrite]) {
+        for w in entries.iter().rev() {
+            let log = self
+                .history
+                .get_mut(&*w.topic)
+                .and_then(|logs| logs.get_mut(&w.partition));
+            if let Some(log) = log {
+                if log.next_seq == w.entry.seq + 1 {
+                    log.next_seq = w.entry.seq;
+                }
+            }
+        }
+    }
+
+    /// Durable entries join the in-memory history. Consecutive entries by the same writer
+    /// (one commit's partitions, or a restart's entries of one member) share one [`Writer`].
     pub(super) fn apply_history(&mut self, entries: Vec<HistoryWrite>) {
+        let mut last: Option<Arc<Writer>> = None;
         for w in entries {
+            let e = w.entry;
+            let writer = match &last {
+                Some(shared)
+                    if *shared.member_id == *e.member_id
+                        && *shared.client_id == *e.client_id
+                        && *shared.client_host == *e.client_host =>
+                {
+                    Arc::clone(shared)
+                }
+                _ => {
+                    let made = Arc::new(Writer {
+                        member_id: e.member_id,
+                        client_id: e.client_id,
+                        client_host: e.client_host,
+                    });
+                    last = Some(Arc::clone(&made));
+                    made
+                }
+            };
+            let entry = Entry {
+                seq: e.seq,
+                offset: e.offset,
+                at_ms: e.at_ms,
+                metadata: e.metadata.map(String::into_boxed_str),
+                writer,
+                generation: e.generation,
+                kind: e.kind,
+            };
             let parts = match self.history.get_mut(&*w.topic) {
                 Some(p) => p,
                 None => self.history.entry(Box::from(&*w.topic)).or_default(),
@@ -152,7 +239,7 @@ impl<R> Group<R> {
             parts
                 .entry(w.partition)
                 .or_default()
-                .push(w.entry, &self.config.offsets);
+                .push(entry, &self.config.offsets);
         }
     }
 
@@ -222,6 +309,10 @@ impl<R> Group<R> {
                 .iter()
                 .filter(|(p, l)| req.partition.is_none_or(|w| w == **p) && !l.entries.is_empty())
                 .collect();
+            if partitions.is_empty() {
+                // The topic has history, but not of the partition asked for.
+                continue;
+            }
             partitions.sort_unstable_by_key(|(p, _)| **p);
             let shown = topics.entry(topic).or_default();
             for (&partition, log) in partitions {
@@ -268,16 +359,16 @@ impl<R> Group<R> {
     }
 }
 
-fn wire_entry(e: &HistoryEntry) -> OffsetHistoryEntry {
+fn wire_entry(e: &Entry) -> OffsetHistoryEntry {
     OffsetHistoryEntry {
         seq: e.seq,
         kind: e.kind.name().to_owned(),
         offset: e.offset,
-        metadata: e.metadata.clone(),
+        metadata: e.metadata.as_deref().map(str::to_owned),
         committed_at_ms: e.at_ms,
-        member_id: e.member_id.to_string(),
-        client_id: e.client_id.to_string(),
-        client_host: e.client_host.to_string(),
+        member_id: e.writer.member_id.to_string(),
+        client_id: e.writer.client_id.to_string(),
+        client_host: e.writer.client_host.to_string(),
         generation_id: e.generation,
     }
 }

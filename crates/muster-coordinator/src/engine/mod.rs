@@ -30,6 +30,10 @@
 //! | Session expiry, deadlines; retention              | `timers.rs`    |
 //! | LeaveGroup                                        | `leave.rs`     |
 //! | OffsetCommit, OffsetFetch                         | `offsets.rs`   |
+//! | Ownership, ownership epochs (§6.23)               | `tenure.rs`    |
+//! | Offset history, OffsetHistory (§6.24)             | `history.rs`   |
+//! | OffsetReset (§6.24)                               | `reset.rs`     |
+//! | Expiry quarantine, OffsetRestore (§6.25)          | `quarantine.rs`|
 //! | DescribeGroups, DeleteGroups, Topics              | `admin.rs`     |
 //! | What a call returns (effects, grants)             | `effects.rs`   |
 //! | Durability (records, sealing a call)              | `persist.rs`   |

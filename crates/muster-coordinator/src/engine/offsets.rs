@@ -128,6 +128,7 @@ impl<R> Group<R> {
             Err(code) => {
                 // The owner did not reach the disk either: the next commit tries again.
                 self.owner_unrecorded |= records_owner;
+                self.unplan_history(&history);
                 self.requarantine(unquarantined);
                 answer.into_failure(code)
             }

@@ -10,7 +10,7 @@
 //! join is done) and written best-effort: if it fails, the disk still holds the offsets in the
 //! quarantine, and the next join after a restart restores them again.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use muster_protocol::{
@@ -20,7 +20,7 @@ use muster_protocol::{
 
 use super::effects::{Effects, PendingAnswer, PendingCommit, Write};
 use super::history::Author;
-use super::{ClientInfo, Event, Group, Millis, NONE};
+use super::{ClientInfo, Event, Group, Millis, ProcessKeys, NONE};
 use crate::access::{Operation, ResourceType};
 use crate::storage::{CommittedOffset, HistoryKind, Mutation, OffsetWrite, QuarantinedOffset};
 
@@ -55,13 +55,16 @@ impl<R> Group<R> {
                 quarantined_at: now,
             })
             .collect();
-        for q in &moved {
-            // A partition quarantined again (committed and expired since) keeps its newest.
-            self.quarantine.retain(|held| {
-                (&held.write.topic, held.write.partition) != (&q.write.topic, q.write.partition)
-            });
-            self.quarantine.push(q.clone());
-        }
+        // A partition quarantined again (committed and expired since) keeps its newest: one
+        // pass over the quarantine, not one per partition (a wide group expires thousands at
+        // once).
+        let again: HashSet<(&str, i32), ProcessKeys> = moved
+            .iter()
+            .map(|q| (&*q.write.topic, q.write.partition))
+            .collect();
+        self.quarantine
+            .retain(|held| !again.contains(&(&*held.write.topic, held.write.partition)));
+        self.quarantine.extend(moved.iter().cloned());
         out.events.push(Event::OffsetsQuarantined {
             partitions: moved.len(),
             first,
@@ -104,9 +107,16 @@ impl<R> Group<R> {
             }]));
     }
 
-    /// Offsets a failed restore took out go back.
+    /// Offsets a failed restore took out go back, and the group wakes for their drop again (a
+    /// tick while they were out armed nothing for them).
     pub(super) fn requarantine(&mut self, offsets: Vec<QuarantinedOffset>) {
+        if offsets.is_empty() {
+            return;
+        }
         self.quarantine.extend(offsets);
+        if let Some(at) = self.quarantine_deadline() {
+            self.note_deadline(at);
+        }
     }
 
     /// How many partitions the quarantine holds (for the shell's gauges and the dashboard).
@@ -119,8 +129,17 @@ impl<R> Group<R> {
         self.quarantine_deadline()
     }
 
+    /// Whether `q`'s partition got an offset since it was quarantined (a commit, a reset):
+    /// the quarantined one is stale, and a restore must not overwrite the newer one.
+    fn superseded(&self, q: &QuarantinedOffset) -> bool {
+        self.offsets
+            .get(&*q.write.topic)
+            .is_some_and(|parts| parts.contains_key(&q.write.partition))
+    }
+
     /// The batch that brings `taken` back at `now` by `author`: the offsets committed anew
     /// (retention starts again), out of the quarantine, each with a `restore` history entry.
+    /// A superseded partition only leaves the quarantine.
     fn restore_batch(
         &mut self,
         taken: &[QuarantinedOffset],
@@ -133,6 +152,7 @@ impl<R> Group<R> {
     ) {
         let offsets: Vec<OffsetWrite> = taken
             .iter()
+            .filter(|q| !self.superseded(q))
             .map(|q| OffsetWrite {
                 topic: Arc::clone(&q.write.topic),
                 partition: q.write.partition,
@@ -156,19 +176,20 @@ impl<R> Group<R> {
             author,
         );
         let group_id = self.group_id.to_string();
-        let mut batch = vec![
-            Mutation::PutOffsets {
+        let mut batch = Vec::with_capacity(3);
+        if !offsets.is_empty() {
+            batch.push(Mutation::PutOffsets {
                 group_id: group_id.clone(),
                 offsets: offsets.clone(),
-            },
-            Mutation::DeleteQuarantine {
-                group_id: group_id.clone(),
-                partitions: taken
-                    .iter()
-                    .map(|q| (q.write.topic.to_string(), q.write.partition))
-                    .collect(),
-            },
-        ];
+            });
+        }
+        batch.push(Mutation::DeleteQuarantine {
+            group_id: group_id.clone(),
+            partitions: taken
+                .iter()
+                .map(|q| (q.write.topic.to_string(), q.write.partition))
+                .collect(),
+        });
         if !history.is_empty() {
             batch.push(Mutation::PutHistory {
                 group_id,
@@ -204,6 +225,9 @@ impl<R> Group<R> {
         self.apply_offsets(offsets);
         self.apply_history(history);
         out.writes.push(Write::BestEffort(batch));
+        if restored == 0 {
+            return None;
+        }
         out.events.push(Event::OffsetsRestored {
             partitions: restored,
             by: "join",
@@ -225,8 +249,8 @@ impl<R> Group<R> {
     ) -> Effects<R> {
         let mut out = Effects::default();
         let access = &client.access;
-        let mut response = self.quarantine_view();
-        if !req.execute || self.quarantine.is_empty() {
+        let mut response = self.quarantine_view(access);
+        if !req.execute {
             out.reply(reply, Response::OffsetRestore(response));
             return self.seal(out);
         }
@@ -241,6 +265,10 @@ impl<R> Group<R> {
                     ..OffsetRestoreResponse::default()
                 }),
             );
+            return self.seal(out);
+        }
+        if self.quarantine.is_empty() {
+            out.reply(reply, Response::OffsetRestore(response));
             return self.seal(out);
         }
         let (taken, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.quarantine)
@@ -260,10 +288,12 @@ impl<R> Group<R> {
         let (batch, offsets, history) = self.restore_batch(&taken, now, &author);
         response.executed = true;
         self.count_commit(true);
-        out.events.push(Event::OffsetsRestored {
-            partitions: offsets.len(),
-            by: "command",
-        });
+        if !offsets.is_empty() {
+            out.events.push(Event::OffsetsRestored {
+                partitions: offsets.len(),
+                by: "command",
+            });
+        }
         out.writes.push(Write::Commit {
             batch,
             commit: PendingCommit {
@@ -279,19 +309,27 @@ impl<R> Group<R> {
         self.seal(out)
     }
 
-    /// What the quarantine holds, as OffsetRestore shows it.
-    fn quarantine_view(&self) -> OffsetRestoreResponse {
+    /// What the quarantine holds, as OffsetRestore shows it: a topic `access` may not read
+    /// shows TOPIC_AUTHORIZATION_FAILED and no offsets.
+    fn quarantine_view(&self, access: &crate::access::Access) -> OffsetRestoreResponse {
         let mut topics: BTreeMap<&str, Vec<FetchedPartition>> = BTreeMap::new();
-        for q in &self.quarantine {
-            topics
-                .entry(&q.write.topic)
-                .or_default()
-                .push(FetchedPartition {
+        for q in self.quarantine.iter().filter(|q| !self.superseded(q)) {
+            let readable = super::topic_access::may_read(access, &q.write.topic);
+            topics.entry(&q.write.topic).or_default().push(if readable {
+                FetchedPartition {
                     partition: q.write.partition,
                     offset: q.write.committed.offset,
                     metadata: q.write.committed.metadata.clone(),
                     error_code: NONE,
-                });
+                }
+            } else {
+                FetchedPartition {
+                    partition: q.write.partition,
+                    offset: -1,
+                    metadata: None,
+                    error_code: ErrorCode::TopicAuthorizationFailed.code(),
+                }
+            });
         }
         let oldest = self.quarantine.iter().map(|q| q.quarantined_at).min();
         OffsetRestoreResponse {

@@ -313,10 +313,10 @@ impl<R> Group<R> {
         current: Option<&CommittedOffset>,
     ) -> Result<Target, ()> {
         let log = self.log(topic, partition);
-        let from_entry = |e: &crate::storage::HistoryEntry| -> Target {
+        let from_entry = |e: &super::history::Entry| -> Target {
             (e.offset >= 0).then(|| CommittedOffset {
                 offset: e.offset,
-                metadata: e.metadata.clone(),
+                metadata: e.metadata.as_deref().map(str::to_owned),
                 commit_timestamp_ms: e.at_ms,
             })
         };

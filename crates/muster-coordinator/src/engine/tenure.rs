@@ -214,7 +214,7 @@ impl<R> Group<R> {
     ) -> OwnershipEpochsResponse {
         let refused = |code: ErrorCode| OwnershipEpochsResponse {
             error_code: code.code(),
-            generation_id: req.generation_id,
+            generation_id: -1,
             topics: Vec::new(),
         };
         if req.member_id.is_empty() {

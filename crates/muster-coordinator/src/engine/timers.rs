@@ -146,8 +146,9 @@ impl<R> Group<R> {
                 }
             }
         }
-        self.run_retention(now, out);
+        // Drops first: a group whose quarantine empties now is removed in the same tick.
         self.drop_quarantined(now, out);
+        self.run_retention(now, out);
         // The caller's timer for this group was consumed by this tick.
         self.rearm();
     }
@@ -192,7 +193,7 @@ impl<R> Group<R> {
     }
 
     /// When retention next has work (Empty groups only): the oldest offset's expiry, or the
-    /// removal of a group with nothing left.
+    /// removal of a group with nothing left (its quarantine empty too).
     pub(super) fn retention_deadline(&self) -> Option<Millis> {
         if !self.retention_runs() {
             return None;
@@ -203,7 +204,13 @@ impl<R> Group<R> {
             .flat_map(|parts| parts.values())
             .map(|o| o.commit_timestamp_ms)
             .min();
-        Some(oldest.map_or_else(|| self.removal_due(), |ts| self.offset_expiry(ts)))
+        match oldest {
+            Some(committed_at) => Some(self.offset_expiry(committed_at)),
+            // The quarantine holds the group: its drop (`quarantine_deadline`) wakes it, not
+            // a removal time long past, which would have the shell tick it again at once.
+            None if !self.quarantine.is_empty() => None,
+            None => Some(self.removal_due()),
+        }
     }
 
     /// Retention runs only while the group is Empty with no member id pending (a pending id

@@ -189,6 +189,7 @@ impl Store for MemoryStore {
                     inner.history.remove(&group_id);
                     inner.quarantine.remove(&group_id);
                 }
+                Mutation::PutOffsets { offsets, .. } if offsets.is_empty() => {}
                 Mutation::PutOffsets { group_id, offsets } => {
                     let parts = inner.offsets.entry(group_id).or_default();
                     for w in offsets {
@@ -233,6 +234,7 @@ impl Store for MemoryStore {
                         inner.history.remove(&group_id);
                     }
                 }
+                Mutation::PutQuarantine { offsets, .. } if offsets.is_empty() => {}
                 Mutation::PutQuarantine { group_id, offsets } => {
                     let q = inner.quarantine.entry(group_id).or_default();
                     for o in offsets {

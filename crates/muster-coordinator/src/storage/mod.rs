@@ -1,5 +1,5 @@
-//! Storage: what the coordinator makes durable (group metadata, committed offsets, the topic
-//! catalog) and the [`Store`] trait any backend implements. The in-memory backend
+//! Storage: what the coordinator makes durable (group metadata, committed offsets with their
+//! history and expiry quarantine, rebalance journals, the topic catalog) and the [`Store`] trait any backend implements. The in-memory backend
 //! ([`MemoryStore`]) serves tests; the durable one ([`RedbStore`]) keeps everything in one
 //! redb file under the data directory and group-commits writes.
 //!
@@ -20,17 +20,19 @@ mod redb_store;
 #[cfg(any(test, feature = "store-suite"))]
 pub mod suite;
 
-/// The value encoding of group records, offsets and journal entries (redb store format version
-/// 4), shared with other backends so that every store holds the same bytes for the same record.
-/// [`decode_group_or_v2`](codec::decode_group_or_v2) also reads the group values of formats 2
-/// and 3, for a backend that keeps no format version of its own.
+/// The value encoding of group records, offsets, journal entries, offset history entries and
+/// quarantined offsets (redb store format version 5), shared with other backends so that every
+/// store holds the same bytes for the same record.
+/// [`decode_group_or_earlier`](codec::decode_group_or_earlier) also reads the group values of
+/// formats 2, 3 and 4, for a backend that keeps no format version of its own.
 pub mod codec {
-    #[cfg(feature = "store-suite")]
-    pub use super::redb_store::codec::encode_group_v2;
     pub use super::redb_store::codec::{
-        decode_group, decode_group_or_v2, decode_offset, decode_rebalance, encode_group,
-        encode_offset, encode_rebalance, CodecError,
+        decode_group, decode_group_or_earlier, decode_history, decode_offset, decode_quarantine,
+        decode_rebalance, encode_group, encode_history, encode_offset, encode_quarantine,
+        encode_rebalance, CodecError,
     };
+    #[cfg(feature = "store-suite")]
+    pub use super::redb_store::codec::{encode_group_v2, encode_group_v3};
 }
 
 pub use memory::MemoryStore;

@@ -3,6 +3,10 @@
 //! also reopens the file and checks that a reopen loads exactly what the store loaded before),
 //! and muster-etcd's `EtcdStore` through [`store_suite!`](crate::store_suite) (feature
 //! `store-suite`), so that every backend runs every case and a case added here reaches all.
+//! The cases of offset protection (ownership epochs, offset history, the expiry quarantine)
+//! are in `offset_protection`.
+
+mod offset_protection;
 
 use std::future::Future;
 
@@ -10,9 +14,10 @@ use muster_protocol::{
     AssignorMetadata, MemberChange, MemberWait, RebalanceCause, TopicInfo, TopicPartitions,
 };
 
+pub use self::offset_protection::*;
 use super::{
     CommittedOffset, ConsumerGroupRecord, ConsumerMemberRecord, GroupRecord, MemberRecord,
-    Mutation, OffsetWrite, RebalanceRecord, Store, StoreError, StoredState,
+    Mutation, OffsetWrite, OwnershipRecord, RebalanceRecord, Store, StoreError, StoredState,
 };
 use crate::types::GroupState;
 
@@ -81,7 +86,8 @@ fn partitions(topic: &str, partitions: &[i32]) -> TopicPartitions {
 /// classic member left from an upgrade and a consumer member in each reconciliation state:
 /// a static one that is Stable, one subscribed by regex that still owns partitions it must
 /// revoke, one waiting for partitions that others still own (nothing assigned yet), and a
-/// static one on a temporary leave (epoch -2, nothing assigned, no optional field set).
+/// static one on a temporary leave (epoch -2, nothing assigned, no optional field set). Its
+/// ownership epochs say who owns what it holds, and who last owned a partition nobody holds.
 pub fn consumer_group(id: &str, epoch: i32) -> GroupRecord {
     let consumer_member = |suffix: &str, state: u8| ConsumerMemberRecord {
         member_id: format!("{id}-{suffix}"),
@@ -162,7 +168,27 @@ pub fn consumer_group(id: &str, epoch: i32) -> GroupRecord {
             assignor: "uniform".into(),
             members: vec![stable, unrevoked, unreleased, leaving],
         }),
-        ownership: Vec::new(),
+        ownership: vec![
+            owner("orders", 0, epoch - 4, &format!("{id}-stable")),
+            owner("orders", 1, epoch - 4, &format!("{id}-stable")),
+            owner("orders", 2, epoch - 1, &format!("{id}-unrevoked")),
+            owner("orders", 3, 1, &format!("{id}-unrevoked")),
+            owner("payments", 0, epoch - 3, &format!("{id}-unrevoked")),
+            owner("payments", 1, epoch - 3, &format!("{id}-unrevoked")),
+            owner("payments", 2, epoch, &format!("{id}-stable")),
+            // Last owned by a member that has left.
+            owner("payments", 3, i32::MAX, "gone-ü"),
+        ],
+    }
+}
+
+/// `owner` owns (or last owned) `topic`/`partition` since ownership epoch `epoch`.
+pub fn owner(topic: &str, partition: i32, epoch: i32, owner: &str) -> OwnershipRecord {
+    OwnershipRecord {
+        topic: topic.into(),
+        partition,
+        epoch,
+        owner: owner.into(),
     }
 }
 
@@ -375,6 +401,8 @@ pub fn load_round_trips_everything(store: &dyn Store) {
             put_offsets("only-offsets", vec![offset("a", 0, i64::MAX)]),
             Mutation::PutTopic(topic("a", 2)),
             Mutation::PutTopic(topic("b", 3)),
+            put_history("busy", vec![history("b", 2, 7), history("a", 1, 1)], vec![]),
+            put_quarantine("only-offsets", vec![quarantined("a", 1, 3, 9)]),
         ],
     );
     let expected = StoredState {
@@ -385,8 +413,8 @@ pub fn load_round_trips_everything(store: &dyn Store) {
         ],
         topics: vec![topic("a", 2), topic("b", 3)],
         journals: Vec::new(),
-        history: Vec::new(),
-        quarantine: Vec::new(),
+        history: vec![("busy".into(), vec![history("a", 1, 1), history("b", 2, 7)])],
+        quarantine: vec![("only-offsets".into(), vec![quarantined("a", 1, 3, 9)])],
     };
     assert_eq!(load(store), expected);
 }
@@ -634,6 +662,11 @@ macro_rules! store_suite {
     journal_entries_are_upserted_and_trimmed,
     delete_group_removes_its_journal_and_no_other,
     consumer_groups_round_trip,
+    ownership_epochs_round_trip,
+    history_is_appended_trimmed_and_reloaded_in_order,
+    quarantine_is_put_replaced_deleted_and_reloaded,
+    delete_group_removes_its_history_and_quarantine_and_no_others,
+    a_reset_batch_applies_whole,
         );
     };
     (@cases $backend:expr; $($case:ident),* $(,)?) => {

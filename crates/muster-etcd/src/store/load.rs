@@ -1,13 +1,14 @@
 //! Reading stored state back from etcd: everything, one shard, or one group, each at a single
 //! revision (a consistent snapshot), sorted as the `Store` trait promises (groups by id,
-//! offsets by group then topic and partition, topics by name) whatever the key order.
+//! offsets and quarantines by group then topic and partition, histories by group, topic,
+//! partition and seq, topics by name) whatever the key order.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use muster_coordinator::storage::{
-    codec, CommittedOffset, GroupRecord, OffsetWrite, RebalanceRecord, StoreError, StoredGroup,
-    StoredState,
+    codec, CommittedOffset, GroupRecord, HistoryEntry, HistoryWrite, OffsetWrite,
+    QuarantinedOffset, RebalanceRecord, StoreError, StoredGroup, StoredState,
 };
 use muster_protocol::TopicInfo;
 
@@ -30,8 +31,11 @@ fn groups(keys: &KeyLayout, kvs: Vec<KeyValue>) -> Result<Vec<GroupRecord>, Stor
             .parse_group(&kv.key)
             .ok_or_else(|| corrupt(&kv.key, "not a group key"))?;
         // etcd keeps no format version: a value stays as the release that last wrote its group
-        // left it, the current encoding or the one before the consumer part (`storage::codec`).
-        out.push(codec::decode_group_or_v2(&group_id, &kv.value).map_err(|e| corrupt(&kv.key, e))?);
+        // left it, the current encoding or one before it (`storage::codec`).
+        out.push(
+            codec::decode_group_or_earlier(&group_id, &kv.value)
+                .map_err(|e| corrupt(&kv.key, e))?,
+        );
     }
     out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
     Ok(out)
@@ -56,26 +60,94 @@ fn offsets(
         .into_iter()
         .map(|(group_id, offsets)| {
             // One allocation per topic, as the engine's own writes share it.
-            let mut topic: Option<Arc<str>> = None;
+            let mut topic = None;
             let writes = offsets
                 .into_iter()
-                .map(|((name, partition), committed)| {
-                    let shared = match &topic {
-                        Some(t) if **t == *name => Arc::clone(t),
-                        _ => {
-                            let t: Arc<str> = name.into();
-                            topic = Some(Arc::clone(&t));
-                            t
-                        }
-                    };
-                    OffsetWrite {
-                        topic: shared,
-                        partition,
-                        committed,
-                    }
+                .map(|((name, partition), committed)| OffsetWrite {
+                    topic: shared_topic(&mut topic, name),
+                    partition,
+                    committed,
                 })
                 .collect();
             (group_id, writes)
+        })
+        .collect())
+}
+
+/// `name`, sharing the allocation of the one before when it is the same topic.
+fn shared_topic(last: &mut Option<Arc<str>>, name: String) -> Arc<str> {
+    match last {
+        Some(t) if **t == *name => Arc::clone(t),
+        _ => Arc::clone(last.insert(Arc::from(name))),
+    }
+}
+
+type Histories = Vec<(String, Vec<HistoryWrite>)>;
+
+fn histories(keys: &KeyLayout, kvs: Vec<KeyValue>) -> Result<Histories, StoreError> {
+    let mut by_group: BTreeMap<String, BTreeMap<(String, i32, u64), HistoryEntry>> =
+        BTreeMap::new();
+    for kv in kvs {
+        let key = keys
+            .parse_history(&kv.key)
+            .ok_or_else(|| corrupt(&kv.key, "not an offset history key"))?;
+        let entry = codec::decode_history(key.seq, &kv.value).map_err(|e| corrupt(&kv.key, e))?;
+        by_group
+            .entry(key.group_id)
+            .or_default()
+            .insert((key.topic, key.partition, key.seq), entry);
+    }
+    Ok(by_group
+        .into_iter()
+        .map(|(group_id, entries)| {
+            let mut topic = None;
+            let writes = entries
+                .into_iter()
+                .map(|((name, partition, _), entry)| HistoryWrite {
+                    topic: shared_topic(&mut topic, name),
+                    partition,
+                    entry,
+                })
+                .collect();
+            (group_id, writes)
+        })
+        .collect())
+}
+
+type Quarantines = Vec<(String, Vec<QuarantinedOffset>)>;
+
+/// A quarantine as read: (topic, partition) → (offset, quarantined at).
+type Quarantine = BTreeMap<(String, i32), (CommittedOffset, u64)>;
+
+fn quarantines(keys: &KeyLayout, kvs: Vec<KeyValue>) -> Result<Quarantines, StoreError> {
+    let mut by_group: BTreeMap<String, Quarantine> = BTreeMap::new();
+    for kv in kvs {
+        let key = keys
+            .parse_quarantine(&kv.key)
+            .ok_or_else(|| corrupt(&kv.key, "not a quarantine key"))?;
+        let value = codec::decode_quarantine(&kv.value).map_err(|e| corrupt(&kv.key, e))?;
+        by_group
+            .entry(key.group_id)
+            .or_default()
+            .insert((key.topic, key.partition), value);
+    }
+    Ok(by_group
+        .into_iter()
+        .map(|(group_id, offsets)| {
+            let offsets = offsets
+                .into_iter()
+                .map(
+                    |((topic, partition), (committed, quarantined_at))| QuarantinedOffset {
+                        write: OffsetWrite {
+                            topic: topic.into(),
+                            partition,
+                            committed,
+                        },
+                        quarantined_at,
+                    },
+                )
+                .collect();
+            (group_id, offsets)
         })
         .collect())
 }
@@ -154,15 +226,25 @@ pub(super) async fn everything(
         .range_prefix(&keys.journals_prefix(), revision)
         .await
         .map_err(read_failed)?;
+    let (history_kvs, _) = client
+        .range_prefix(&keys.histories_prefix(), revision)
+        .await
+        .map_err(read_failed)?;
+    let (quarantine_kvs, _) = client
+        .range_prefix(&keys.quarantines_prefix(), revision)
+        .await
+        .map_err(read_failed)?;
     Ok(StoredState {
         groups: groups(keys, group_kvs)?,
         offsets: offsets(keys, offset_kvs)?,
         topics: topics(keys, topic_kvs)?,
         journals: journals(keys, journal_kvs)?,
+        history: histories(keys, history_kvs)?,
+        quarantine: quarantines(keys, quarantine_kvs)?,
     })
 }
 
-/// One shard's groups and offsets (no topics).
+/// One shard's groups, offsets, journals, histories and quarantines (no topics).
 pub(super) async fn shard(
     client: &EtcdClient,
     keys: &KeyLayout,
@@ -180,11 +262,21 @@ pub(super) async fn shard(
         .range_prefix(&keys.shard_journals_prefix(shard), revision)
         .await
         .map_err(read_failed)?;
+    let (history_kvs, _) = client
+        .range_prefix(&keys.shard_history_prefix(shard), revision)
+        .await
+        .map_err(read_failed)?;
+    let (quarantine_kvs, _) = client
+        .range_prefix(&keys.shard_quarantine_prefix(shard), revision)
+        .await
+        .map_err(read_failed)?;
     Ok(StoredState {
         groups: groups(keys, group_kvs)?,
         offsets: offsets(keys, offset_kvs)?,
         topics: Vec::new(),
         journals: journals(keys, journal_kvs)?,
+        history: histories(keys, history_kvs)?,
+        quarantine: quarantines(keys, quarantine_kvs)?,
     })
 }
 
@@ -208,6 +300,14 @@ pub(super) async fn group(
         .range_prefix(&keys.group_journal_prefix(shard, group_id), revision)
         .await
         .map_err(read_failed)?;
+    let (history_kvs, _) = client
+        .range_prefix(&keys.group_history_prefix(shard, group_id), revision)
+        .await
+        .map_err(read_failed)?;
+    let (quarantine_kvs, _) = client
+        .range_prefix(&keys.group_quarantine_prefix(shard, group_id), revision)
+        .await
+        .map_err(read_failed)?;
     Ok(StoredGroup {
         record: groups(keys, record_kvs)?.into_iter().next(),
         offsets: offsets(keys, offset_kvs)?
@@ -219,6 +319,16 @@ pub(super) async fn group(
             .into_iter()
             .next()
             .map(|(_, entries)| entries)
+            .unwrap_or_default(),
+        history: histories(keys, history_kvs)?
+            .into_iter()
+            .next()
+            .map(|(_, entries)| entries)
+            .unwrap_or_default(),
+        quarantine: quarantines(keys, quarantine_kvs)?
+            .into_iter()
+            .next()
+            .map(|(_, offsets)| offsets)
             .unwrap_or_default(),
     })
 }

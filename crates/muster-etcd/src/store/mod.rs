@@ -147,7 +147,10 @@ impl Shared {
                 Mutation::DeleteGroup { group_id }
                 | Mutation::PutOffsets { group_id, .. }
                 | Mutation::DeleteOffsets { group_id, .. }
-                | Mutation::PutRebalances { group_id, .. } => group_id,
+                | Mutation::PutRebalances { group_id, .. }
+                | Mutation::PutHistory { group_id, .. }
+                | Mutation::PutQuarantine { group_id, .. }
+                | Mutation::DeleteQuarantine { group_id, .. } => group_id,
                 Mutation::PutTopic(_) => continue,
             };
             let shard = shard_of(group_id, self.shards);

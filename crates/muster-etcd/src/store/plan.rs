@@ -10,23 +10,34 @@
 //!
 //! etcd refuses a transaction that writes one key twice or writes a key inside a range it
 //! deletes, so the plan coalesces: a later put or delete of a key replaces the earlier one
-//! (the later wins, as it would have applied last), and a prefix delete drops the plan's
-//! earlier operations under that prefix. Only a put under a prefix the same plan deletes
-//! (a group deleted and written again) must wait for the next transaction.
+//! (the later wins, as it would have applied last), and a range delete (a group's prefix, the
+//! old entries of a partition's history) drops the plan's earlier operations inside that range.
+//! Only a put inside a range the same plan deletes (a group deleted and written again) must
+//! wait for the next transaction. A history trim never meets its own mutation's entries: its
+//! range is cut around them ([`trim_ranges`]), so an offset reset stays one transaction.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use muster_coordinator::storage::{codec, Mutation, StoreError};
+use muster_coordinator::storage::{codec, HistoryTrim, HistoryWrite, Mutation, StoreError};
 
-use crate::keys::KeyLayout;
+use crate::keys::{prefix_end, KeyLayout};
 use crate::shard::shard_of;
 
 /// One key operation of a prepared batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum KeyOp {
-    Put { key: Vec<u8>, value: Vec<u8> },
-    Delete { key: Vec<u8> },
-    DeletePrefix { prefix: Vec<u8> },
+    Put {
+        key: Vec<u8>,
+        value: Vec<u8>,
+    },
+    Delete {
+        key: Vec<u8>,
+    },
+    /// Every key from `start` (inclusive) to `end` (exclusive).
+    DeleteRange {
+        start: Vec<u8>,
+        end: Vec<u8>,
+    },
 }
 
 impl KeyOp {
@@ -35,7 +46,15 @@ impl KeyOp {
         16 + match self {
             KeyOp::Put { key, value } => key.len() + value.len(),
             KeyOp::Delete { key } => key.len(),
-            KeyOp::DeletePrefix { prefix } => 2 * prefix.len(),
+            KeyOp::DeleteRange { start, end } => start.len() + end.len(),
+        }
+    }
+
+    /// Every key under `prefix`.
+    fn delete_prefix(prefix: Vec<u8>) -> Self {
+        KeyOp::DeleteRange {
+            end: prefix_end(&prefix),
+            start: prefix,
         }
     }
 }
@@ -76,18 +95,75 @@ pub(super) fn prepare(
                         key: keys.group(shard, &group_id),
                     },
                 });
-                ops.push(FencedOp {
+                for prefix in [
+                    keys.group_offsets_prefix(shard, &group_id),
+                    keys.group_journal_prefix(shard, &group_id),
+                    keys.group_history_prefix(shard, &group_id),
+                    keys.group_quarantine_prefix(shard, &group_id),
+                ] {
+                    ops.push(FencedOp {
+                        shard: Some(shard),
+                        op: KeyOp::delete_prefix(prefix),
+                    });
+                }
+            }
+            Mutation::PutHistory {
+                group_id,
+                entries,
+                trim,
+            } => {
+                let shard = shard_of(&group_id, shards);
+                let fenced = |op| FencedOp {
                     shard: Some(shard),
-                    op: KeyOp::DeletePrefix {
-                        prefix: keys.group_offsets_prefix(shard, &group_id),
-                    },
-                });
-                ops.push(FencedOp {
-                    shard: Some(shard),
-                    op: KeyOp::DeletePrefix {
-                        prefix: keys.group_journal_prefix(shard, &group_id),
-                    },
-                });
+                    op,
+                };
+                // Trims first, as the `Store` contract applies them.
+                for t in &trim {
+                    for (from, below) in trim_ranges(t, &entries) {
+                        let key = |seq| keys.history(shard, &group_id, &t.topic, t.partition, seq);
+                        ops.push(fenced(KeyOp::DeleteRange {
+                            start: key(from),
+                            end: key(below),
+                        }));
+                    }
+                }
+                for write in entries {
+                    let key = keys.history(
+                        shard,
+                        &group_id,
+                        &write.topic,
+                        write.partition,
+                        write.entry.seq,
+                    );
+                    let value = codec::encode_history(write.entry).map_err(rejected)?;
+                    ops.push(fenced(KeyOp::Put { key, value }));
+                }
+            }
+            Mutation::PutQuarantine { group_id, offsets } => {
+                let shard = shard_of(&group_id, shards);
+                for q in offsets {
+                    let key = keys.quarantine(shard, &group_id, &q.write.topic, q.write.partition);
+                    let value = codec::encode_quarantine(q.write.committed, q.quarantined_at)
+                        .map_err(rejected)?;
+                    ops.push(FencedOp {
+                        shard: Some(shard),
+                        op: KeyOp::Put { key, value },
+                    });
+                }
+            }
+            Mutation::DeleteQuarantine {
+                group_id,
+                partitions,
+            } => {
+                let shard = shard_of(&group_id, shards);
+                for (topic, partition) in partitions {
+                    ops.push(FencedOp {
+                        shard: Some(shard),
+                        op: KeyOp::Delete {
+                            key: keys.quarantine(shard, &group_id, &topic, partition),
+                        },
+                    });
+                }
             }
             Mutation::PutRebalances {
                 group_id,
@@ -149,6 +225,32 @@ pub(super) fn prepare(
     Ok(ops)
 }
 
+/// The seq ranges (`from..below`) a trim deletes: its partition's entries below `below_seq`,
+/// less the seqs its own mutation appends there (appended after the trim, they stay). Cutting
+/// them out keeps every put of the mutation outside its deleted ranges, which etcd requires of
+/// one transaction.
+fn trim_ranges(trim: &HistoryTrim, entries: &[HistoryWrite]) -> Vec<(u64, u64)> {
+    let kept: BTreeSet<u64> = entries
+        .iter()
+        .filter(|w| w.topic == trim.topic && w.partition == trim.partition)
+        .map(|w| w.entry.seq)
+        .filter(|&seq| seq < trim.below_seq)
+        .collect();
+    let mut ranges = Vec::with_capacity(kept.len() + 1);
+    let mut from = 0;
+    for seq in kept {
+        if from < seq {
+            ranges.push((from, seq));
+        }
+        // `seq < below_seq`, so `seq + 1` cannot overflow.
+        from = seq + 1;
+    }
+    if from < trim.below_seq {
+        ranges.push((from, trim.below_seq));
+    }
+    ranges
+}
+
 /// Limits one transaction must stay within.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TxnLimits {
@@ -182,22 +284,25 @@ pub(super) enum Added {
 pub(super) struct TxnPlan {
     /// Single-key puts (`Some`) and deletes (`None`), coalesced: the last operation wins.
     keys: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
-    prefixes: Vec<Vec<u8>>,
+    /// Range deletes, `start..end`.
+    ranges: Vec<(Vec<u8>, Vec<u8>)>,
     pub shards: BTreeSet<u32>,
     bytes: usize,
 }
 
 impl TxnPlan {
     pub fn is_empty(&self) -> bool {
-        self.keys.is_empty() && self.prefixes.is_empty()
+        self.keys.is_empty() && self.ranges.is_empty()
     }
 
     pub fn op_count(&self) -> usize {
-        self.keys.len() + self.prefixes.len()
+        self.keys.len() + self.ranges.len()
     }
 
-    fn under_deleted_prefix(&self, key: &[u8]) -> bool {
-        self.prefixes.iter().any(|p| key.starts_with(p))
+    fn in_deleted_range(&self, key: &[u8]) -> bool {
+        self.ranges
+            .iter()
+            .any(|(start, end)| start.as_slice() <= key && key < end.as_slice())
     }
 
     /// Adds `op` if it fits within `limits` and does not conflict.
@@ -208,7 +313,7 @@ impl TxnPlan {
         }
         let grows = match &op.op {
             KeyOp::Put { key, .. } | KeyOp::Delete { key } => !self.keys.contains_key(key),
-            KeyOp::DeletePrefix { .. } => true,
+            KeyOp::DeleteRange { .. } => true,
         };
         if (grows && self.op_count() >= limits.max_ops)
             || (!self.is_empty() && self.bytes + op.op.size() > limits.max_bytes)
@@ -217,20 +322,20 @@ impl TxnPlan {
         }
         match &op.op {
             KeyOp::Put { key, value } => {
-                if self.under_deleted_prefix(key) {
+                if self.in_deleted_range(key) {
                     return Added::Full;
                 }
                 self.keys.insert(key.clone(), Some(value.clone()));
             }
             KeyOp::Delete { key } => {
-                if !self.under_deleted_prefix(key) {
+                if !self.in_deleted_range(key) {
                     self.keys.insert(key.clone(), None);
                 }
             }
-            KeyOp::DeletePrefix { prefix } => {
-                // Whatever the plan wrote under the prefix is deleted by it anyway.
-                self.keys.retain(|key, _| !key.starts_with(prefix));
-                self.prefixes.push(prefix.clone());
+            KeyOp::DeleteRange { start, end } => {
+                // Whatever the plan wrote inside the range is deleted by it anyway.
+                self.keys.retain(|key, _| !(start <= key && key < end));
+                self.ranges.push((start.clone(), end.clone()));
             }
         }
         if let Some(shard) = new_shard {
@@ -240,7 +345,7 @@ impl TxnPlan {
         Added::Yes
     }
 
-    /// The plan's operations: puts, single deletes and prefix deletes, in key order.
+    /// The plan's operations: puts and single deletes in key order, then range deletes.
     pub fn into_ops(self) -> Vec<KeyOp> {
         let mut ops: Vec<KeyOp> = self
             .keys
@@ -251,9 +356,9 @@ impl TxnPlan {
             })
             .collect();
         ops.extend(
-            self.prefixes
+            self.ranges
                 .into_iter()
-                .map(|prefix| KeyOp::DeletePrefix { prefix }),
+                .map(|(start, end)| KeyOp::DeleteRange { start, end }),
         );
         ops
     }
@@ -261,7 +366,9 @@ impl TxnPlan {
 
 #[cfg(test)]
 mod tests {
-    use super::{Added, FencedOp, KeyOp, TxnLimits, TxnPlan};
+    use muster_coordinator::storage::suite::{history, trim};
+
+    use super::{trim_ranges, Added, FencedOp, KeyOp, TxnLimits, TxnPlan};
 
     fn put(key: &str, value: &str) -> FencedOp {
         FencedOp {
@@ -316,9 +423,7 @@ mod tests {
         let mut plan = TxnPlan::default();
         let prefix = FencedOp {
             shard: Some(0),
-            op: KeyOp::DeletePrefix {
-                prefix: "g/".into(),
-            },
+            op: KeyOp::delete_prefix("g/".into()),
         };
         assert_eq!(plan.add(&put("g/1", "v"), LIMITS), Added::Yes);
         assert_eq!(plan.add(&prefix, LIMITS), Added::Yes);
@@ -329,6 +434,66 @@ mod tests {
         let big = put("k", &"x".repeat(2000));
         assert_eq!(plan.add(&big, LIMITS), Added::Yes, "alone, it is sent");
         assert_eq!(plan.add(&put("l", "v"), LIMITS), Added::Full, "max_bytes");
+    }
+
+    #[test]
+    fn a_range_delete_drops_what_the_plan_wrote_inside_it() {
+        const LIMITS: TxnLimits = TxnLimits {
+            max_ops: 10,
+            max_bytes: 1000,
+        };
+        let mut plan = TxnPlan::default();
+        let range = FencedOp {
+            shard: Some(0),
+            op: KeyOp::DeleteRange {
+                start: "h/1".into(),
+                end: "h/3".into(),
+            },
+        };
+        for key in ["h/0", "h/1", "h/2", "h/3"] {
+            assert_eq!(plan.add(&put(key, "v"), LIMITS), Added::Yes);
+        }
+        assert_eq!(plan.add(&range, LIMITS), Added::Yes);
+        assert_eq!(plan.add(&put("h/2", "w"), LIMITS), Added::Full, "inside");
+        assert_eq!(
+            plan.add(&put("h/3", "w"), LIMITS),
+            Added::Yes,
+            "end excluded"
+        );
+        let keys: Vec<_> = plan
+            .into_ops()
+            .into_iter()
+            .map(|op| match op {
+                KeyOp::Put { key, .. } | KeyOp::Delete { key } => key,
+                KeyOp::DeleteRange { start, .. } => start,
+            })
+            .collect();
+        assert_eq!(keys, [b"h/0".to_vec(), b"h/3".to_vec(), b"h/1".to_vec()]);
+    }
+
+    /// A trim's range, cut around the entries its own mutation appends below it; nothing for a
+    /// trim that deletes nothing.
+    #[test]
+    fn a_trim_skips_its_own_mutations_entries() {
+        let entries = [
+            history("t", 0, 3),
+            history("t", 0, 4),
+            history("t", 0, 9),
+            history("t", 1, 5),
+            history("u", 0, 6),
+        ];
+        assert_eq!(
+            trim_ranges(&trim("t", 0, 9), &entries),
+            vec![(0, 3), (5, 9)]
+        );
+        assert_eq!(trim_ranges(&trim("t", 1, 5), &entries), vec![(0, 5)]);
+        assert_eq!(trim_ranges(&trim("t", 1, 6), &entries), vec![(0, 5)]);
+        assert_eq!(trim_ranges(&trim("t", 0, 0), &entries), vec![]);
+        assert_eq!(trim_ranges(&trim("t", 0, 1), &[history("t", 0, 0)]), vec![]);
+        assert_eq!(
+            trim_ranges(&trim("t", 0, u64::MAX), &[history("t", 0, u64::MAX - 1)]),
+            vec![(0, u64::MAX - 1)]
+        );
     }
 
     #[test]

@@ -4,7 +4,8 @@
 use std::collections::BTreeSet;
 
 use muster_coordinator::storage::suite::{
-    block_on, commit, consumer_group, group, load, offset, put_offsets, Backend,
+    block_on, commit, consumer_group, group, history, load, offset, put_history, put_offsets,
+    put_quarantine, quarantined, trim, Backend,
 };
 use muster_coordinator::storage::{codec, Mutation, Store, StoreError};
 
@@ -119,31 +120,43 @@ fn put_raw(store: &EtcdStore, key: &[u8], value: &[u8]) {
 }
 
 /// etcd keeps no format version: a group value as an earlier release wrote it (GroupV2, redb
-/// store formats 2 and 3) stays until its group is written again, and reads with no consumer
-/// part through every way in; the next write stores the current encoding, consumer part and
-/// all. A value of no known format is corrupt, named by its key.
+/// store formats 2 and 3; GroupV3, format 4) stays until its group is written again, and reads
+/// with no consumer part (V2) and no ownership epochs (V2, V3) through every way in; the next
+/// write stores the current encoding, consumer part, epochs and all. A value of no known format
+/// is corrupt, named by its key.
 #[test]
-fn a_group_value_of_an_earlier_release_reads_with_no_consumer_part() {
+fn group_values_of_earlier_releases_read_as_they_were_written() {
     let backend = EtcdBackend::new();
     let store = &backend.store;
     let shard = store.shard_of("old");
     let key = store.keys().group(shard, "old");
     let (_, earlier) = codec::encode_group_v2(group("old", 3)).expect("encodes");
     put_raw(store, &key, &earlier);
+    let (_, format_4) = codec::encode_group_v3(consumer_group("v4", 6)).expect("encodes");
+    put_raw(
+        store,
+        &store.keys().group(store.shard_of("v4"), "v4"),
+        &format_4,
+    );
+    let mut unowned = consumer_group("v4", 6);
+    unowned.ownership.clear();
     commit(store, vec![Mutation::PutGroup(consumer_group("new", 5))]);
 
-    let expected = vec![consumer_group("new", 5), group("old", 3)];
+    let expected = vec![consumer_group("new", 5), group("old", 3), unowned.clone()];
     assert_eq!(load(store).groups, expected);
     assert_eq!(
         store.load_group("old").expect("loads").record,
         Some(group("old", 3))
     );
-    let in_shard: Vec<_> = expected
-        .iter()
-        .filter(|g| store.shard_of(&g.group_id) == shard)
-        .cloned()
-        .collect();
-    assert_eq!(store.load_shard(shard).expect("loads").groups, in_shard);
+    assert_eq!(store.load_group("v4").expect("loads").record, Some(unowned));
+    for shard in 0..SHARDS {
+        let in_shard: Vec<_> = expected
+            .iter()
+            .filter(|g| store.shard_of(&g.group_id) == shard)
+            .cloned()
+            .collect();
+        assert_eq!(store.load_shard(shard).expect("loads").groups, in_shard);
+    }
 
     commit(store, vec![Mutation::PutGroup(consumer_group("old", 4))]);
     let (_, current) = codec::encode_group(consumer_group("old", 4)).expect("encodes");
@@ -280,6 +293,8 @@ fn load_shard_reads_only_that_shard() {
             [
                 Mutation::PutGroup(group(g, 1)),
                 put_offsets(g, vec![offset("t", 0, 1)]),
+                put_history(g, vec![history("t", 0, 1)], vec![]),
+                put_quarantine(g, vec![quarantined("t", 1, 1, 1)]),
             ]
         })
         .collect();
@@ -291,9 +306,136 @@ fn load_shard_reads_only_that_shard() {
             assert_eq!(store.shard_of(&record.group_id), shard);
         }
         assert_eq!(state.groups.len(), state.offsets.len());
+        let in_shard = |id: &String| store.shard_of(id) == shard;
+        assert!(state.history.iter().all(|(id, _)| in_shard(id)));
+        assert_eq!(state.history.len(), state.groups.len());
+        assert!(state.quarantine.iter().all(|(id, _)| in_shard(id)));
+        assert_eq!(state.quarantine.len(), state.groups.len());
         seen += state.groups.len();
     }
     assert_eq!(seen, ids.len());
+}
+
+/// An offset reset of three partitions: offsets put and removed, history appended and trimmed
+/// (one entry below its own mutation's trim, which stays).
+fn reset(group_id: &str, new_offset: i64, seq: u64) -> Vec<Mutation> {
+    vec![
+        put_offsets(
+            group_id,
+            vec![offset("t", 0, new_offset), offset("t", 1, new_offset)],
+        ),
+        Mutation::DeleteOffsets {
+            group_id: group_id.into(),
+            partitions: vec![("t".into(), 2)],
+        },
+        put_history(
+            group_id,
+            vec![
+                history("t", 0, seq),
+                history("t", 1, seq),
+                history("t", 2, seq),
+                history("t", 2, 1),
+            ],
+            vec![trim("t", 0, seq), trim("t", 2, seq)],
+        ),
+    ]
+}
+
+/// A reset's batch is one transaction (etcd's revision moves by one): all of it lands
+/// together, under the shard's fencing compare; once the shard is taken over the next reset is
+/// fenced and nothing of it lands.
+#[test]
+fn a_reset_batch_is_one_fenced_transaction() {
+    let backend = EtcdBackend::new();
+    let store = &backend.store;
+    commit(
+        store,
+        vec![
+            put_offsets(
+                "g",
+                vec![offset("t", 0, 1), offset("t", 1, 1), offset("t", 2, 1)],
+            ),
+            put_history(
+                "g",
+                vec![history("t", 0, 1), history("t", 1, 1), history("t", 2, 1)],
+                vec![],
+            ),
+        ],
+    );
+    let before = revision(store);
+    commit(store, reset("g", 7, 2));
+    assert_eq!(revision(store) - before, 1, "one transaction");
+    let g = store.load_group("g").expect("loads");
+    assert_eq!(g.offsets, vec![offset("t", 0, 7), offset("t", 1, 7)]);
+    assert_eq!(
+        g.history,
+        vec![
+            history("t", 0, 2),
+            history("t", 1, 1),
+            history("t", 1, 2),
+            history("t", 2, 1),
+            history("t", 2, 2),
+        ]
+    );
+
+    let shard = store.shard_of("g");
+    take_over(store, shard);
+    let before = revision(store);
+    assert_eq!(
+        block_on(store.apply(reset("g", 9, 3))),
+        Err(StoreError::Fenced { shard })
+    );
+    assert_eq!(revision(store), before, "nothing was applied");
+    assert_eq!(store.load_group("g").expect("loads"), g);
+}
+
+/// A reset's batch with a part that cannot be encoded is refused whole: nothing is sent.
+#[test]
+fn a_reset_batch_with_an_unencodable_part_sends_nothing() {
+    let backend = EtcdBackend::new();
+    let store = &backend.store;
+    commit(store, vec![put_offsets("g", vec![offset("t", 2, 1)])]);
+    let before = (revision(store), load(store));
+    let mut unwritable = consumer_group("g", 2);
+    if let Some(consumer) = unwritable.consumer.as_mut() {
+        consumer.members[0].state = 7;
+    }
+    let mut batch = reset("g", 7, 2);
+    batch.push(Mutation::PutGroup(unwritable));
+    let refused = block_on(store.apply(batch));
+    assert!(
+        matches!(refused, Err(StoreError::Rejected(_))),
+        "{refused:?}"
+    );
+    assert_eq!((revision(store), load(store)), before);
+}
+
+/// A group's history and quarantine keys are under the documented prefixes, values are the
+/// codec's bytes.
+#[test]
+fn history_and_quarantine_are_stored_under_their_keys() {
+    let backend = EtcdBackend::new();
+    let store = &backend.store;
+    commit(
+        store,
+        vec![
+            put_history("g", vec![history("t/x", 3, 42)], vec![]),
+            put_quarantine("g", vec![quarantined("t/x", 3, 8, 99)]),
+        ],
+    );
+    let shard = store.shard_of("g");
+    let key = format!("/t/history/{shard}/g/t%2Fx/3/00000000000000000042");
+    let entry = history("t/x", 3, 42).entry;
+    assert_eq!(
+        raw(store, key.as_bytes()),
+        Some(codec::encode_history(entry).expect("encodes"))
+    );
+    let q = quarantined("t/x", 3, 8, 99);
+    let key = format!("/t/quarantine/{shard}/g/t%2Fx/3");
+    assert_eq!(
+        raw(store, key.as_bytes()),
+        Some(codec::encode_quarantine(q.write.committed, q.quarantined_at).expect("encodes"))
+    );
 }
 
 /// Which of `endpoints` is the etcd leader (asked of each member: Maintenance.Status).

@@ -25,7 +25,6 @@ use crate::generated::etcdserverpb::response_op::Response;
 use crate::generated::etcdserverpb::{
     Compare, DeleteRangeRequest, PutRequest, RangeRequest, RequestOp, TxnRequest,
 };
-use crate::keys::prefix_end;
 
 /// Batches taken from the queue per round: bounds what one error can fail at once.
 const MAX_BATCHES_PER_ROUND: usize = 4096;
@@ -217,11 +216,13 @@ fn txn_request(shared: &Shared, plan: TxnPlan) -> Option<(TxnRequest, Vec<(u32, 
                     key,
                     ..DeleteRangeRequest::default()
                 }),
-                KeyOp::DeletePrefix { prefix } => Request::RequestDeleteRange(DeleteRangeRequest {
-                    range_end: prefix_end(&prefix),
-                    key: prefix,
-                    ..DeleteRangeRequest::default()
-                }),
+                KeyOp::DeleteRange { start, end } => {
+                    Request::RequestDeleteRange(DeleteRangeRequest {
+                        key: start,
+                        range_end: end,
+                        ..DeleteRangeRequest::default()
+                    })
+                }
             }),
         })
         .collect();

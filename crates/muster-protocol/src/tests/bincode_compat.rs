@@ -52,7 +52,7 @@ proptest! {
     #[test]
     fn decoders_agree_on_arbitrary_input(
         id in any::<u32>(),
-        tag in 0u32..21,
+        tag in 0u32..25,
         rest in vec(any::<u8>(), 0..64),
     ) {
         let mut payload = id.to_le_bytes().to_vec();

@@ -229,3 +229,61 @@ fn group_simulate_is_an_admin_request() {
     });
     assert_eq!(r.group_id(), None);
 }
+
+#[test]
+fn ownership_epochs_names_its_group() {
+    // A member's request, checked like a Heartbeat: `read` on the group.
+    let r = Request::from(OwnershipEpochsRequest {
+        group_id: "g-epochs".into(),
+        generation_id: 4,
+        member_id: "m".into(),
+        group_instance_id: Some("i".into()),
+    });
+    assert_eq!(r.group_id(), Some("g-epochs"));
+}
+
+#[test]
+fn offset_history_names_its_group() {
+    // Routed to the group's coordinator like OffsetCommit (which holds the history), whatever
+    // topic or partition it narrows to.
+    for (topic, partition) in [(None, None), (Some("t".to_owned()), Some(0))] {
+        let r = Request::from(OffsetHistoryRequest {
+            group_id: "g-history".into(),
+            topic,
+            partition,
+            limit: 0,
+        });
+        assert_eq!(r.group_id(), Some("g-history"));
+    }
+}
+
+#[test]
+fn offset_reset_names_its_group() {
+    // Dry run or executed, every reset target: the group's coordinator answers it.
+    let targets = [
+        ResetTo::Time { at_ms: 1 },
+        ResetTo::EarliestRecorded,
+        ResetTo::ShiftBy { delta: -5 },
+        ResetTo::Offset { offset: 0 },
+    ];
+    for (to, execute) in targets.into_iter().zip([false, true, false, true]) {
+        let r = Request::from(OffsetResetRequest {
+            group_id: "g-reset".into(),
+            to,
+            topics: vec![tp("t")],
+            execute,
+        });
+        assert_eq!(r.group_id(), Some("g-reset"));
+    }
+}
+
+#[test]
+fn offset_restore_names_its_group() {
+    for execute in [false, true] {
+        let r = Request::from(OffsetRestoreRequest {
+            group_id: "g-restore".into(),
+            execute,
+        });
+        assert_eq!(r.group_id(), Some("g-restore"));
+    }
+}

@@ -81,46 +81,111 @@ fn option_tag_two_is_refused() {
 
 #[test]
 fn enum_tag_out_of_range_is_refused() {
-    // Request has tags 0..=18; Response 0..=19.
-    for tag in [19, 20, 255, 0x0100, u32::MAX] {
+    // Request has tags 0..=22; Response 0..=23.
+    for tag in [23, 24, 255, 0x0100, u32::MAX] {
         let p = payload(tag, &[&[0; 32]]);
         assert!(
             matches!(decode_request(&p), Err(DecodeError::InvalidTag(_))),
             "request tag {tag}"
         );
     }
-    for tag in [20, 21, u32::MAX] {
+    for tag in [24, 25, u32::MAX] {
         let p = payload(tag, &[&[0; 32]]);
         assert!(
             matches!(decode_response(&p), Err(DecodeError::InvalidTag(_))),
             "response tag {tag}"
         );
     }
-    // Tag 19 is a valid response (GroupSimulate) but not a valid request.
+    // Tag 23 is a valid response (OffsetRestore) but not a valid request: error_code,
+    // error_message None, executed false, quarantined_at_ms, drop_at_ms, no topics.
     let p = payload(
-        19,
+        23,
         &[
             &0i16.to_le_bytes(),
             &[0],
-            &string("uniform"),
+            &[0],
             &le64(0),
-            &0u32.to_le_bytes(),
+            &le64(0),
+            &le64(0),
         ],
     );
     assert_eq!(
         decode_response(&p),
-        Ok(samples::resp(
-            7,
-            GroupSimulateResponse {
-                assignor: "uniform".into(),
-                ..GroupSimulateResponse::default()
-            }
-        ))
+        Ok(samples::resp(7, OffsetRestoreResponse::default()))
     );
     assert!(matches!(
         decode_request(&p),
         Err(DecodeError::InvalidTag(_))
     ));
+}
+
+/// The offset-protection requests sit at tags 19..=22 and their answers one above: tag 19 is
+/// OwnershipEpochs as a request and GroupSimulate as a response, and the bytes of an
+/// OffsetRestore request (22) are no OffsetReset response (22).
+#[test]
+fn offset_protection_tags_decode_as_their_messages() {
+    let p = payload(
+        19,
+        &[&string("orders"), &3i32.to_le_bytes(), &string("c-1"), &[0]],
+    );
+    assert_eq!(
+        decode_request(&p),
+        Ok(samples::req(
+            7,
+            OwnershipEpochsRequest {
+                group_id: "orders".into(),
+                generation_id: 3,
+                member_id: "c-1".into(),
+                group_instance_id: None,
+            }
+        ))
+    );
+    assert!(decode_response(&p).is_err());
+    let p = payload(22, &[&string("orders"), &[1]]);
+    assert_eq!(
+        decode_request(&p),
+        Ok(samples::req(
+            7,
+            OffsetRestoreRequest {
+                group_id: "orders".into(),
+                execute: true,
+            }
+        ))
+    );
+    assert!(decode_response(&p).is_err());
+    // `execute` is a bool: a byte of 2 is refused.
+    let mut bad = p.clone();
+    let last = bad.len() - 1;
+    bad[last] = 2;
+    assert_eq!(decode_request(&bad), Err(DecodeError::InvalidBool(2)));
+}
+
+/// `ResetTo` has variants 0..=3 (Time, EarliestRecorded, ShiftBy, Offset): a fifth is refused.
+#[test]
+fn reset_target_tag_out_of_range_is_refused() {
+    // OffsetReset { "g", ResetTo::EarliestRecorded, [], false }, then the same with tag 4.
+    let reset = |target: u32| payload(21, &[&string("g"), &le32(target), &le64(0), &[0]]);
+    assert_eq!(
+        decode_request(&reset(1)),
+        Ok(samples::req(
+            7,
+            OffsetResetRequest {
+                group_id: "g".into(),
+                to: ResetTo::EarliestRecorded,
+                topics: vec![],
+                execute: false,
+            }
+        ))
+    );
+    for target in [4, 5, u32::MAX] {
+        assert!(
+            matches!(
+                decode_request(&reset(target)),
+                Err(DecodeError::InvalidTag(_))
+            ),
+            "reset target {target}"
+        );
+    }
 }
 
 /// The consumer protocol's requests sit at tags 16..=18 and their answers one above: the bytes

@@ -53,6 +53,29 @@ pub fn check_bincode_identical(msg: &Msg) {
     assert_eq!(msg.decode_like(&msg.bincode()).as_ref(), Ok(msg));
 }
 
+/// The all-defaults value of a message; for OffsetReset, which has no `Default` (no reset target
+/// is a natural default), its smallest value.
+trait Minimal {
+    fn minimal() -> Self;
+}
+
+impl<T: Default> Minimal for T {
+    fn minimal() -> Self {
+        T::default()
+    }
+}
+
+impl Minimal for OffsetResetRequest {
+    fn minimal() -> Self {
+        OffsetResetRequest {
+            group_id: String::new(),
+            to: ResetTo::EarliestRecorded,
+            topics: Vec::new(),
+            execute: false,
+        }
+    }
+}
+
 macro_rules! message_tests {
     ($($kind:ident $name:ident => $inner:ident;)*) => {$(
         mod $name {
@@ -88,8 +111,8 @@ macro_rules! message_tests {
     )*};
     (@wrap request $e:expr) => { Msg::Req($e) };
     (@wrap response $e:expr) => { Msg::Resp($e) };
-    (@default request $inner:ident) => { Msg::Req(req(0, $inner::default())) };
-    (@default response $inner:ident) => { Msg::Resp(resp(0, $inner::default())) };
+    (@default request $inner:ident) => { Msg::Req(req(0, <$inner as Minimal>::minimal())) };
+    (@default response $inner:ident) => { Msg::Resp(resp(0, <$inner as Minimal>::minimal())) };
 }
 
 message_tests! {
@@ -112,6 +135,10 @@ message_tests! {
     request consumer_group_heartbeat_request => ConsumerGroupHeartbeatRequest;
     request consumer_group_describe_request => ConsumerGroupDescribeRequest;
     request group_simulate_request => GroupSimulateRequest;
+    request ownership_epochs_request => OwnershipEpochsRequest;
+    request offset_history_request => OffsetHistoryRequest;
+    request offset_reset_request => OffsetResetRequest;
+    request offset_restore_request => OffsetRestoreRequest;
     response hello_response => HelloResponse;
     response join_group_response => JoinGroupResponse;
     response sync_group_response => SyncGroupResponse;
@@ -132,6 +159,10 @@ message_tests! {
     response consumer_group_heartbeat_response => ConsumerGroupHeartbeatResponse;
     response consumer_group_describe_response => ConsumerGroupDescribeResponse;
     response group_simulate_response => GroupSimulateResponse;
+    response ownership_epochs_response => OwnershipEpochsResponse;
+    response offset_history_response => OffsetHistoryResponse;
+    response offset_reset_response => OffsetResetResponse;
+    response offset_restore_response => OffsetRestoreResponse;
 }
 
 /// The samples above cover every variant; the `match`es have no wildcard, so a new variant
@@ -158,6 +189,10 @@ fn samples_cover_every_variant() {
         samples::consumer_group_heartbeat_request(),
         samples::consumer_group_describe_request(),
         samples::group_simulate_request(),
+        samples::ownership_epochs_request(),
+        samples::offset_history_request(),
+        samples::offset_reset_request(),
+        samples::offset_restore_request(),
     ];
     let tags: Vec<u32> = requests
         .iter()
@@ -180,10 +215,14 @@ fn samples_cover_every_variant() {
             | Request::GroupDiagnosis(_)
             | Request::ConsumerGroupHeartbeat(_)
             | Request::ConsumerGroupDescribe(_)
-            | Request::GroupSimulate(_) => f.request.tag(),
+            | Request::GroupSimulate(_)
+            | Request::OwnershipEpochs(_)
+            | Request::OffsetHistory(_)
+            | Request::OffsetReset(_)
+            | Request::OffsetRestore(_) => f.request.tag(),
         })
         .collect();
-    assert_eq!(tags, (0..19).collect::<Vec<_>>());
+    assert_eq!(tags, (0..23).collect::<Vec<_>>());
     // REQUEST_NAMES (metrics labels) is indexed by tag.
     for f in &requests {
         assert_eq!(REQUEST_NAMES[f.request.tag() as usize], f.request.name());
@@ -211,6 +250,10 @@ fn samples_cover_every_variant() {
         samples::consumer_group_heartbeat_response(),
         samples::consumer_group_describe_response(),
         samples::group_simulate_response(),
+        samples::ownership_epochs_response(),
+        samples::offset_history_response(),
+        samples::offset_reset_response(),
+        samples::offset_restore_response(),
     ];
     let tags: Vec<u32> = responses
         .iter()
@@ -234,10 +277,14 @@ fn samples_cover_every_variant() {
             | Response::GroupDiagnosis(_)
             | Response::ConsumerGroupHeartbeat(_)
             | Response::ConsumerGroupDescribe(_)
-            | Response::GroupSimulate(_) => f.response.tag(),
+            | Response::GroupSimulate(_)
+            | Response::OwnershipEpochs(_)
+            | Response::OffsetHistory(_)
+            | Response::OffsetReset(_)
+            | Response::OffsetRestore(_) => f.response.tag(),
         })
         .collect();
-    assert_eq!(tags, (0..20).collect::<Vec<_>>());
+    assert_eq!(tags, (0..24).collect::<Vec<_>>());
     // Every response but `Error` answers the request of the same name.
     for f in &responses {
         let name = f.response.name();
@@ -259,6 +306,10 @@ fn tag_is_the_encoded_variant_index() {
         samples::consumer_group_heartbeat_request(),
         samples::consumer_group_describe_request(),
         samples::group_simulate_request(),
+        samples::ownership_epochs_request(),
+        samples::offset_history_request(),
+        samples::offset_reset_request(),
+        samples::offset_restore_request(),
     ] {
         let payload = Msg::Req(f.clone()).payload();
         assert_eq!(&payload[4..8], &f.request.tag().to_le_bytes());
@@ -271,6 +322,10 @@ fn tag_is_the_encoded_variant_index() {
         samples::consumer_group_heartbeat_response(),
         samples::consumer_group_describe_response(),
         samples::group_simulate_response(),
+        samples::ownership_epochs_response(),
+        samples::offset_history_response(),
+        samples::offset_reset_response(),
+        samples::offset_restore_response(),
     ] {
         let payload = Msg::Resp(f.clone()).payload();
         assert_eq!(&payload[4..8], &f.response.tag().to_le_bytes());
@@ -315,6 +370,10 @@ fn names_match_variants() {
             "ConsumerGroupDescribe",
         ),
         (samples::group_simulate_request(), "GroupSimulate"),
+        (samples::ownership_epochs_request(), "OwnershipEpochs"),
+        (samples::offset_history_request(), "OffsetHistory"),
+        (samples::offset_reset_request(), "OffsetReset"),
+        (samples::offset_restore_request(), "OffsetRestore"),
     ] {
         assert_eq!(frame.request.name(), name);
     }
@@ -328,6 +387,10 @@ fn names_match_variants() {
             "ConsumerGroupDescribe",
         ),
         (samples::group_simulate_response(), "GroupSimulate"),
+        (samples::ownership_epochs_response(), "OwnershipEpochs"),
+        (samples::offset_history_response(), "OffsetHistory"),
+        (samples::offset_reset_response(), "OffsetReset"),
+        (samples::offset_restore_response(), "OffsetRestore"),
     ] {
         assert_eq!(frame.response.name(), name);
     }

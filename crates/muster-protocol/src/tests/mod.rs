@@ -2,12 +2,14 @@
 //! prefix refused, byte-for-byte equality with bincode 1.3), invalid inputs, and property tests.
 //!
 //! They live inside the crate because the serde derives used for the bincode comparison exist
-//! only under `cfg(test)`. `group_id` covers [`Request::group_id`], one test per request kind.
+//! only under `cfg(test)`. `group_id` covers [`Request::group_id`], one test per request kind;
+//! `offsets` what is particular to the offset-protection messages.
 
 mod bincode_compat;
 mod group_id;
 mod invalid;
 mod messages;
+mod offsets;
 mod props;
 mod samples;
 mod strategies;

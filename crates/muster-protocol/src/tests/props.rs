@@ -18,7 +18,7 @@ fn config() -> ProptestConfig {
 /// A payload that starts like a real one (correlation id, then a tag near the valid range) so
 /// that random bytes reach past the first check.
 fn plausible_payload() -> impl Strategy<Value = Vec<u8>> {
-    (any::<u32>(), 0u32..21, vec(any::<u8>(), 0..96)).prop_map(|(id, tag, rest)| {
+    (any::<u32>(), 0u32..25, vec(any::<u8>(), 0..96)).prop_map(|(id, tag, rest)| {
         let mut p = Vec::with_capacity(8 + rest.len());
         p.extend_from_slice(&id.to_le_bytes());
         p.extend_from_slice(&tag.to_le_bytes());

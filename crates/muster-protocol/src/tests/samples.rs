@@ -1,11 +1,14 @@
 //! One hand-built, non-trivial value per message type (Some and None, empty and non-empty
 //! sequences, non-ASCII strings, extreme integers), plus the all-defaults value of each. The
-//! consumer-protocol messages and GroupSimulate have theirs in `samples/consumer.rs`.
+//! consumer-protocol messages and GroupSimulate have theirs in `samples/consumer.rs`, the
+//! offset-protection messages in `samples/offsets.rs`.
 
 use crate::*;
 
 mod consumer;
+mod offsets;
 pub use consumer::*;
+pub use offsets::*;
 
 pub fn tp(topic: &str, partitions: &[i32]) -> TopicPartitions {
     TopicPartitions {

@@ -1,6 +1,7 @@
 //! proptest generators for every wire type. Sizes are kept small (short strings, at most a few
 //! elements per sequence) so that a few hundred cases run in well under a second. The
-//! consumer-protocol messages and GroupSimulate have theirs in `strategies/consumer.rs`.
+//! consumer-protocol messages and GroupSimulate have theirs in `strategies/consumer.rs`, the
+//! offset-protection messages in `strategies/offsets.rs`.
 
 use proptest::collection::vec;
 use proptest::option;
@@ -9,6 +10,7 @@ use proptest::prelude::*;
 use crate::*;
 
 mod consumer;
+mod offsets;
 
 /// Short strings of arbitrary Unicode scalar values (including multi-byte ones).
 fn text() -> impl Strategy<Value = String> {
@@ -183,6 +185,10 @@ pub fn request() -> impl Strategy<Value = Request> {
             ConsumerGroupDescribeRequest { group_ids }
         )),
         consumer::simulate_request().prop_map(Request::GroupSimulate),
+        offsets::ownership_epochs_request().prop_map(Request::OwnershipEpochs),
+        offsets::offset_history_request().prop_map(Request::OffsetHistory),
+        offsets::offset_reset_request().prop_map(Request::OffsetReset),
+        offsets::offset_restore_request().prop_map(Request::OffsetRestore),
     ]
 }
 
@@ -264,6 +270,19 @@ fn cluster_node() -> impl Strategy<Value = ClusterNode> {
     )
 }
 
+fn fetched_topic() -> impl Strategy<Value = FetchedTopic> {
+    let partition = (any::<i32>(), any::<i64>(), opt_text(), any::<i16>()).prop_map(
+        |(partition, offset, metadata, error_code)| FetchedPartition {
+            partition,
+            offset,
+            metadata,
+            error_code,
+        },
+    );
+    (text(), vec(partition, 0..3))
+        .prop_map(|(topic, partitions)| FetchedTopic { topic, partitions })
+}
+
 pub fn response() -> impl Strategy<Value = Response> {
     let hello = (any::<i16>(), any::<u16>(), any::<u16>(), text()).prop_map(
         |(error_code, min_version, max_version, server_id)| HelloResponse {
@@ -330,22 +349,7 @@ pub fn response() -> impl Strategy<Value = Response> {
         .prop_map(|(topic, partitions)| PartitionResults { topic, partitions });
     let commit = (any::<i16>(), vec(partition_results, 0..3))
         .prop_map(|(error_code, topics)| OffsetCommitResponse { error_code, topics });
-    let fetched_topic = (
-        text(),
-        vec(
-            (any::<i32>(), any::<i64>(), opt_text(), any::<i16>()).prop_map(
-                |(partition, offset, metadata, error_code)| FetchedPartition {
-                    partition,
-                    offset,
-                    metadata,
-                    error_code,
-                },
-            ),
-            0..3,
-        ),
-    )
-        .prop_map(|(topic, partitions)| FetchedTopic { topic, partitions });
-    let fetch = (any::<i16>(), vec(fetched_topic, 0..3))
+    let fetch = (any::<i16>(), vec(fetched_topic(), 0..3))
         .prop_map(|(error_code, topics)| OffsetFetchResponse { error_code, topics });
     let listed =
         (text(), text(), any::<u32>()).prop_map(|(group_id, state, members)| ListedGroup {
@@ -422,6 +426,10 @@ pub fn response() -> impl Strategy<Value = Response> {
             Response::ConsumerGroupDescribe(ConsumerGroupDescribeResponse { groups })
         }),
         consumer::simulate_response().prop_map(Response::GroupSimulate),
+        offsets::ownership_epochs_response().prop_map(Response::OwnershipEpochs),
+        offsets::offset_history_response().prop_map(Response::OffsetHistory),
+        offsets::offset_reset_response().prop_map(Response::OffsetReset),
+        offsets::offset_restore_response().prop_map(Response::OffsetRestore),
     ]
 }
 

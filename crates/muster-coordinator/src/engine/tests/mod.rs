@@ -12,16 +12,21 @@ mod absent;
 mod admin;
 mod barrier;
 mod heartbeat;
+mod history;
 mod join;
 mod journal;
 mod layout;
 mod leave;
 mod limits;
 mod offsets;
+mod ownership;
 mod persist;
 mod props;
+mod protect;
 mod purity;
+mod quarantine;
 mod quotas;
+mod reset;
 mod static_members;
 mod sync;
 mod timers;
@@ -160,6 +165,9 @@ struct Harness {
     ledger: Ledger,
     /// The journal mutations written with the group's record, in order.
     journal_writes: Vec<Mutation>,
+    /// The batches of offset writes ([`Write::Commit`]) and best-effort writes, in order.
+    commit_batches: Vec<Vec<Mutation>>,
+    best_effort: Vec<Vec<Mutation>>,
 }
 
 /// A group goes as its actor stops: whatever it holds goes back to the counters.
@@ -210,6 +218,8 @@ impl Harness {
             quotas,
             ledger,
             journal_writes: Vec::new(),
+            commit_batches: Vec::new(),
+            best_effort: Vec::new(),
         };
         // As a group actor does when it starts.
         let first = h.group.next_deadline();
@@ -258,17 +268,19 @@ impl Harness {
                     let next = self.group.record_written(Ok(()));
                     committed.extend(self.collect(next));
                 }
-                Write::Commit { commit, .. } => {
+                Write::Commit { batch, commit } => {
+                    self.commit_batches.push(batch);
                     committed.extend(commit.offsets.iter().cloned());
                     let done = self.group.commit_written(commit, Ok(()));
                     self.collect(done);
                 }
                 Write::BestEffort(batch) => {
-                    for m in batch {
+                    for m in &batch {
                         if let Mutation::DeleteOffsets { partitions, .. } = m {
-                            self.expired.extend(partitions);
+                            self.expired.extend(partitions.iter().cloned());
                         }
                     }
+                    self.best_effort.push(batch);
                 }
             }
         }

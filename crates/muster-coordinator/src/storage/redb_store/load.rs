@@ -4,16 +4,19 @@
 //! threads at once: they are independent, about equally heavy, and startup has the cores to
 //! spare (on 2 cores, 100 000 groups and 1 000 000 offsets take about half the time).
 //! [`load_group`] reads one group the same way, for a group rolling back to what is durable.
+//! Offset histories and quarantines are read after both, on the calling thread.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use muster_protocol::TopicInfo;
 use redb::{Database, ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
 use super::codec;
-use super::{GROUPS, JOURNAL, OFFSETS, TOPICS};
+use super::{GROUPS, HISTORY, JOURNAL, OFFSETS, QUARANTINE, TOPICS};
 use crate::storage::{
-    GroupRecord, OffsetWrite, RebalanceRecord, StoreError, StoredGroup, StoredState,
+    GroupRecord, HistoryWrite, OffsetWrite, QuarantinedOffset, RebalanceRecord, StoreError,
+    StoredGroup, StoredState,
 };
 
 type Offsets = Vec<(String, Vec<OffsetWrite>)>;
@@ -43,12 +46,12 @@ pub(super) fn load(db: &Database, path: &Path) -> Result<StoredState, StoreError
         offsets: offsets?,
         topics: load_topics(txn, path)?,
         journals: load_journals(txn, path)?,
-        history: Vec::new(),    // TODO(stores)
-        quarantine: Vec::new(), // TODO(stores)
+        history: load_histories(txn, path)?,
+        quarantine: load_quarantines(txn, path)?,
     })
 }
 
-/// One group's record and offsets, in one snapshot.
+/// One group's record, offsets, journal, offset history and quarantine, in one snapshot.
 pub(super) fn load_group(
     db: &Database,
     path: &Path,
@@ -103,13 +106,125 @@ pub(super) fn load_group(
         let (key, value) = entry.map_err(|e| read_error(path, e.into()))?;
         journal.push(decode_entry(path, key.value(), value.value())?);
     }
+    let table = txn
+        .open_table(HISTORY)
+        .map_err(|e| read_error(path, e.into()))?;
+    let mut history = Vec::new();
+    let mut topic = None;
+    for entry in table
+        .range((group_id, "", i32::MIN, 0)..(after.as_str(), "", i32::MIN, 0))
+        .map_err(|e| read_error(path, e.into()))?
+    {
+        let (key, value) = entry.map_err(|e| read_error(path, e.into()))?;
+        history.push(history_write(path, &mut topic, key.value(), value.value())?);
+    }
+    let table = txn
+        .open_table(QUARANTINE)
+        .map_err(|e| read_error(path, e.into()))?;
+    let mut quarantine = Vec::new();
+    for entry in table
+        .range((group_id, "", i32::MIN)..(after.as_str(), "", i32::MIN))
+        .map_err(|e| read_error(path, e.into()))?
+    {
+        let (key, value) = entry.map_err(|e| read_error(path, e.into()))?;
+        quarantine.push(quarantined(path, key.value(), value.value())?);
+    }
     Ok(StoredGroup {
         record,
         offsets,
         journal,
-        history: Vec::new(),    // TODO(stores)
-        quarantine: Vec::new(), // TODO(stores)
+        history,
+        quarantine,
     })
+}
+
+/// `topic`, sharing the allocation of the row before when it names the same topic (as the
+/// engine's own writes share one per topic).
+fn shared_topic(last: &mut Option<Arc<str>>, topic: &str) -> Arc<str> {
+    match last {
+        Some(t) if **t == *topic => Arc::clone(t),
+        _ => Arc::clone(last.insert(Arc::from(topic))),
+    }
+}
+
+fn history_write(
+    path: &Path,
+    last_topic: &mut Option<Arc<str>>,
+    (group_id, topic, partition, seq): (&str, &str, i32, u64),
+    bytes: &[u8],
+) -> Result<HistoryWrite, StoreError> {
+    let entry = codec::decode_history(seq, bytes).map_err(|e| {
+        corrupt(
+            path,
+            format!("offset history of {group_id:?} {topic:?}/{partition}: {e}"),
+        )
+    })?;
+    Ok(HistoryWrite {
+        topic: shared_topic(last_topic, topic),
+        partition,
+        entry,
+    })
+}
+
+fn quarantined(
+    path: &Path,
+    (group_id, topic, partition): (&str, &str, i32),
+    bytes: &[u8],
+) -> Result<QuarantinedOffset, StoreError> {
+    let (committed, quarantined_at) = codec::decode_quarantine(bytes).map_err(|e| {
+        corrupt(
+            path,
+            format!("quarantined offset of {group_id:?} {topic:?}/{partition}: {e}"),
+        )
+    })?;
+    Ok(QuarantinedOffset {
+        write: OffsetWrite {
+            topic: topic.into(),
+            partition,
+            committed,
+        },
+        quarantined_at,
+    })
+}
+
+type Histories = Vec<(String, Vec<HistoryWrite>)>;
+
+fn load_histories(txn: &ReadTransaction, path: &Path) -> Result<Histories, StoreError> {
+    let table = txn
+        .open_table(HISTORY)
+        .map_err(|e| read_error(path, e.into()))?;
+    let mut histories: Histories = Vec::new();
+    let mut topic = None;
+    for entry in table.iter().map_err(|e| read_error(path, e.into()))? {
+        let (key, value) = entry.map_err(|e| read_error(path, e.into()))?;
+        let write = history_write(path, &mut topic, key.value(), value.value())?;
+        let group_id = key.value().0;
+        // Keys are in group order, then topic, partition and seq order.
+        match histories.last_mut() {
+            Some((last, writes)) if last == group_id => writes.push(write),
+            _ => histories.push((group_id.to_owned(), vec![write])),
+        }
+    }
+    Ok(histories)
+}
+
+type Quarantines = Vec<(String, Vec<QuarantinedOffset>)>;
+
+fn load_quarantines(txn: &ReadTransaction, path: &Path) -> Result<Quarantines, StoreError> {
+    let table = txn
+        .open_table(QUARANTINE)
+        .map_err(|e| read_error(path, e.into()))?;
+    let mut quarantines: Quarantines = Vec::new();
+    for entry in table.iter().map_err(|e| read_error(path, e.into()))? {
+        let (key, value) = entry.map_err(|e| read_error(path, e.into()))?;
+        let offset = quarantined(path, key.value(), value.value())?;
+        let group_id = key.value().0;
+        match quarantines.last_mut() {
+            Some((last, offsets)) if last == group_id => offsets.push(offset),
+            _ => quarantines.push((group_id.to_owned(), vec![offset])),
+        }
+    }
+    Ok(quarantines)
 }
 
 fn decode_entry(

@@ -10,18 +10,21 @@
 //! commit (see `writer`) is what makes throughput: one dedicated thread drains everything
 //! waiting, writes it in one transaction and fsyncs once for all of it.
 //!
-//! Layout (format version 4):
+//! Layout (format version 5):
 //!
 //! ```text
-//! meta     "format_version"               -> u64 (4)
-//! groups   group_id                       -> GroupV3 (wincode, see `codec`)
-//! offsets  (group_id, topic, partition)   -> OffsetV1 (wincode)
-//! topics   topic                          -> partitions (i32)
-//! journal  (group_id, generation)         -> RebalanceV1 (wincode)
+//! meta            "format_version"                   -> u64 (5)
+//! groups          group_id                           -> GroupV4 (wincode, see `codec`)
+//! offsets         (group_id, topic, partition)       -> OffsetV1 (wincode)
+//! topics          topic                              -> partitions (i32)
+//! journal         (group_id, generation)             -> RebalanceV1 (wincode)
+//! offset_history  (group_id, topic, partition, seq)  -> HistoryV1 (wincode)
+//! quarantine      (group_id, topic, partition)       -> QuarantineV1 (wincode)
 //! ```
 //!
-//! Offset keys order by group first, so a group's offsets are one contiguous range: deleting a
-//! group is a range delete and loading groups them in one pass.
+//! Keys order by group first, so each table holds a group's rows in one contiguous range:
+//! deleting a group is a range delete per table and loading groups them in one pass. A
+//! partition's history is one range too, in `seq` order: trimming it is a range delete.
 //!
 //! Version 2 added the owners of groups and members (for quotas). A version 1 file is
 //! migrated when opened: every group value is rewritten as version 2 with no owners, and the
@@ -34,6 +37,10 @@
 //! 3 (or 2) file is migrated when opened by rewriting every group value as version 4 with no
 //! consumer part, as 1 → 2 did; every older file goes through all its steps in one
 //! transaction.
+//! Version 5 appends each partition's ownership epoch and owner to group values (`GroupV4`)
+//! and adds the `offset_history` and `quarantine` tables. A version 4 (or older) file is
+//! migrated when opened by rewriting every group value as version 5 with no ownership epochs
+//! and creating the two tables (empty), in one transaction.
 //!
 //! Opening never resets anything: a locked, unreadable, foreign, corrupt or newer-format file
 //! is an error naming the path and what to do. Every open verifies the checksums of the whole
@@ -73,6 +80,9 @@ const GROUPS: TableDefinition<&str, &[u8]> = TableDefinition::new("groups");
 const OFFSETS: TableDefinition<(&str, &str, i32), &[u8]> = TableDefinition::new("offsets");
 const TOPICS: TableDefinition<&str, i32> = TableDefinition::new("topics");
 const JOURNAL: TableDefinition<(&str, i32), &[u8]> = TableDefinition::new("journal");
+const HISTORY: TableDefinition<(&str, &str, i32, u64), &[u8]> =
+    TableDefinition::new("offset_history");
+const QUARANTINE: TableDefinition<(&str, &str, i32), &[u8]> = TableDefinition::new("quarantine");
 
 const FORMAT_VERSION_KEY: &str = "format_version";
 
@@ -171,7 +181,7 @@ impl RedbStore {
     pub const FILE_NAME: &'static str = "muster.redb";
 
     /// The store format this build reads and writes.
-    pub const FORMAT_VERSION: u64 = 4;
+    pub const FORMAT_VERSION: u64 = 5;
     /// redb's page cache (its write buffer takes at most half). The store is written, not read,
     /// after startup; the cache only spares the writer re-reading the B-tree pages it updates,
     /// and those reads hit the OS page cache. 16 MiB held every page of a 1 000-group store in
@@ -418,13 +428,15 @@ fn check_format(db: &Database, path: &Path) -> Result<(), StoreError> {
             check_table(&txn, OFFSETS).map_err(&corrupt)?;
             check_table(&txn, TOPICS).map_err(&corrupt)?;
             check_table(&txn, JOURNAL).map_err(&corrupt)?;
+            check_table(&txn, HISTORY).map_err(&corrupt)?;
+            check_table(&txn, QUARANTINE).map_err(&corrupt)?;
             Ok(())
         }
-        Some(old @ (1..=3)) => {
+        Some(old @ (1..=4)) => {
             check_table(&txn, GROUPS).map_err(&corrupt)?;
             check_table(&txn, OFFSETS).map_err(&corrupt)?;
             check_table(&txn, TOPICS).map_err(&corrupt)?;
-            if old == 3 {
+            if old >= 3 {
                 check_table(&txn, JOURNAL).map_err(&corrupt)?;
             }
             drop(txn);
@@ -472,20 +484,25 @@ impl<E: Into<redb::Error>> From<E> for MigrationError {
     }
 }
 
-/// Migrates a file of format version `from` (1, 2 or 3) to the current one, in one
-/// transaction (a crash leaves it at `from`, to migrate again).
+/// Migrates a file of format version `from` (1 to 4) to the current one, in one transaction
+/// (a crash leaves it at `from`, to migrate again).
 ///
 /// - 1 → 2: rewrites every group value with no owners recorded (its groups and members count
 ///   against no principal until they are next written by a principal's request).
 /// - 2 → 3: creates the (empty) `journal` table: groups have no history yet.
 /// - 3 → 4: rewrites every group value with no consumer part (a release that wrote format 3
 ///   had no consumer-protocol groups).
+/// - 4 → 5: rewrites every group value with no ownership epochs (a release that wrote format
+///   4 kept none: each partition gets its first when it is next granted) and creates the (empty)
+///   `offset_history` and `quarantine` tables: offsets have no history yet, and nothing is
+///   quarantined.
 ///
 /// Group values are rewritten once, from the format they are in straight to the current one.
 fn migrate(db: &Database, from: u64) -> Result<(), MigrationError> {
     let decode = match from {
         1 => codec::decode_group_v1,
-        _ => codec::decode_group_v2,
+        2 | 3 => codec::decode_group_v2,
+        _ => codec::decode_group_v3,
     };
     let txn = db.begin_write()?;
     let migrated = {
@@ -500,6 +517,8 @@ fn migrate(db: &Database, from: u64) -> Result<(), MigrationError> {
             groups.insert(group_id.as_str(), bytes.as_slice())?;
         }
         txn.open_table(JOURNAL)?;
+        txn.open_table(HISTORY)?;
+        txn.open_table(QUARANTINE)?;
         let mut meta = txn.open_table(META)?;
         meta.insert(FORMAT_VERSION_KEY, RedbStore::FORMAT_VERSION)?;
         rewritten.len()
@@ -524,6 +543,8 @@ fn initialize(db: &Database) -> Result<(), redb::Error> {
         txn.open_table(OFFSETS)?;
         txn.open_table(TOPICS)?;
         txn.open_table(JOURNAL)?;
+        txn.open_table(HISTORY)?;
+        txn.open_table(QUARANTINE)?;
     }
     txn.commit()?;
     Ok(())

@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use redb::{Database, TableDefinition};
 
-use super::{RedbStore, GROUPS, JOURNAL, META};
+use super::{RedbStore, GROUPS, HISTORY, JOURNAL, META, QUARANTINE};
 use crate::storage::suite::{
-    block_on, commit, consumer_group, group, offset, put_offsets, rebalance,
+    block_on, commit, consumer_group, group, history, offset, owner, put_history, put_offsets,
+    put_quarantine, quarantined, rebalance, trim,
 };
 use crate::storage::{GroupRecord, Mutation, OffsetWrite, Store, StoreError, StoredState};
 
@@ -95,22 +96,22 @@ fn a_newer_format_version_is_refused_and_left_alone() {
         commit(&store, vec![Mutation::PutGroup(group("g", 1))]);
         store.path().to_path_buf()
     };
-    set_format_version(&path, 5);
+    set_format_version(&path, 6);
     let error = open_err(dir.path());
     assert_eq!(
         error,
         StoreError::UnsupportedFormat {
             path: path.clone(),
-            found: 5,
-            supported: 4
+            found: 6,
+            supported: 5
         }
     );
     let message = error.to_string();
     assert!(message.contains(&path.display().to_string()), "{message}");
+    assert!(message.contains("version 6"), "{message}");
     assert!(message.contains("version 5"), "{message}");
-    assert!(message.contains("version 4"), "{message}");
     // Nothing was reset: put the version back and the data is all there.
-    set_format_version(&path, 4);
+    set_format_version(&path, 5);
     assert_eq!(
         open(dir.path()).load().expect("loads").groups,
         vec![group("g", 1)]
@@ -145,8 +146,10 @@ fn a_version_1_store_is_migrated_with_no_owners() {
             let mut meta = txn.open_table(META).expect("meta table");
             meta.insert("format_version", 1).expect("insert");
         }
-        // Version 1 had no journal table.
+        // Version 1 had no journal, history or quarantine table.
         assert!(txn.delete_table(JOURNAL).expect("delete"));
+        assert!(txn.delete_table(HISTORY).expect("delete"));
+        assert!(txn.delete_table(QUARANTINE).expect("delete"));
         txn.commit().expect("commit");
     }
     let owner_less = |id: &str, generation: i32| {
@@ -169,15 +172,21 @@ fn a_version_1_store_is_migrated_with_no_owners() {
     assert_eq!(loaded.groups, vec![group("g", 3), owner_less("h", 2)]);
 }
 
-/// Rewrites the store at `path` as format version `version` (2 or 3) left it: its group values
-/// in the GroupV2 encoding (no consumer part), and with no journal table for version 2.
-fn make_version_2_or_3(path: &Path, groups: &[GroupRecord], version: u64) {
+/// Rewrites the store at `path` as format version `version` (2, 3 or 4) left it: its group
+/// values in the GroupV2 encoding (no consumer part) for 2 and 3, GroupV3 (no ownership
+/// epochs) for 4; no history or quarantine table, and no journal table for version 2.
+fn make_old_version(path: &Path, groups: &[GroupRecord], version: u64) {
+    let encode = match version {
+        2 | 3 => super::codec::encode_group_v2,
+        4 => super::codec::encode_group_v3,
+        other => panic!("no maker for format version {other}"),
+    };
     let db = Database::open(path).expect("redb opens the file");
     let txn = db.begin_write().expect("write txn");
     {
         let mut table = txn.open_table(GROUPS).expect("groups table");
         for record in groups {
-            let (key, bytes) = super::codec::encode_group_v2(record.clone()).expect("encodes");
+            let (key, bytes) = encode(record.clone()).expect("encodes");
             table
                 .insert(key.as_str(), bytes.as_slice())
                 .expect("insert");
@@ -190,6 +199,8 @@ fn make_version_2_or_3(path: &Path, groups: &[GroupRecord], version: u64) {
     if version == 2 {
         assert!(txn.delete_table(JOURNAL).expect("delete"));
     }
+    assert!(txn.delete_table(HISTORY).expect("delete"));
+    assert!(txn.delete_table(QUARANTINE).expect("delete"));
     txn.commit().expect("commit");
 }
 
@@ -204,7 +215,7 @@ fn a_version_2_store_is_migrated_with_an_empty_journal() {
         commit(&store, vec![put_offsets("g", vec![offset("t", 0, 5)])]);
         store.path().to_path_buf()
     };
-    make_version_2_or_3(&path, &[group("g", 1)], 2);
+    make_old_version(&path, &[group("g", 1)], 2);
     let store = open(dir.path());
     assert_eq!(format_version_of(&store), RedbStore::FORMAT_VERSION);
     let loaded = store.load().expect("loads");
@@ -248,7 +259,7 @@ fn a_version_3_store_is_migrated_with_no_consumer_parts() {
         );
         store.path().to_path_buf()
     };
-    make_version_2_or_3(&path, &[group("g", 1), group("h", 2)], 3);
+    make_old_version(&path, &[group("g", 1), group("h", 2)], 3);
     // Not readable as it is: the values must be rewritten, not merely relabelled.
     {
         let db = Database::open(&path).expect("redb opens the file");
@@ -282,7 +293,7 @@ fn a_damaged_value_fails_the_migration_and_changes_nothing() {
         commit(&store, vec![Mutation::PutGroup(group("g", 1))]);
         store.path().to_path_buf()
     };
-    make_version_2_or_3(&path, &[group("g", 1)], 3);
+    make_old_version(&path, &[group("g", 1)], 3);
     {
         let db = Database::open(&path).expect("redb opens the file");
         let txn = db.begin_write().expect("write txn");
@@ -306,6 +317,116 @@ fn a_damaged_value_fails_the_migration_and_changes_nothing() {
         super::codec::decode_group_v2("g", value.value()).expect("still GroupV2"),
         group("g", 1)
     );
+    assert!(
+        txn.open_table(HISTORY).is_err(),
+        "no table of the migration is left behind"
+    );
+}
+
+/// A store as format version 4 left it (group values without ownership epochs, no history or
+/// quarantine table): migrated when opened by rewriting every group value and creating both
+/// tables, in one transaction; offsets and journal untouched; ownership epochs, history and
+/// quarantine written afterwards survive a reopen.
+#[test]
+fn a_version_4_store_is_migrated_with_no_ownership_epochs() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let path = {
+        let store = open(dir.path());
+        commit(
+            &store,
+            vec![
+                Mutation::PutGroup(consumer_group("g", 3)),
+                Mutation::PutGroup(group("h", 2)),
+                put_offsets("g", vec![offset("t", 0, 5)]),
+                Mutation::PutRebalances {
+                    group_id: "g".into(),
+                    entries: vec![rebalance(3)],
+                    dropped: vec![],
+                },
+            ],
+        );
+        store.path().to_path_buf()
+    };
+    make_old_version(&path, &[consumer_group("g", 3), group("h", 2)], 4);
+    // Not readable as it is: the values must be rewritten, not merely relabelled.
+    {
+        let db = Database::open(&path).expect("redb opens the file");
+        let txn = redb::ReadableDatabase::begin_read(&db).expect("read txn");
+        let table = txn.open_table(GROUPS).expect("groups table");
+        let value = table.get("g").expect("read").expect("a value");
+        assert!(super::codec::decode_group("g", value.value()).is_err());
+        assert!(txn.open_table(HISTORY).is_err(), "format 4 has no history");
+    }
+
+    let store = open(dir.path());
+    assert_eq!(format_version_of(&store), RedbStore::FORMAT_VERSION);
+    let mut unowned = consumer_group("g", 3);
+    unowned.ownership.clear();
+    let loaded = store.load().expect("loads");
+    assert_eq!(loaded.groups, vec![unowned, group("h", 2)]);
+    assert_eq!(loaded.offsets.len(), 1, "offsets are untouched");
+    assert_eq!(loaded.journals, vec![("g".into(), vec![rebalance(3)])]);
+    assert!(loaded.history.is_empty());
+    assert!(loaded.quarantine.is_empty());
+
+    let mut owned = group("h", 3);
+    owned.ownership = vec![owner("t", 0, 3, "h-m1")];
+    commit(
+        &store,
+        vec![
+            Mutation::PutGroup(consumer_group("g", 4)),
+            Mutation::PutGroup(owned.clone()),
+            put_history("g", vec![history("t", 0, 1)], vec![]),
+            put_quarantine("h", vec![quarantined("t", 0, 1, 5)]),
+        ],
+    );
+    drop(store);
+    assert_eq!(format_version(&path), RedbStore::FORMAT_VERSION);
+    let loaded = open(dir.path()).load().expect("loads");
+    assert_eq!(loaded.groups, vec![consumer_group("g", 4), owned]);
+    assert_eq!(loaded.history, vec![("g".into(), vec![history("t", 0, 1)])]);
+    assert_eq!(
+        loaded.quarantine,
+        vec![("h".into(), vec![quarantined("t", 0, 1, 5)])]
+    );
+}
+
+/// An offset reset's batch with a part that cannot be encoded is refused whole before it is
+/// queued: none of its offsets, deletions or history entries is written, and the store stays
+/// healthy (a refused batch is no storage failure).
+#[test]
+fn a_reset_batch_with_an_unencodable_part_applies_nothing() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let store = open(dir.path());
+    commit(
+        &store,
+        vec![
+            put_offsets("g", vec![offset("t", 0, 1), offset("t", 1, 2)]),
+            put_history("g", vec![history("t", 0, 1)], vec![]),
+        ],
+    );
+    let before = store.load().expect("loads");
+    let mut unwritable = consumer_group("g", 2);
+    if let Some(consumer) = unwritable.consumer.as_mut() {
+        consumer.members[0].state = 7;
+    }
+    let refused = block_on(store.apply(vec![
+        put_offsets("g", vec![offset("t", 0, 5)]),
+        Mutation::DeleteOffsets {
+            group_id: "g".into(),
+            partitions: vec![("t".into(), 1)],
+        },
+        put_history("g", vec![history("t", 0, 2)], vec![trim("t", 0, 2)]),
+        Mutation::PutGroup(unwritable),
+    ]));
+    assert!(
+        matches!(refused, Err(StoreError::Rejected(_))),
+        "{refused:?}"
+    );
+    assert!(store.healthy());
+    assert_eq!(store.load().expect("loads"), before);
+    drop(store);
+    assert_eq!(open(dir.path()).load().expect("loads"), before);
 }
 
 fn format_version_of(store: &RedbStore) -> u64 {

@@ -20,7 +20,9 @@ use tracing::{trace, warn};
 
 use super::codec::{self, CodecError};
 use super::recovery::{self, Backoff};
-use super::{runtime_error, Command, Shared, GROUPS, JOURNAL, OFFSETS, TOPICS};
+use super::{
+    runtime_error, Command, Shared, GROUPS, HISTORY, JOURNAL, OFFSETS, QUARANTINE, TOPICS,
+};
 use crate::storage::{DurableSender, Mutation, StoreError};
 
 /// One mutation, encoded and ready to write.
@@ -50,6 +52,22 @@ pub(super) enum Op {
         /// (generation, encoded entry)
         entries: Vec<(i32, Vec<u8>)>,
         dropped: Vec<i32>,
+    },
+    PutHistory {
+        group_id: String,
+        /// (topic, partition, seq, encoded entry)
+        entries: Vec<(String, i32, u64, Vec<u8>)>,
+        /// (topic, partition, below_seq): applied before `entries`.
+        trim: Vec<(String, i32, u64)>,
+    },
+    PutQuarantine {
+        group_id: String,
+        /// (topic, partition, encoded offset and quarantine time)
+        offsets: Vec<(String, i32, Vec<u8>)>,
+    },
+    DeleteQuarantine {
+        group_id: String,
+        partitions: Vec<(String, i32)>,
     },
 }
 
@@ -114,12 +132,44 @@ pub(super) fn prepare(batch: Vec<Mutation>) -> Result<Vec<Op>, StoreError> {
                     group_id,
                     partitions,
                 },
-                // TODO(stores): format 5 writes offset history and the quarantine.
-                Mutation::PutHistory { .. }
-                | Mutation::PutQuarantine { .. }
-                | Mutation::DeleteQuarantine { .. } => {
-                    return Err(StoreError::Rejected("TODO(stores)".into()))
-                }
+                Mutation::PutHistory {
+                    group_id,
+                    entries,
+                    trim,
+                } => Op::PutHistory {
+                    group_id,
+                    entries: entries
+                        .into_iter()
+                        .map(|w| {
+                            let seq = w.entry.seq;
+                            let value = codec::encode_history(w.entry).map_err(rejected)?;
+                            Ok((w.topic.to_string(), w.partition, seq, value))
+                        })
+                        .collect::<Result<_, StoreError>>()?,
+                    trim: trim
+                        .into_iter()
+                        .map(|t| (t.topic.to_string(), t.partition, t.below_seq))
+                        .collect(),
+                },
+                Mutation::PutQuarantine { group_id, offsets } => Op::PutQuarantine {
+                    group_id,
+                    offsets: offsets
+                        .into_iter()
+                        .map(|q| {
+                            let value =
+                                codec::encode_quarantine(q.write.committed, q.quarantined_at)
+                                    .map_err(rejected)?;
+                            Ok((q.write.topic.to_string(), q.write.partition, value))
+                        })
+                        .collect::<Result<_, StoreError>>()?,
+                },
+                Mutation::DeleteQuarantine {
+                    group_id,
+                    partitions,
+                } => Op::DeleteQuarantine {
+                    group_id,
+                    partitions,
+                },
                 Mutation::PutTopic(topic) => Op::PutTopic {
                     topic: topic.topic,
                     partitions: topic.partitions,
@@ -219,6 +269,8 @@ fn commit<'a>(db: &Database, batches: impl Iterator<Item = &'a [Op]>) -> Result<
         let mut offsets = txn.open_table(OFFSETS).map_err(runtime_error)?;
         let mut topics = txn.open_table(TOPICS).map_err(runtime_error)?;
         let mut journal = txn.open_table(JOURNAL).map_err(runtime_error)?;
+        let mut history = txn.open_table(HISTORY).map_err(runtime_error)?;
+        let mut quarantine = txn.open_table(QUARANTINE).map_err(runtime_error)?;
         for op in batches.flatten() {
             match op {
                 Op::PutGroup { group_id, value } => {
@@ -240,6 +292,18 @@ fn commit<'a>(db: &Database, batches: impl Iterator<Item = &'a [Op]>) -> Result<
                     journal
                         .retain_in(
                             (group_id.as_str(), i32::MIN)..(after.as_str(), i32::MIN),
+                            |_, _| false,
+                        )
+                        .map_err(runtime_error)?;
+                    history
+                        .retain_in(
+                            (group_id.as_str(), "", i32::MIN, 0)..(after.as_str(), "", i32::MIN, 0),
+                            |_, _| false,
+                        )
+                        .map_err(runtime_error)?;
+                    quarantine
+                        .retain_in(
+                            (group_id.as_str(), "", i32::MIN)..(after.as_str(), "", i32::MIN),
                             |_, _| false,
                         )
                         .map_err(runtime_error)?;
@@ -285,6 +349,51 @@ fn commit<'a>(db: &Database, batches: impl Iterator<Item = &'a [Op]>) -> Result<
                     for (generation, value) in entries {
                         journal
                             .insert((group_id.as_str(), *generation), value.as_slice())
+                            .map_err(runtime_error)?;
+                    }
+                }
+                Op::PutHistory {
+                    group_id,
+                    entries,
+                    trim,
+                } => {
+                    let group = group_id.as_str();
+                    // Trims first: an entry of this same mutation below a trim stays.
+                    for (topic, partition, below_seq) in trim {
+                        let (topic, partition) = (topic.as_str(), *partition);
+                        history
+                            .retain_in(
+                                (group, topic, partition, 0)..(group, topic, partition, *below_seq),
+                                |_, _| false,
+                            )
+                            .map_err(runtime_error)?;
+                    }
+                    for (topic, partition, seq, value) in entries {
+                        history
+                            .insert((group, topic.as_str(), *partition, *seq), value.as_slice())
+                            .map_err(runtime_error)?;
+                    }
+                }
+                Op::PutQuarantine {
+                    group_id,
+                    offsets: writes,
+                } => {
+                    for (topic, partition, value) in writes {
+                        quarantine
+                            .insert(
+                                (group_id.as_str(), topic.as_str(), *partition),
+                                value.as_slice(),
+                            )
+                            .map_err(runtime_error)?;
+                    }
+                }
+                Op::DeleteQuarantine {
+                    group_id,
+                    partitions,
+                } => {
+                    for (topic, partition) in partitions {
+                        quarantine
+                            .remove((group_id.as_str(), topic.as_str(), *partition))
                             .map_err(runtime_error)?;
                     }
                 }

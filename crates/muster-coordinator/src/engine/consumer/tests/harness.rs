@@ -266,6 +266,12 @@ impl Cg {
         self.collect(effects);
     }
 
+    /// A reply token never handed out before.
+    pub fn next_token(&mut self) -> u32 {
+        self.tokens += 1;
+        self.tokens
+    }
+
     pub fn commit(&mut self, member_id: &str, generation: i32) -> i16 {
         self.tokens += 1;
         let token = self.tokens;

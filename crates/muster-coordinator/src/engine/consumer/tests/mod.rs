@@ -5,6 +5,7 @@ mod assign;
 mod group;
 mod harness;
 mod migrate;
+mod ownership;
 mod range;
 mod reconcile;
 mod simulate;

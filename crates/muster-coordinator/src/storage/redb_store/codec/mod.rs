@@ -1,13 +1,14 @@
-//! The on-disk encoding of [`RedbStore`](super::RedbStore) values, format version 4, and the
+//! The on-disk encoding of [`RedbStore`](super::RedbStore) values, format version 5, and the
 //! decoding of the group values of earlier versions for the migration (`super::migrate`). The
 //! cluster store (muster-etcd) writes the same value bytes to etcd, through `storage::codec`.
 //!
-//! | store format | group value | offset value | journal entry |
-//! |--------------|-------------|--------------|---------------|
-//! | 1            | `GroupV1`   | `OffsetV1`   | (none)        |
-//! | 2            | `GroupV2`   | `OffsetV1`   | (none)        |
-//! | 3            | `GroupV2`   | `OffsetV1`   | `RebalanceV1` |
-//! | 4            | `GroupV3`   | `OffsetV1`   | `RebalanceV1` |
+//! | store format | group value | offset value | journal entry | history entry | quarantined    |
+//! |--------------|-------------|--------------|---------------|---------------|----------------|
+//! | 1            | `GroupV1`   | `OffsetV1`   | (none)        | (none)        | (none)         |
+//! | 2            | `GroupV2`   | `OffsetV1`   | (none)        | (none)        | (none)         |
+//! | 3            | `GroupV2`   | `OffsetV1`   | `RebalanceV1` | (none)        | (none)         |
+//! | 4            | `GroupV3`   | `OffsetV1`   | `RebalanceV1` | (none)        | (none)         |
+//! | 5            | `GroupV4`   | `OffsetV1`   | `RebalanceV1` | `HistoryV1`   | `QuarantineV1` |
 //!
 //! `GroupV2` appends the owners to `GroupV1`: each member's principal and the group's creator
 //! (`Option<String>`, last field of each), so that a restart charges quotas again. `GroupV3`
@@ -16,15 +17,18 @@
 //! consumer member (`ConsumerV1`, `ConsumerMemberV1`), so that a restart or a failover resumes
 //! with the same epochs. A member's reconciliation state is stored as its number (0 Stable,
 //! 1 UnrevokedPartitions, 2 UnreleasedPartitions, never renumbered); any other number is
-//! refused when encoding and when decoding.
+//! refused when encoding and when decoding. `GroupV4` appends each partition's ownership epoch
+//! and owner (`OwnershipV1`, protocol §6.23), so that an epoch is never reused across a restart
+//! or a failover. The offset history's entries and the expiry quarantine's offsets are in
+//! [`history`].
 //!
-//! The layout of a `GroupV3` value (wincode: integers little-endian, lengths u64, `Option` a
+//! The layout of a `GroupV4` value (wincode: integers little-endian, lengths u64, `Option` a
 //! tag byte then the value):
 //!
 //! ```text
 //! GroupV2 (unchanged)     state u8, generation i32, assignor, leader, members, state_since_ms,
 //!                         created_by
-//! consumer  Option<ConsumerV1>
+//! consumer  Option<ConsumerV1>                                      (GroupV3 ends here)
 //!   assignment_epoch      i32
 //!   assignor              String
 //!   members               Vec<ConsumerMemberV1>
@@ -35,11 +39,14 @@
 //!     member_epoch i32, previous_member_epoch i32, assigned, pending_revocation, target
 //!     (each Vec<TopicPartitionsV1>),
 //!     classic Option<ClassicMemberV1 { session_timeout_ms u32, assignors Vec<AssignorV1> }>
+//! ownership Vec<OwnershipV1>, sorted by topic then partition
+//!   topic String, partition i32, epoch i32, owner String
 //! ```
 //!
-//! A `GroupV2` value is never a valid `GroupV3` one nor the reverse (the second is the first
-//! plus at least one byte, and decoding is exact), which is what lets a store without a format
-//! version of its own (etcd) read both ([`decode_group_or_v2`]).
+//! Each group value format is the one before plus at least one byte, and decoding is exact
+//! (trailing bytes are an error): a `GroupV2` value is never a valid `GroupV3` or `GroupV4`
+//! one, a `GroupV3` value never a `GroupV4` one, nor the reverse. That is what lets a store
+//! without a format version of its own (etcd) read all three ([`decode_group_or_earlier`]).
 //!
 //! Records are encoded with wincode from storage-only mirror structs, never from the engine's
 //! or the wire's types: a field added to `GroupRecord` or to a protocol message must not change
@@ -47,6 +54,10 @@
 //! it only together with `FORMAT_VERSION` (and a migration). The `format_is_pinned` test holds
 //! the exact bytes. Decoding never trusts a length: no sequence preallocates more than
 //! `PREALLOCATION_LIMIT`, truncated, trailing or out-of-range bytes are a [`CodecError`].
+
+pub(super) mod history;
+
+pub use history::{decode_history, decode_quarantine, encode_history, encode_quarantine};
 
 use muster_protocol::{AssignorMetadata, TopicPartitions};
 use wincode::config::Configuration;
@@ -57,7 +68,7 @@ use muster_protocol::{MemberChange, MemberWait, RebalanceCause};
 use crate::storage::records::ClassicMemberRecord;
 use crate::storage::{
     CommittedOffset, ConsumerGroupRecord, ConsumerMemberRecord, GroupRecord, MemberRecord,
-    RebalanceRecord,
+    OwnershipRecord, RebalanceRecord,
 };
 use crate::types::GroupState;
 
@@ -122,6 +133,22 @@ struct MemberV2 {
 struct GroupV3 {
     group: GroupV2,
     consumer: Option<ConsumerV1>,
+}
+
+/// A version 3 group with each partition's ownership epoch appended (store format 5).
+#[derive(Debug, PartialEq, Eq, SchemaWrite, SchemaRead)]
+struct GroupV4 {
+    group: GroupV3,
+    ownership: Vec<OwnershipV1>,
+}
+
+/// One partition's owner and ownership epoch, field for field as `OwnershipRecord`.
+#[derive(Debug, PartialEq, Eq, SchemaWrite, SchemaRead)]
+struct OwnershipV1 {
+    topic: String,
+    partition: i32,
+    epoch: i32,
+    owner: String,
 }
 
 /// The durable part of a consumer-protocol group, field for field as `ConsumerGroupRecord`.
@@ -389,6 +416,7 @@ impl From<ConsumerMemberV1> for ConsumerMemberRecord {
 }
 mirror!(ClassicMemberV1 <=> ClassicMemberRecord { session_timeout_ms; each assignors });
 mirror!(ConsumerV1 <=> ConsumerGroupRecord { assignment_epoch, assignor; each members });
+mirror!(OwnershipV1 <=> OwnershipRecord { topic, partition, epoch, owner });
 
 impl From<MemberRecord> for MemberV2 {
     fn from(mut m: MemberRecord) -> Self {
@@ -409,9 +437,16 @@ impl From<MemberV2> for MemberRecord {
     }
 }
 
-/// Splits a record into its key (the group id) and its encoded value (`GroupV3`). Refuses a
+/// Splits a record into its key (the group id) and its encoded value (`GroupV4`). Refuses a
 /// consumer member whose state number is not one of [`MEMBER_STATES`].
 pub fn encode_group(record: GroupRecord) -> Result<(String, Vec<u8>), CodecError> {
+    let (group_id, stored) = stored_group(record)?;
+    let bytes = serialize_group(&group_id, &stored)?;
+    Ok((group_id, bytes))
+}
+
+/// The mirror of a record, and its group id.
+fn stored_group(record: GroupRecord) -> Result<(String, GroupV4), CodecError> {
     let GroupRecord {
         group_id,
         state,
@@ -422,7 +457,7 @@ pub fn encode_group(record: GroupRecord) -> Result<(String, Vec<u8>), CodecError
         state_since_ms,
         created_by,
         consumer,
-        ownership: _, // TODO(stores): format 5 stores the ownership epochs.
+        ownership,
     } = record;
     if let Some(consumer) = &consumer {
         check_member_states(
@@ -433,55 +468,88 @@ pub fn encode_group(record: GroupRecord) -> Result<(String, Vec<u8>), CodecError
         )
         .map_err(|e| CodecError(format!("cannot encode group {group_id:?}: {e}")))?;
     }
-    let stored = GroupV3 {
-        group: GroupV2 {
-            state: state_to_u8(state),
-            generation,
-            assignor,
-            leader,
-            members: members.into_iter().map(Into::into).collect(),
-            state_since_ms,
-            created_by,
+    let stored = GroupV4 {
+        group: GroupV3 {
+            group: GroupV2 {
+                state: state_to_u8(state),
+                generation,
+                assignor,
+                leader,
+                members: members.into_iter().map(Into::into).collect(),
+                state_since_ms,
+                created_by,
+            },
+            consumer: consumer.map(Into::into),
         },
-        consumer: consumer.map(Into::into),
+        ownership: ownership.into_iter().map(Into::into).collect(),
     };
-    let bytes = wincode::config::serialize(&stored, FORMAT)
-        .map_err(|e| CodecError(format!("cannot encode group {group_id:?}: {e}")))?;
-    Ok((group_id, bytes))
+    Ok((group_id, stored))
 }
 
-/// A group value of the current format (`GroupV3`, store format 4).
+fn serialize_group<T: SchemaWrite<Format, Src = T>>(
+    group_id: &str,
+    stored: &T,
+) -> Result<Vec<u8>, CodecError> {
+    wincode::config::serialize(stored, FORMAT)
+        .map_err(|e| CodecError(format!("cannot encode group {group_id:?}: {e}")))
+}
+
+/// A group value of the current format (`GroupV4`, store format 5).
 pub fn decode_group(group_id: &str, bytes: &[u8]) -> Result<GroupRecord, CodecError> {
-    let stored: GroupV3 = wincode::config::deserialize_exact(bytes, FORMAT)
+    let stored: GroupV4 = wincode::config::deserialize_exact(bytes, FORMAT)
         .map_err(|e| CodecError(format!("group {group_id:?}: {e}")))?;
     group_record(group_id, stored)
 }
 
-/// A group value of the current format or of the one before it (`GroupV2`, written by store
-/// formats 2 and 3: read with no consumer part), for a store that keeps no format version of
-/// its own (etcd), where a value stays as an earlier release wrote it until its group is
-/// written again. At most one of the two can match (module docs).
-pub fn decode_group_or_v2(group_id: &str, bytes: &[u8]) -> Result<GroupRecord, CodecError> {
+/// A group value of the current format or of an earlier one still read (`GroupV3`, written by
+/// store format 4: no ownership epochs; `GroupV2`, written by formats 2 and 3: no consumer part
+/// either), for a store that keeps no format version of its own (etcd), where a value stays as
+/// an earlier release wrote it until its group is written again. At most one of the three can
+/// match (module docs).
+pub fn decode_group_or_earlier(group_id: &str, bytes: &[u8]) -> Result<GroupRecord, CodecError> {
     decode_group(group_id, bytes).or_else(|current| {
-        decode_group_v2(group_id, bytes).map_err(|_| {
-            CodecError(format!(
-                "{current} (nor is it a group value of store format 2 or 3)"
-            ))
-        })
+        decode_group_v3(group_id, bytes)
+            .or_else(|_| decode_group_v2(group_id, bytes))
+            .map_err(|_| {
+                CodecError(format!(
+                    "{current} (nor is it a group value of store format 2, 3 or 4)"
+                ))
+            })
     })
 }
 
-/// A `GroupV2` value (store formats 2 and 3, for the migration to 4): no consumer part.
+/// A `GroupV3` value (store format 4, for the migration to 5): no ownership epochs.
+pub(super) fn decode_group_v3(group_id: &str, bytes: &[u8]) -> Result<GroupRecord, CodecError> {
+    let group: GroupV3 = wincode::config::deserialize_exact(bytes, FORMAT)
+        .map_err(|e| CodecError(format!("group {group_id:?} (store format 4): {e}")))?;
+    group_record(
+        group_id,
+        GroupV4 {
+            group,
+            ownership: Vec::new(),
+        },
+    )
+}
+
+/// A `GroupV2` value (store formats 2 and 3, for the migration): no consumer part, no
+/// ownership epochs.
 pub(super) fn decode_group_v2(group_id: &str, bytes: &[u8]) -> Result<GroupRecord, CodecError> {
     let group: GroupV2 = wincode::config::deserialize_exact(bytes, FORMAT)
         .map_err(|e| CodecError(format!("group {group_id:?} (store format 2 or 3): {e}")))?;
-    group_record(
-        group_id,
-        GroupV3 {
-            group,
-            consumer: None,
-        },
-    )
+    group_record(group_id, GroupV4::from_v2(group))
+}
+
+impl GroupV4 {
+    /// A group of a format before the consumer part: none, and no ownership epochs.
+    fn from_v2(group: GroupV2) -> Self {
+        GroupV4 {
+            group: GroupV3 {
+                group,
+                consumer: None,
+            },
+            ownership: Vec::new(),
+        }
+    }
 }
 
 /// A format version 1 group value (for the migration): no owners, no consumer part.
@@ -511,18 +579,15 @@ pub(super) fn decode_group_v1(group_id: &str, bytes: &[u8]) -> Result<GroupRecor
         state_since_ms,
         created_by: None,
     };
-    group_record(
-        group_id,
-        GroupV3 {
-            group,
-            consumer: None,
-        },
-    )
+    group_record(group_id, GroupV4::from_v2(group))
 }
 
 /// The record of `group_id` from its decoded value; refuses unknown state numbers.
-fn group_record(group_id: &str, stored: GroupV3) -> Result<GroupRecord, CodecError> {
-    let GroupV3 { group, consumer } = stored;
+fn group_record(group_id: &str, stored: GroupV4) -> Result<GroupRecord, CodecError> {
+    let GroupV4 {
+        group: GroupV3 { group, consumer },
+        ownership,
+    } = stored;
     let invalid = |e: String| CodecError(format!("group {group_id:?}: {e}"));
     if let Some(consumer) = &consumer {
         check_member_states(
@@ -543,26 +608,26 @@ fn group_record(group_id: &str, stored: GroupV3) -> Result<GroupRecord, CodecErr
         state_since_ms: group.state_since_ms,
         created_by: group.created_by,
         consumer: consumer.map(Into::into),
-        ownership: Vec::new(), // TODO(stores): format 5 stores the ownership epochs.
+        ownership: ownership.into_iter().map(Into::into).collect(),
     })
 }
 
-/// Encodes a group as store formats 2 and 3 wrote it (`GroupV2`), dropping its consumer part:
-/// tests make format 3 stores and earlier etcd values with it.
+/// Encodes a group as store format 4 wrote it (`GroupV3`), dropping its ownership epochs:
+/// tests make format 4 stores and earlier etcd values with it.
+#[cfg(any(test, feature = "store-suite"))]
+pub fn encode_group_v3(record: GroupRecord) -> Result<(String, Vec<u8>), CodecError> {
+    let (group_id, stored) = stored_group(record)?;
+    let bytes = serialize_group(&group_id, &stored.group)?;
+    Ok((group_id, bytes))
+}
+
+/// Encodes a group as store formats 2 and 3 wrote it (`GroupV2`), dropping its consumer part
+/// and its ownership epochs: tests make format 3 stores and earlier etcd values with it.
 #[cfg(any(test, feature = "store-suite"))]
 pub fn encode_group_v2(record: GroupRecord) -> Result<(String, Vec<u8>), CodecError> {
-    let stored = GroupV2 {
-        state: state_to_u8(record.state),
-        generation: record.generation,
-        assignor: record.assignor,
-        leader: record.leader,
-        members: record.members.into_iter().map(Into::into).collect(),
-        state_since_ms: record.state_since_ms,
-        created_by: record.created_by,
-    };
-    let bytes = wincode::config::serialize(&stored, FORMAT)
-        .map_err(|e| CodecError(format!("cannot encode group {:?}: {e}", record.group_id)))?;
-    Ok((record.group_id, bytes))
+    let (group_id, stored) = stored_group(record)?;
+    let bytes = serialize_group(&group_id, &stored.group.group)?;
+    Ok((group_id, bytes))
 }
 
 /// Encodes a group in format version 1, as the first release wrote it (tests make v1

@@ -2,10 +2,31 @@
 
 use super::*;
 
+/// A consumer-protocol group with ownership epochs (as store format 5 stores it): the format 4
+/// sample and the owners of two partitions.
+fn sample_group() -> GroupRecord {
+    let mut group = sample_group_v3();
+    group.ownership = vec![
+        OwnershipRecord {
+            topic: "t".into(),
+            partition: 0,
+            epoch: 3,
+            owner: "c1".into(),
+        },
+        OwnershipRecord {
+            topic: "t".into(),
+            partition: 1,
+            epoch: 4,
+            owner: "c2".into(),
+        },
+    ];
+    group
+}
+
 /// A consumer-protocol group (as store format 4 stores it): the version 2 sample, Reconciling,
 /// with a consumer part of two members, one with every field set (static, a rack, a regex, a
 /// pending revocation) and one with none.
-fn sample_group() -> GroupRecord {
+fn sample_group_v3() -> GroupRecord {
     let mut group = sample_group_v2();
     group.state = GroupState::Reconciling;
     group.consumer = Some(ConsumerGroupRecord {
@@ -239,21 +260,40 @@ const CONSUMER_V1_HEX: &str = concat!(
     "0000000000000000000000000000000000000000",
 );
 
-/// Store format 4, byte for byte. If this fails, the on-disk format changed: bump
+/// Store format 5's ownership epochs of `sample_group` (`Vec<OwnershipV1>`): two entries,
+/// ("t", 0, epoch 3, "c1") and ("t", 1, epoch 4, "c2").
+const OWNERSHIP_V1_HEX: &str = concat!(
+    "0200000000000000",
+    "010000000000000074",
+    "00000000",
+    "03000000",
+    "02000000000000006331",
+    "010000000000000074",
+    "01000000",
+    "04000000",
+    "02000000000000006332",
+);
+
+/// The GroupV3 bytes of `sample_group` (store format 4): the GroupV2 bytes (here with state 6,
+/// Reconciling), then `Some` (01) and the consumer part.
+fn group_v3_hex() -> String {
+    format!("06{}01{CONSUMER_V1_HEX}", &GROUP_V2_HEX[2..])
+}
+
+/// Store format 5, byte for byte. If this fails, the on-disk format changed: bump
 /// `FORMAT_VERSION` and teach `open` to migrate, or undo the change.
 #[test]
 fn format_is_pinned() {
-    // GroupV3: the GroupV2 bytes (here with state 6, Reconciling), then `Some` (01) and the
-    // consumer part.
+    // GroupV4: the GroupV3 bytes, then the ownership epochs.
     let (_, group) = encode_group(sample_group()).expect("encodes");
-    assert_eq!(
-        hex(&group),
-        format!("06{}01{CONSUMER_V1_HEX}", &GROUP_V2_HEX[2..])
-    );
-    // A classic group: the GroupV2 bytes, then `None` (00).
+    assert_eq!(hex(&group), format!("{}{OWNERSHIP_V1_HEX}", group_v3_hex()));
+    // A classic group with no ownership epochs: the GroupV2 bytes, then `None` (00) and an
+    // empty sequence (a zero length).
     let (_, classic) = encode_group(sample_group_v2()).expect("encodes");
-    assert_eq!(hex(&classic), format!("{GROUP_V2_HEX}00"));
+    assert_eq!(hex(&classic), format!("{GROUP_V2_HEX}00{}", "00".repeat(8)));
     // The earlier encoders (tests' makers of old stores) still write what they wrote.
+    let (_, v3) = encode_group_v3(sample_group()).expect("encodes");
+    assert_eq!(hex(&v3), group_v3_hex());
     let (_, v2) = encode_group_v2(sample_group_v2()).expect("encodes");
     assert_eq!(hex(&v2), GROUP_V2_HEX);
     let (_, v1) = encode_group_v1(sample_group_v1()).expect("encodes");
@@ -350,8 +390,9 @@ fn version_1_values_decode_with_no_owners() {
         sample_group_v1()
     );
     assert!(decode_group_v2("g", &v1).is_err());
+    assert!(decode_group_v3("g", &v1).is_err());
     assert!(decode_group("g", &v1).is_err());
-    assert!(decode_group_or_v2("g", &v1).is_err());
+    assert!(decode_group_or_earlier("g", &v1).is_err());
 }
 
 /// GroupV2 bytes, as store formats 2 and 3 wrote them, read with no consumer part; they are
@@ -365,15 +406,49 @@ fn version_2_values_decode_with_no_consumer_part() {
         sample_group_v2()
     );
     assert!(decode_group("g", &v2).is_err());
+    assert!(decode_group_v3("g", &v2).is_err());
     assert_eq!(
-        decode_group_or_v2("g", &v2).expect("decodes"),
+        decode_group_or_earlier("g", &v2).expect("decodes"),
         sample_group_v2()
     );
 
     for record in [sample_group(), sample_group_v2()] {
         let (_, current) = encode_group(record.clone()).expect("encodes");
         assert!(decode_group_v2("g", &current).is_err());
-        assert_eq!(decode_group_or_v2("g", &current).expect("decodes"), record);
+        assert_eq!(
+            decode_group_or_earlier("g", &current).expect("decodes"),
+            record
+        );
+    }
+}
+
+/// GroupV3 bytes, as store format 4 wrote them, read with no ownership epochs; they are
+/// neither current nor GroupV2 bytes, and current bytes are not GroupV3 ones, so a store
+/// without a format version (etcd) tells all three apart.
+#[test]
+fn version_3_values_decode_with_no_ownership_epochs() {
+    let v3 = unhex(&group_v3_hex());
+    assert_eq!(
+        decode_group_v3("g", &v3).expect("decodes"),
+        sample_group_v3()
+    );
+    assert!(decode_group("g", &v3).is_err());
+    assert!(decode_group_v2("g", &v3).is_err());
+    assert_eq!(
+        decode_group_or_earlier("g", &v3).expect("decodes"),
+        sample_group_v3()
+    );
+    // A classic group of format 4 too: its consumer tag is the last byte.
+    let (_, classic) = encode_group_v3(sample_group_v2()).expect("encodes");
+    assert_eq!(hex(&classic), format!("{GROUP_V2_HEX}00"));
+    assert_eq!(
+        decode_group_or_earlier("g", &classic).expect("decodes"),
+        sample_group_v2()
+    );
+
+    for record in [sample_group(), sample_group_v3(), sample_group_v2()] {
+        let (_, current) = encode_group(record.clone()).expect("encodes");
+        assert!(decode_group_v3("g", &current).is_err());
     }
 }
 
@@ -385,9 +460,11 @@ fn every_truncated_prefix_fails_to_decode() {
             decode_group("g", &group[..len]).is_err(),
             "prefix of {len} bytes"
         );
-        // Only the one prefix that is the GroupV2 part is a (format 2 or 3) group value.
-        let earlier = decode_group_or_v2("g", &group[..len]);
-        assert_eq!(earlier.is_ok(), len == GROUP_V2_HEX.len() / 2, "{len}");
+        // Only the prefixes that are the GroupV2 part and the GroupV3 part are (format 2 or 3,
+        // and format 4) group values.
+        let earlier = decode_group_or_earlier("g", &group[..len]);
+        let earlier_formats = [GROUP_V2_HEX.len() / 2, group_v3_hex().len() / 2];
+        assert_eq!(earlier.is_ok(), earlier_formats.contains(&len), "{len}");
     }
     let offset = encode_offset(CommittedOffset {
         offset: 1,
@@ -413,7 +490,7 @@ fn damaged_group_values_never_panic() {
             let mut damaged = group.clone();
             damaged[at] = value;
             let _ = decode_group("g", &damaged);
-            let _ = decode_group_or_v2("g", &damaged);
+            let _ = decode_group_or_earlier("g", &damaged);
         }
     }
     // The consumer members' count (after the tag, the epoch and "uniform") made 2^62.
@@ -421,6 +498,12 @@ fn damaged_group_values_never_panic() {
     let mut huge = group.clone();
     assert_eq!(huge[members_at..members_at + 8], 2u64.to_le_bytes());
     huge[members_at..members_at + 8].copy_from_slice(&(1u64 << 62).to_le_bytes());
+    assert!(decode_group("g", &huge).is_err());
+    // The ownership epochs' count (right after the GroupV3 part) likewise.
+    let owners_at = group_v3_hex().len() / 2;
+    let mut huge = group;
+    assert_eq!(huge[owners_at..owners_at + 8], 2u64.to_le_bytes());
+    huge[owners_at..owners_at + 8].copy_from_slice(&(1u64 << 62).to_le_bytes());
     assert!(decode_group("g", &huge).is_err());
 }
 
@@ -434,10 +517,10 @@ fn trailing_bytes_are_rejected() {
     .expect("encodes");
     bytes.push(0);
     assert!(decode_offset(&bytes).is_err());
-    for record in [sample_group(), sample_group_v2()] {
+    for record in [sample_group(), sample_group_v3(), sample_group_v2()] {
         let (_, mut group) = encode_group(record).expect("encodes");
         group.push(0);
         assert!(decode_group("g", &group).is_err());
-        assert!(decode_group_or_v2("g", &group).is_err());
+        assert!(decode_group_or_earlier("g", &group).is_err());
     }
 }
