@@ -8,7 +8,9 @@
 //! the group may be reset (Empty, no members); its refusal, which names the members, is
 //! printed as it is, and the exit code is 1. `--json`: `{"group", "executed",
 //! "recorded_at_ms", "recorded_at", "undo", "partitions": [{"topic", "partition", "current",
-//! "new"}]}` (`current` and `new` null for no offset; the times and `undo` null for a dry run).
+//! "new", "error"}]}` (`current` and `new` null for no offset; `error` null, or why the
+//! partition is left alone, e.g. `TOPIC_AUTHORIZATION_FAILED`; the times and `undo` null for a
+//! dry run).
 //!
 //! `restore` lists the expiry quarantine (offsets past retention, held before they are
 //! dropped), or brings it back with `--execute`. `--json`: `{"group", "executed",
@@ -17,7 +19,7 @@
 
 use muster_client::admin::server_message;
 use muster_client::protocol::{OffsetResetResponse, OffsetRestoreResponse};
-use muster_client::{ClientError, ResetTo, TopicPartitions};
+use muster_client::{ClientError, ErrorCode, ResetTo, TopicPartitions};
 use serde::Serialize;
 
 use super::offsets::OffsetEntry;
@@ -34,6 +36,9 @@ pub struct ResetRow {
     pub current: Option<i64>,
     /// `null`: the reset removes the offset (the partition had none at that time).
     pub new: Option<i64>,
+    /// `null`, or why this partition is left as it is (`TOPIC_AUTHORIZATION_FAILED`: the
+    /// principal may not read its topic; the others are reset).
+    pub error: Option<String>,
 }
 
 /// `offsets reset`.
@@ -50,6 +55,11 @@ pub struct OffsetReset {
 
 fn offset(o: i64) -> Option<i64> {
     (o >= 0).then_some(o)
+}
+
+/// An error code's name, for a cell or a JSON field.
+fn code_name(code: i16) -> String {
+    ErrorCode::from_code(code).map_or_else(|| format!("error {code}"), |c| c.name().to_owned())
 }
 
 fn offset_cell(o: Option<i64>) -> String {
@@ -113,6 +123,7 @@ impl OffsetReset {
                         partition: p.partition,
                         current: offset(p.current),
                         new: offset(p.new),
+                        error: (p.error_code != 0).then(|| code_name(p.error_code)),
                     })
                 })
                 .collect(),
@@ -127,14 +138,21 @@ impl Report for OffsetReset {
         }
         let mut out = render::table(
             &["TOPIC", "PARTITION", "CURRENT", "", "NEW"],
-            self.partitions.iter().map(|p| {
-                [
+            self.partitions.iter().map(|p| match &p.error {
+                None => [
                     p.topic.clone(),
                     p.partition.to_string(),
                     offset_cell(p.current),
                     "->".to_owned(),
                     offset_cell(p.new),
-                ]
+                ],
+                Some(error) => [
+                    p.topic.clone(),
+                    p.partition.to_string(),
+                    "-".to_owned(),
+                    String::new(),
+                    format!("not reset: {error}"),
+                ],
             }),
         );
         if let (Some(at), Some(undo)) = (&self.recorded_at, &self.undo) {
@@ -323,6 +341,29 @@ mod tests {
                 ],
             }],
         }
+    }
+
+    #[test]
+    fn a_partition_left_alone_says_why() {
+        let mut answer = reset_answer(false);
+        answer.topics.push(ResetTopic {
+            topic: "secret".into(),
+            partitions: vec![ResetPartition {
+                partition: 0,
+                current: -1,
+                new: -1,
+                error_code: ErrorCode::TopicAuthorizationFailed.code(),
+            }],
+        });
+        let report = OffsetReset::new("g", &[], answer);
+        let text = report.human();
+        assert!(
+            text.ends_with("secret  0          -            not reset: TOPIC_AUTHORIZATION_FAILED"),
+            "{text}"
+        );
+        let json = serde_json::to_value(&report).expect("encodes");
+        assert_eq!(json["partitions"][0]["error"], serde_json::Value::Null);
+        assert_eq!(json["partitions"][2]["error"], "TOPIC_AUTHORIZATION_FAILED");
     }
 
     #[test]

@@ -423,7 +423,9 @@ impl Admin {
     /// followed by `: ` and the server's `error_message` ([`server_message`] reads it back):
     /// NON_EMPTY_GROUP (it names the members), INVALID_REQUEST (a partition the history
     /// cannot answer for: nothing was reset), GROUP_AUTHORIZATION_FAILED (executing needs
-    /// `delete` on the group; a dry run needs `read`), GROUP_ID_NOT_FOUND.
+    /// `read` and `delete` on the group; a dry run needs `read`), GROUP_ID_NOT_FOUND. A
+    /// partition of a topic the principal may not read is left alone, with
+    /// TOPIC_AUTHORIZATION_FAILED in its `error_code`; the others are reset.
     pub async fn reset_offsets(
         &self,
         group_id: &str,
@@ -453,7 +455,7 @@ impl Admin {
     /// `execute` `false`: only list them (with when the oldest entered, and when the first
     /// will be dropped; 0 for an empty quarantine); `true`: bring them back whole, committed
     /// anew (the answer lists what was restored). Listing needs `read` on the group,
-    /// restoring `delete`. Refusals as [`Admin::reset_offsets`], with the context
+    /// restoring `read` and `delete`. Refusals as [`Admin::reset_offsets`], with the context
     /// `OffsetRestore {group_id}`.
     pub async fn restore_offsets(
         &self,
