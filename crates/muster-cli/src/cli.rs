@@ -80,7 +80,7 @@ pub enum Command {
     /// Consumer groups: list, describe, delete.
     #[command(subcommand)]
     Groups(GroupsCommand),
-    /// Committed offsets of a group: get, set.
+    /// Committed offsets of a group: get, set, history, reset (and undo), restore.
     #[command(subcommand)]
     Offsets(OffsetsCommand),
     /// The topic catalog: create (or raise the partition count), list.
@@ -198,6 +198,97 @@ pub enum OffsetsCommand {
         #[arg(long)]
         metadata: Option<String>,
     },
+    /// Show a group's offset history: per partition, its last commits, resets and restores,
+    /// newest first, with who wrote each (member, client, host, generation) and when.
+    History {
+        /// The group id.
+        group: String,
+        /// Only this topic.
+        #[arg(long)]
+        topic: Option<String>,
+        /// Only this partition (of --topic, or of every topic).
+        #[arg(long, value_parser = clap::value_parser!(i32).range(0..))]
+        partition: Option<i32>,
+        /// At most this many entries per partition (0: every one the server keeps).
+        #[arg(long, default_value_t = 0)]
+        limit: u32,
+    },
+    /// Reset the committed offsets of a group that has no members (state Empty): to a point
+    /// in time, to the oldest recorded, by a shift, or to an offset.
+    ///
+    /// Prints, per partition, its offset now and after the reset. --dry-run changes nothing;
+    /// --execute resets every partition at once (or none, if one cannot be), and prints the
+    /// time the reset was recorded at and the command that undoes it (a reset to just before
+    /// it). The server refuses while the group has members, naming them.
+    Reset {
+        /// The group id.
+        group: String,
+        #[command(flatten)]
+        to: ResetTarget,
+        /// Which partitions: a topic, or some of its partitions (repeat for several; default:
+        /// every partition the group has an offset or a history for).
+        #[arg(
+            long = "topic",
+            value_name = "TOPIC[:P,P...]",
+            value_parser = parse_topic_partitions
+        )]
+        topics: Vec<muster_client::TopicPartitions>,
+        #[command(flatten)]
+        mode: ResetMode,
+    },
+    /// List a group's offsets held in the expiry quarantine (offsets past retention, kept
+    /// restorable for a while before they are dropped), or restore them with --execute.
+    Restore {
+        /// The group id.
+        group: String,
+        /// Bring them back, committed anew (without it: only list them).
+        #[arg(long)]
+        execute: bool,
+    },
+}
+
+/// Where `offsets reset` puts the offsets: exactly one of these.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub struct ResetTarget {
+    /// The offset each partition had at this time (RFC 3339, e.g. 2026-12-01T14:00:00Z): its
+    /// newest history entry at or before it.
+    #[arg(long, value_name = "TIME", value_parser = crate::render::parse_time_ms)]
+    pub to_time: Option<u64>,
+    /// The oldest offset the history holds.
+    #[arg(long)]
+    pub to_earliest_recorded: bool,
+    /// The committed offset plus N (N may be negative; the result is at least 0).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub shift_by: Option<i64>,
+    /// This offset.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(0..))]
+    pub to_offset: Option<i64>,
+}
+
+impl ResetTarget {
+    /// The wire form (clap makes sure exactly one is given).
+    pub fn to(&self) -> muster_client::ResetTo {
+        use muster_client::ResetTo;
+        match (self.to_time, self.shift_by, self.to_offset) {
+            (Some(at_ms), _, _) => ResetTo::Time { at_ms },
+            (_, Some(delta), _) => ResetTo::ShiftBy { delta },
+            (_, _, Some(offset)) => ResetTo::Offset { offset },
+            _ => ResetTo::EarliestRecorded,
+        }
+    }
+}
+
+/// `offsets reset`: exactly one of --dry-run and --execute.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub struct ResetMode {
+    /// Show what would change; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Reset the offsets.
+    #[arg(long)]
+    pub execute: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -271,6 +362,34 @@ impl From<StateArg> for GroupState {
             StateArg::Stable => GroupState::Stable,
         }
     }
+}
+
+/// `TOPIC` or `TOPIC:P,P,...` (`offsets reset --topic`).
+pub fn parse_topic_partitions(value: &str) -> Result<muster_client::TopicPartitions, String> {
+    let (topic, list) = match value.split_once(':') {
+        Some((topic, list)) => (topic, Some(list)),
+        None => (value, None),
+    };
+    if topic.is_empty() {
+        return Err(format!("{value:?} has no topic"));
+    }
+    let mut partitions = Vec::new();
+    for p in list.into_iter().flat_map(|l| l.split(',')) {
+        let partition = p
+            .trim()
+            .parse::<i32>()
+            .ok()
+            .filter(|p| *p >= 0)
+            .ok_or_else(|| format!("{p:?} in {value:?} is not a partition number"))?;
+        partitions.push(partition);
+    }
+    if list.is_some() && partitions.is_empty() {
+        return Err(format!("{value:?} lists no partition"));
+    }
+    Ok(muster_client::TopicPartitions {
+        topic: topic.to_owned(),
+        partitions,
+    })
 }
 
 /// `HOST:PORT`, with a numeric port (the host is resolved when connecting).
@@ -418,6 +537,62 @@ mod tests {
             ["a:1", "b:2", "c:3"]
         );
         assert!(parse(&["--server", "a:1,nope"]).is_err());
+    }
+
+    #[test]
+    fn offsets_reset_takes_one_target_and_one_mode() {
+        let parse = |args: &[&str]| {
+            let mut argv = vec!["muster", "offsets", "reset", "g"];
+            argv.extend_from_slice(args);
+            Cli::try_parse_from(argv)
+        };
+        let cli = parse(&[
+            "--shift-by",
+            "-5",
+            "--topic",
+            "orders:0,2",
+            "--topic",
+            "audit",
+            "--dry-run",
+        ])
+        .expect("parses");
+        let Command::Offsets(OffsetsCommand::Reset {
+            group,
+            to,
+            topics,
+            mode,
+        }) = cli.command
+        else {
+            panic!("offsets reset: {:?}", cli.command);
+        };
+        assert_eq!(group, "g");
+        assert_eq!(to.to(), muster_client::ResetTo::ShiftBy { delta: -5 });
+        assert_eq!(
+            (topics[0].topic.as_str(), &topics[0].partitions[..]),
+            ("orders", &[0, 2][..])
+        );
+        assert!(topics[1].partitions.is_empty());
+        assert!(mode.dry_run && !mode.execute);
+        let at = parse(&["--to-time", "2026-12-01T14:00:00Z", "--execute"]).expect("parses");
+        let Command::Offsets(OffsetsCommand::Reset { to, .. }) = at.command else {
+            panic!("offsets reset: {:?}", at.command);
+        };
+        assert_eq!(
+            to.to(),
+            muster_client::ResetTo::Time {
+                at_ms: 1_796_133_600_000
+            }
+        );
+        // Exactly one target, exactly one mode.
+        assert!(parse(&["--to-earliest-recorded"]).is_err());
+        assert!(parse(&["--execute"]).is_err());
+        assert!(parse(&["--to-offset", "3", "--dry-run", "--execute"]).is_err());
+        assert!(parse(&["--to-offset", "3", "--to-earliest-recorded", "--execute"]).is_err());
+        assert!(parse(&["--to-offset", "-3", "--execute"]).is_err());
+        assert!(parse(&["--to-time", "yesterday", "--execute"]).is_err());
+        assert!(parse(&["--to-offset", "3", "--topic", "orders:x", "--execute"]).is_err());
+        assert!(parse(&["--to-offset", "3", "--topic", ":1", "--execute"]).is_err());
+        assert!(parse(&["--to-offset", "3", "--topic", "orders:", "--execute"]).is_err());
     }
 
     #[test]

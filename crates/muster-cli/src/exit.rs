@@ -5,7 +5,7 @@
 //! | code | [`Status`] | when |
 //! |---:|---|---|
 //! | 0 | `Success` | the command did what it was asked |
-//! | 1 | `Refused` | the server answered with an error code (e.g. `NON_EMPTY_GROUP`, `UNKNOWN_MEMBER_ID` when setting offsets of a group that has members, `INVALID_PARTITIONS`), or `auth check` refused the file |
+//! | 1 | `Refused` | the server answered with an error code (e.g. `NON_EMPTY_GROUP`, also when resetting the offsets of a group that has members; `UNKNOWN_MEMBER_ID` when setting offsets of a group that has members, `INVALID_PARTITIONS`), or `auth check` refused the file |
 //! | 2 | `Usage` | the command line is wrong (clap's own exit code) |
 //! | 3 | `NotFound` | the group does not exist (`GROUP_ID_NOT_FOUND`, or described as `Dead` with no members) |
 //! | 4 | `Unreachable` | no answer from the server: connection refused, broken, or timed out, or the TLS handshake failed |
@@ -65,7 +65,8 @@ impl Status {
             }
             Status::Usage => "usage error: the command line is wrong",
             Status::NotFound => {
-                "not found: no such group (describe, delete, simulate, offsets get)"
+                "not found: no such group (describe, delete, simulate, offsets get, history, \
+                 reset, restore)"
             }
             Status::Unreachable => {
                 "server unreachable: connection refused or broken, or no answer in --timeout-ms"

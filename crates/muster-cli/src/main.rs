@@ -16,6 +16,12 @@
 //! muster offsets get GROUP                   committed offsets
 //! muster offsets set GROUP --topic T --partition P --offset O [--metadata M]
 //!                                            set an offset of an Empty group
+//! muster offsets history GROUP [--topic T] [--partition P] [--limit N]
+//!                                            commits, resets, restores per partition, newest first
+//! muster offsets reset GROUP (--to-time TIME | --to-earliest-recorded | --shift-by N
+//!                             | --to-offset N) [--topic T[:P,P...]]... (--dry-run | --execute)
+//!                                            reset an Empty group's offsets; prints the undo
+//! muster offsets restore GROUP [--execute]   list (or restore) offsets in the expiry quarantine
 //! muster topics create TOPIC --partitions N  create a topic, or raise its partition count
 //! muster topics list                         the topic catalog
 //! muster cluster describe                    the cluster's nodes and the shards each owns
@@ -41,9 +47,9 @@
 //! | code | meaning |
 //! |---:|---|
 //! | 0 | success |
-//! | 1 | refused by the server: it answered an error code (`NON_EMPTY_GROUP`; `UNKNOWN_MEMBER_ID` or `REBALANCE_IN_PROGRESS` for `offsets set` on a group with members; `INVALID_PARTITIONS`; ...), or `auth check` refused the file |
+//! | 1 | refused by the server: it answered an error code (`NON_EMPTY_GROUP`, also for `offsets reset` on a group with members, which the message names; `UNKNOWN_MEMBER_ID` or `REBALANCE_IN_PROGRESS` for `offsets set` on a group with members; `INVALID_PARTITIONS`; ...), or `auth check` refused the file |
 //! | 2 | usage error (clap) |
-//! | 3 | not found: the group does not exist (`groups describe`, `groups delete`, `groups simulate`, `offsets get`) |
+//! | 3 | not found: the group does not exist (`groups describe`, `groups delete`, `groups simulate`, `offsets get`, `offsets history`, `offsets reset`, `offsets restore`) |
 //! | 4 | server unreachable: connection refused or broken, or no answer within `--timeout-ms` |
 //! | 5 | internal error: an answer the CLI cannot interpret, or output it cannot write |
 //!

@@ -118,6 +118,38 @@ pub fn or_dash(value: Option<&str>) -> String {
     }
 }
 
+/// A time in milliseconds since the Unix epoch as RFC 3339 in UTC, to the millisecond:
+/// `2026-12-01T14:00:00.000Z` (what `offsets reset --to-time` reads back exactly).
+pub fn time_ms(ms: u64) -> String {
+    let nanos = i128::from(ms) * 1_000_000;
+    match time::OffsetDateTime::from_unix_timestamp_nanos(nanos) {
+        Ok(t) => format!(
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+            t.year(),
+            u8::from(t.month()),
+            t.day(),
+            t.hour(),
+            t.minute(),
+            t.second(),
+            t.millisecond()
+        ),
+        // Past year 9999: not a time a server stamps; shown raw rather than hidden.
+        Err(_) => format!("{ms}ms"),
+    }
+}
+
+/// An RFC 3339 time (`2026-12-01T14:00:00Z`, `2026-12-01T15:00:00.250+01:00`) as milliseconds
+/// since the Unix epoch; anything finer than a millisecond is dropped.
+pub fn parse_time_ms(value: &str) -> Result<u64, String> {
+    let parsed =
+        time::OffsetDateTime::parse(value.trim(), &time::format_description::well_known::Rfc3339)
+            .map_err(|e| {
+            format!("{value:?} is not an RFC 3339 time such as 2026-12-01T14:00:00Z: {e}")
+        })?;
+    let ms = parsed.unix_timestamp_nanos().div_euclid(1_000_000);
+    u64::try_from(ms).map_err(|_| format!("{value:?} is before 1970"))
+}
+
 /// A duration in milliseconds, short and exact enough to read: `250ms`, `6s`, `1.5s`,
 /// `2m30s`.
 pub fn millis(ms: u64) -> String {
@@ -187,6 +219,22 @@ mod tests {
         ];
         assert_eq!(assignment_cell(&assignment), "orders:0,1 audit:4");
         assert_eq!(assignment_cell(&[]), "-");
+    }
+
+    #[test]
+    fn times_print_as_rfc3339_utc_and_read_back_exactly() {
+        assert_eq!(time_ms(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(time_ms(1_796_133_600_123), "2026-12-01T14:00:00.123Z");
+        for ms in [0, 1, 999, 951_782_400_000, 1_796_133_600_123] {
+            assert_eq!(parse_time_ms(&time_ms(ms)), Ok(ms));
+        }
+        assert_eq!(parse_time_ms("2026-12-01T14:00:00Z"), Ok(1_796_133_600_000));
+        assert_eq!(
+            parse_time_ms("2026-12-01T15:00:00.5+01:00"),
+            Ok(1_796_133_600_500)
+        );
+        assert!(parse_time_ms("2026-12-01 14:00").is_err());
+        assert!(parse_time_ms("1969-12-31T23:59:59Z").is_err());
     }
 
     #[test]

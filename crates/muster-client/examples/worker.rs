@@ -28,7 +28,7 @@
 //! ```text
 //! own <unix µs> assigned  <epoch> <topic/partition=start,...>   on receipt, before any work
 //! own <unix µs> revoked   <epoch> <topic/partition,...>         after its commit, before letting go
-//! own <unix µs> lost      <epoch> <topic/partition,...>
+//! own <unix µs> lost      <epoch> <topic/partition,...>          a Lost, or a commit refused PARTITION_NOT_OWNED
 //! own <unix µs> committed <epoch> <topic/partition=offset,...>  once the server acknowledged it
 //! own <unix µs> stopped   <epoch> <topic/partition,...>         after the final commit, before leaving
 //! ```
@@ -50,7 +50,7 @@ use clap::Parser;
 use muster_client::args::ConnectArgs;
 use muster_client::partition::display_partitions;
 use muster_client::{
-    Admin, Client, ClientConfig, ConnectionConfig, Event, GroupProtocol, MemberConfig,
+    Admin, Client, ClientConfig, ClientError, ConnectionConfig, Event, GroupProtocol, MemberConfig,
     TopicPartition,
 };
 
@@ -229,19 +229,22 @@ async fn main() -> anyhow::Result<()> {
                     );
                 }
                 Some(Event::Lost(lost)) => {
-                    for tp in lost.iter() {
-                        positions.remove(tp);
+                    // Those a refused commit already dropped (below) are not lost twice.
+                    let gone: Vec<&TopicPartition> =
+                        lost.iter().filter(|tp| positions.remove(tp).is_some()).collect();
+                    if gone.is_empty() {
+                        continue;
                     }
                     own.line(
                         SystemTime::now(),
                         "lost",
                         lost.generation(),
-                        lost.iter().map(|tp| (tp, None)),
+                        gone.iter().map(|tp| (*tp, None)),
                     );
                     println!(
-                        "[{name}] {epoch} {}: lost {} (membership reset); now own {}",
+                        "[{name}] {epoch} {}: lost {}; now own {}",
                         lost.generation(),
-                        display_partitions(lost.iter()),
+                        display_partitions(gone.iter().copied()),
                         display_partitions(positions.keys()),
                     );
                 }
@@ -265,6 +268,25 @@ async fn main() -> anyhow::Result<()> {
                     Ok(()) => {
                         own.committed(member.generation(), &snapshot);
                         println!("[{name}] committed {} partitions", positions.len());
+                    }
+                    Err(ClientError::PartitionsNotOwned { partitions, .. }) => {
+                        // Another member owns these now: stop at once (the member emits Lost
+                        // for them too). The others were committed, but this error does not
+                        // say whether one was refused for another reason: no `committed` line.
+                        let gone: Vec<&TopicPartition> =
+                            partitions.iter().filter(|tp| positions.remove(tp).is_some()).collect();
+                        own.line(
+                            SystemTime::now(),
+                            "lost",
+                            member.generation(),
+                            gone.iter().map(|tp| (*tp, None)),
+                        );
+                        eprintln!(
+                            "[{name}] not the owner of {} any more (PARTITION_NOT_OWNED): stopped \
+                             them; now own {}",
+                            display_partitions(partitions.iter()),
+                            display_partitions(positions.keys()),
+                        );
                     }
                     Err(e) => eprintln!("[{name}] commit failed: {e}"),
                 }

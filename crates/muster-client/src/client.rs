@@ -406,6 +406,10 @@ fn group_error_code(response: &Response) -> Option<i16> {
         Response::OffsetFetch(r) => r.error_code,
         Response::GroupHistory(r) => r.error_code,
         Response::GroupDiagnosis(r) => r.error_code,
+        Response::OwnershipEpochs(r) => r.error_code,
+        Response::OffsetHistory(r) => r.error_code,
+        Response::OffsetReset(r) => r.error_code,
+        Response::OffsetRestore(r) => r.error_code,
         _ => return None,
     })
 }

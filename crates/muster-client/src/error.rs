@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use muster_protocol::{DecodeError, EncodeError, ErrorCode};
 
+use crate::partition::{display_partitions, TopicPartition};
+
 /// Everything that can go wrong in this crate.
 ///
 /// It is `Clone` (I/O errors are shared behind an `Arc`) so that one failure can be handed to
@@ -55,6 +57,27 @@ pub enum ClientError {
     /// of one group are configured inconsistently).
     #[error("the group chose assignor {0:?}, which this member does not have")]
     UnknownAssignor(String),
+    /// An OffsetCommit was refused for these partitions with `PARTITION_NOT_OWNED` (205): the
+    /// member does not own them in the generation (consumer protocol: the member epoch) the
+    /// commit named. Its other partitions were committed, unless refused for another reason
+    /// (this error takes precedence, and does not report those).
+    ///
+    /// The member has lost these partitions: another member owns them, or will, and works
+    /// from the offsets *it* commits. Stop processing them, as after
+    /// [`Event::Lost`](crate::Event::Lost), and do not retry the commit. (Kafka's consumer
+    /// treats a commit for a revoked partition the same way.) A member that still counted
+    /// them as its own drops them and emits `Lost` for them. Classified like its wire code:
+    /// [`ClientError::code`] is 205.
+    #[error(
+        "OffsetCommit group {group_id}: server answered PARTITION_NOT_OWNED (205) for {}: the \
+         member does not own them; stop processing them",
+        display_partitions(.partitions)
+    )]
+    PartitionsNotOwned {
+        group_id: String,
+        /// The refused partitions, sorted.
+        partitions: Vec<TopicPartition>,
+    },
     /// The member has been closed or has stopped after a fatal error.
     #[error("the group member is closed")]
     Closed,
@@ -93,15 +116,17 @@ impl ClientError {
         }
     }
 
-    /// The raw wire code of a [`ClientError::Protocol`].
+    /// The raw wire code of a [`ClientError::Protocol`] (and 205 for
+    /// [`ClientError::PartitionsNotOwned`]).
     pub fn code(&self) -> Option<i16> {
         match self {
             ClientError::Protocol { code, .. } => Some(*code),
+            ClientError::PartitionsNotOwned { .. } => Some(ErrorCode::PartitionNotOwned.code()),
             _ => None,
         }
     }
 
-    /// The named code of a [`ClientError::Protocol`], when this version knows it.
+    /// The named code of [`ClientError::code`], when this version knows it.
     pub fn error_code(&self) -> Option<ErrorCode> {
         self.code().and_then(ErrorCode::from_code)
     }
@@ -223,6 +248,21 @@ mod tests {
             "Hello: server answered unknown error code 999"
         );
         assert!(!unknown.is_retriable());
+    }
+
+    #[test]
+    fn partitions_not_owned_name_the_partitions_and_their_code() {
+        let err = ClientError::PartitionsNotOwned {
+            group_id: "g".into(),
+            partitions: vec![TopicPartition::new("t", 1), TopicPartition::new("t", 3)],
+        };
+        assert_eq!(err.error_code(), Some(ErrorCode::PartitionNotOwned));
+        assert!(!err.is_retriable());
+        assert_eq!(
+            err.to_string(),
+            "OffsetCommit group g: server answered PARTITION_NOT_OWNED (205) for t-[1,3]: the \
+             member does not own them; stop processing them"
+        );
     }
 
     #[test]

@@ -12,15 +12,21 @@
 //!   runs the group's assignor when it is the leader, heartbeats, rejoins when the group
 //!   rebalances, and tells the application what it owns through [`Event`]s (`Assigned`,
 //!   `Revoked`, `Lost`, `Error`). Offsets are committed through the same handle, fenced by the
-//!   member's generation. With [`GroupProtocol::Consumer`]
+//!   member's generation, and by ownership: a commit of a partition the member does not own is
+//!   refused ([`ClientError::PartitionsNotOwned`]: stop processing those partitions). Each
+//!   owned partition has an *ownership epoch*, a fencing token for what the application
+//!   writes elsewhere ([`GroupMember::ownership_epoch`], carried by `Assigned`; see below).
+//!   With [`GroupProtocol::Consumer`]
 //!   ([`MemberConfig::group_protocol`]) the member speaks the consumer protocol instead: the
 //!   server assigns ([`MemberConfig::server_assignor`]: `uniform` or `range`), each member
 //!   gives up and takes partitions at its own pace without a group-wide rebalance, and the
 //!   same events and handle apply (the generation is then the member epoch).
 //! - [`assignor`]: the [`Assignor`] trait and the built-in `range`, `roundrobin`, `sticky` and
 //!   `cooperative-sticky` strategies (range and round-robin give exactly Kafka's assignments).
-//! - [`Admin`]: topics, groups, offsets, and the cluster (which node coordinates a group:
-//!   [`Node`]; the nodes and their shards: [`Cluster`]).
+//! - [`Admin`]: topics, groups, offsets (with their history, a point-in-time reset that a
+//!   second reset undoes, and the restore of expired offsets from the server's quarantine),
+//!   and the cluster (which node coordinates a group: [`Node`]; the nodes and their shards:
+//!   [`Cluster`]).
 //!
 //! With the `clap` feature, [`args::ConnectArgs`] is the `--token` and `--tls-*` options of a
 //! program that connects (the `muster` CLI, `muster-bench` and the worker example share it).
@@ -61,6 +67,31 @@
 //! member.close().await?; // revokes, and leaves the group
 //! # let _ = TopicPartition::new("orders", 0);
 //! # Ok(())
+//! # }
+//! ```
+//!
+//! # Ownership epochs: fencing what the application writes
+//!
+//! A partition's ownership epoch rises every time the partition gets another owner and is
+//! never reused in the group. The member asks for the epochs of what it owns after every
+//! assignment, before it emits `Assigned`. An application that writes its results somewhere
+//! (a database, a file, another system) stores the epoch beside them and refuses a write that
+//! carries an older one: a member that lost a partition without noticing (a long GC pause, a
+//! partitioned network) cannot overwrite what the partition's new owner wrote. A complete sink
+//! is in `docs/offsets.md` (and `tests/fencing_sink.rs` runs it).
+//!
+//! ```no_run
+//! # use muster_client::{Event, GroupMember, Events};
+//! # async fn run(member: GroupMember, mut events: Events) {
+//! while let Some(event) = events.recv().await {
+//!     if let Event::Assigned(added) = event {
+//!         for tp in added.iter() {
+//!             // `None` only if the member could not ask (then see fetch_ownership_epochs).
+//!             let epoch = added.ownership_epoch(tp);
+//!             println!("{tp}: owned with epoch {epoch:?}");
+//!         }
+//!     }
+//! }
 //! # }
 //! ```
 //!
@@ -121,4 +152,4 @@ pub use tls::{TlsConfig, TlsError};
 
 /// The wire types and error codes, re-exported from `muster-protocol`.
 pub use muster_protocol as protocol;
-pub use muster_protocol::{ErrorCode, TopicInfo, TopicPartitions};
+pub use muster_protocol::{ErrorCode, ResetTo, TopicInfo, TopicPartitions};

@@ -2,10 +2,11 @@
 //! member id) and the admin API (commits with generation -1 for an Empty group): building the
 //! requests and turning the answers into results.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use muster_protocol::{
-    OffsetCommitPartition, OffsetCommitRequest, OffsetCommitTopic, OffsetFetchRequest, Response,
+    ErrorCode, OffsetCommitPartition, OffsetCommitRequest, OffsetCommitTopic, OffsetFetchRequest,
+    Response,
 };
 
 use crate::error::ClientError;
@@ -49,8 +50,11 @@ pub(crate) fn commit_request(
 }
 
 /// `Ok` when the request and every partition were answered `NONE`; otherwise the request-level
-/// error, or the first partition's error (the other partitions may have been committed: the
-/// server commits per partition, e.g. refusing only metadata over its size limit).
+/// error; else [`ClientError::PartitionsNotOwned`] naming every partition refused with
+/// `PARTITION_NOT_OWNED` (the member has lost them: that comes first); else the first
+/// partition's error. The other partitions may have been committed: the server commits per
+/// partition (refusing, e.g., only metadata over its size limit, or a partition the member does
+/// not own).
 pub(crate) fn check_commit(group_id: &str, response: Response) -> Result<(), ClientError> {
     let Response::OffsetCommit(answer) = response else {
         return Err(ClientError::Unexpected(response.name()));
@@ -58,6 +62,22 @@ pub(crate) fn check_commit(group_id: &str, response: Response) -> Result<(), Cli
     ClientError::check(answer.error_code, || {
         format!("OffsetCommit group {group_id}")
     })?;
+    let not_owned: BTreeSet<TopicPartition> = answer
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .filter(|p| p.error_code == ErrorCode::PartitionNotOwned.code())
+                .map(|p| TopicPartition::new(t.topic.clone(), p.partition))
+        })
+        .collect();
+    if !not_owned.is_empty() {
+        return Err(ClientError::PartitionsNotOwned {
+            group_id: group_id.to_owned(),
+            partitions: not_owned.into_iter().collect(),
+        });
+    }
     for topic in &answer.topics {
         for p in &topic.partitions {
             ClientError::check(p.error_code, || {
@@ -120,8 +140,8 @@ pub(crate) fn parse_fetch(
 mod tests {
     use super::*;
     use muster_protocol::{
-        ErrorCode, FetchedPartition, FetchedTopic, OffsetCommitResponse, OffsetFetchResponse,
-        PartitionResult, PartitionResults,
+        FetchedPartition, FetchedTopic, OffsetCommitResponse, OffsetFetchResponse, PartitionResult,
+        PartitionResults,
     };
 
     #[test]
@@ -170,6 +190,44 @@ mod tests {
         let err = check_commit("g", answer).expect_err("partition 1 failed");
         assert_eq!(err.error_code(), Some(ErrorCode::OffsetMetadataTooLarge));
         assert!(err.to_string().contains("a-1"), "{err}");
+    }
+
+    #[test]
+    fn partitions_not_owned_are_named_together_and_come_first() {
+        let result = |partition: i32, code: ErrorCode| PartitionResult {
+            partition,
+            error_code: code.code(),
+        };
+        let answer = Response::OffsetCommit(OffsetCommitResponse {
+            error_code: 0,
+            topics: vec![
+                PartitionResults {
+                    topic: "a".into(),
+                    partitions: vec![
+                        result(0, ErrorCode::OffsetMetadataTooLarge),
+                        result(1, ErrorCode::PartitionNotOwned),
+                        result(2, ErrorCode::None),
+                    ],
+                },
+                PartitionResults {
+                    topic: "b".into(),
+                    partitions: vec![result(4, ErrorCode::PartitionNotOwned)],
+                },
+            ],
+        });
+        match check_commit("g", answer) {
+            Err(ClientError::PartitionsNotOwned {
+                group_id,
+                partitions,
+            }) => {
+                assert_eq!(group_id, "g");
+                assert_eq!(
+                    partitions,
+                    [TopicPartition::new("a", 1), TopicPartition::new("b", 4)]
+                );
+            }
+            other => panic!("expected PartitionsNotOwned, got {other:?}"),
+        }
     }
 
     #[test]

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use common::fake_node::{cluster_of, committed, names, Act, FakeNode};
+use common::fake_node::{cluster_of, committed, epochs, names, Act, FakeNode};
 use common::scripted::{accept, hello, read_routed, write, Peer};
 use muster_client::{
     Backoff, Client, ClientConfig, ClientError, Connection, ConnectionConfig, ErrorCode, Event,
@@ -88,13 +88,25 @@ fn refused(code: ErrorCode) -> ConsumerGroupHeartbeatResponse {
     }
 }
 
-/// The next request, which must be a ConsumerGroupHeartbeat.
+/// The next request, which must be a ConsumerGroupHeartbeat. OwnershipEpochs before it (the
+/// member asks after taking partitions) are answered with no epochs (the member goes on
+/// without them); `epochs_are_asked_before_assigned_*` checks them.
 async fn heartbeat(peer: &mut Peer) -> (u32, ConsumerGroupHeartbeatRequest) {
-    let frame = read_routed(peer).await;
-    let Request::ConsumerGroupHeartbeat(h) = frame.request else {
-        panic!("expected ConsumerGroupHeartbeat, got {frame:?}")
-    };
-    (frame.correlation_id, h)
+    loop {
+        let frame = read_routed(peer).await;
+        match frame.request {
+            Request::ConsumerGroupHeartbeat(h) => return (frame.correlation_id, h),
+            Request::OwnershipEpochs(e) => {
+                let none = OwnershipEpochsResponse {
+                    error_code: 0,
+                    generation_id: e.generation_id,
+                    topics: vec![],
+                };
+                write(peer, frame.correlation_id, none).await;
+            }
+            other => panic!("expected ConsumerGroupHeartbeat, got {other:?}"),
+        }
+    }
 }
 
 /// Reads the join (checking it carries the full state) and answers it with epoch `epoch` and
@@ -459,6 +471,120 @@ async fn commits_carry_the_member_epoch() {
     server.await.unwrap();
 }
 
+/// Before announcing new partitions the member asks their ownership epochs (with its member
+/// epoch as the generation): `Assigned` carries them, the handle reads them, `Revoked` carries
+/// those it gives up. A commit answered PARTITION_NOT_OWNED for one partition: the error names
+/// it, the member drops it (`Lost`, not awaited) and heartbeats at once to report the smaller
+/// set, keeping its epoch.
+#[tokio::test]
+async fn epochs_are_asked_before_assigned_and_a_partition_not_owned_is_dropped() {
+    let (conn, server) = serve(|mut peer| async move {
+        let (id, join) = heartbeat(&mut peer).await;
+        let m = join.member_id;
+        write(&mut peer, id, answer(&m, 3, SLOW, Some(&[0, 1, 2]))).await;
+        let frame = read_routed(&mut peer).await;
+        let Request::OwnershipEpochs(e) = frame.request else {
+            panic!("expected OwnershipEpochs first, got {frame:?}")
+        };
+        assert_eq!((e.generation_id, e.member_id.as_str()), (3, &*m));
+        let epochs = OwnershipEpochsResponse {
+            error_code: 0,
+            generation_id: 3,
+            topics: vec![TopicEpochs {
+                topic: "t".into(),
+                partitions: [(0, 3), (1, 2), (2, 3)]
+                    .map(|(partition, epoch)| PartitionEpoch { partition, epoch })
+                    .to_vec(),
+            }],
+        };
+        write(&mut peer, frame.correlation_id, epochs).await;
+        let (id, ack) = heartbeat(&mut peer).await;
+        assert_eq!(ack.owned_partitions, Some(tps(&[0, 1, 2])));
+        write(&mut peer, id, answer(&m, 3, SLOW, None)).await;
+        // Partition 1 is refused.
+        let frame = read_routed(&mut peer).await;
+        let Request::OffsetCommit(c) = frame.request else {
+            panic!("expected OffsetCommit, got {frame:?}")
+        };
+        assert_eq!(c.generation_id, 3);
+        let results = c.topics[0]
+            .partitions
+            .iter()
+            .map(|p| PartitionResult {
+                partition: p.partition,
+                error_code: if p.partition == 1 {
+                    ErrorCode::PartitionNotOwned.code()
+                } else {
+                    0
+                },
+            })
+            .collect();
+        let refused = OffsetCommitResponse {
+            error_code: 0,
+            topics: vec![PartitionResults {
+                topic: "t".into(),
+                partitions: results,
+            }],
+        };
+        write(&mut peer, frame.correlation_id, refused).await;
+        // At once: the smaller set.
+        let (id, report) = heartbeat(&mut peer).await;
+        assert_eq!(
+            (report.member_epoch, report.owned_partitions),
+            (3, Some(tps(&[0, 2])))
+        );
+        write(&mut peer, id, answer(&m, 4, SLOW, Some(&[0]))).await;
+        let (id, report) = heartbeat(&mut peer).await;
+        assert_eq!(report.owned_partitions, Some(tps(&[0])));
+        write(&mut peer, id, answer(&m, 4, SLOW, None)).await;
+    })
+    .await;
+    let (member, mut events) = config().start(conn).unwrap();
+    let t = |p| TopicPartition::new("t", p);
+    match event(&mut events).await {
+        Event::Assigned(p) => {
+            assert_eq!(p.to_vec(), tp(&[0, 1, 2]));
+            assert_eq!(
+                (p.ownership_epoch(&t(0)), p.ownership_epoch(&t(1))),
+                (Some(3), Some(2))
+            );
+        }
+        other => panic!("expected Assigned, got {other:?}"),
+    }
+    wait_stable(&member, 3).await;
+    assert_eq!(member.ownership_epochs().len(), 3);
+    let refused = member
+        .commit_offsets([(t(0), 5_i64), (t(1), 6), (t(2), 7)])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, ClientError::PartitionsNotOwned { partitions, .. } if partitions == &tp(&[1])),
+        "{refused:?}"
+    );
+    match event(&mut events).await {
+        Event::Lost(p) => {
+            assert_eq!((p.generation(), p.to_vec()), (3, tp(&[1])));
+            assert_eq!(p.ownership_epoch(&t(1)), Some(2));
+        }
+        other => panic!("expected Lost, got {other:?}"),
+    }
+    // The server takes 2 away too: Revoked carries its epoch.
+    match event(&mut events).await {
+        Event::Revoked(p) => {
+            assert_eq!((p.generation(), p.to_vec()), (4, tp(&[2])));
+            assert_eq!(p.ownership_epoch(&t(2)), Some(3));
+        }
+        other => panic!("expected Revoked, got {other:?}"),
+    }
+    let state = wait_stable(&member, 4).await;
+    assert_eq!(state.assignment, tp(&[0]));
+    assert_eq!(
+        member.ownership_epochs(),
+        std::collections::BTreeMap::from([(t(0), 3)])
+    );
+    server.await.unwrap();
+}
+
 /// UNRELEASED_INSTANCE_ID (the instance id's previous member still holds partitions): the
 /// join is retried, with backoff, with the same member id, until the server lets it in.
 #[tokio::test]
@@ -586,6 +712,7 @@ async fn fails_over(gone: Gone) {
                 Act::Answer(answer(&h.member_id, 4, 20, None).into())
             }
             Request::OffsetCommit(_) => Act::Answer(committed()),
+            Request::OwnershipEpochs(e) => Act::Answer(epochs(e, &[0, 1])),
             _ => Act::Hold,
         })
     })
@@ -606,6 +733,10 @@ async fn fails_over(gone: Gone) {
     assigned(&mut events, 4, &[0, 1]).await;
     let state = wait_stable(&member, 4).await;
     assert_eq!(member.coordinator().unwrap().node_id, "b");
+    assert_eq!(
+        member.ownership_epoch(&TopicPartition::new("t", 1)),
+        Some(4)
+    );
     member
         .commit_offsets([(TopicPartition::new("t", 0), 10_i64)])
         .await

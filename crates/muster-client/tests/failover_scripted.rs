@@ -108,6 +108,7 @@ async fn a_moved_coordinator_is_found_again_without_a_rebalance() {
                 Request::JoinGroup(j) if j.member_id.is_empty() => member_id_required("m-1"),
                 Request::JoinGroup(_) => joined("m-1", 5, 2),
                 Request::SyncGroup(_) => synced(&[0, 1]),
+                Request::OwnershipEpochs(e) => epochs(e, &[0, 1]),
                 Request::Heartbeat(_) if move_now.load(Ordering::SeqCst) => {
                     moved.store(true, Ordering::SeqCst);
                     heartbeat(ErrorCode::NotCoordinator)
@@ -215,6 +216,7 @@ async fn a_coordinator_that_closes_the_connection_is_found_again() {
             }
             Request::JoinGroup(_) => Act::Answer(joined("m-1", 3, 2)),
             Request::SyncGroup(_) => Act::Answer(synced(&[0, 1])),
+            Request::OwnershipEpochs(e) => Act::Answer(epochs(e, &[0, 1])),
             Request::Heartbeat(_) => Act::Answer(heartbeat(ErrorCode::None)),
             _ => Act::Hold,
         })
@@ -274,6 +276,7 @@ async fn a_held_join_and_a_refused_sync_are_resent_to_the_new_coordinator() {
                     sync_error(ErrorCode::CoordinatorLoadInProgress)
                 }
                 Request::SyncGroup(_) => synced(&[0, 1]),
+                Request::OwnershipEpochs(e) => epochs(e, &[0, 1]),
                 Request::Heartbeat(_) => heartbeat(ErrorCode::None),
                 Request::LeaveGroup(_) => left(),
                 _ => return Act::Hold,
@@ -345,6 +348,7 @@ async fn single_node(node_id: &'static str) -> FakeNode {
                 Request::JoinGroup(j) if j.member_id.is_empty() => member_id_required("m-1"),
                 Request::JoinGroup(_) => joined("m-1", 1, 1),
                 Request::SyncGroup(_) => synced(&[0]),
+                Request::OwnershipEpochs(e) => epochs(e, &[0]),
                 Request::Heartbeat(_) => heartbeat(ErrorCode::None),
                 Request::LeaveGroup(_) => left(),
                 Request::DescribeCluster(_) => DescribeClusterResponse {
@@ -431,6 +435,7 @@ async fn a_single_node_advertising_an_unreachable_name_keeps_the_connection() {
                 Request::JoinGroup(j) if j.member_id.is_empty() => member_id_required("m-1"),
                 Request::JoinGroup(_) => joined("m-1", 1, 1),
                 Request::SyncGroup(_) => synced(&[0]),
+                Request::OwnershipEpochs(e) => epochs(e, &[0]),
                 Request::Heartbeat(_) => heartbeat(ErrorCode::None),
                 Request::OffsetFetch(_) => OffsetFetchResponse::default().into(),
                 Request::LeaveGroup(_) => left(),
@@ -540,4 +545,148 @@ async fn admin_requests_go_to_each_groups_coordinator() {
     );
     // The plain call does not hide the node it could not ask.
     assert!(admin.list_groups(&[]).await.is_err());
+}
+
+/// The offset admin requests (OffsetHistory, OffsetReset, OffsetRestore) go to the group's
+/// coordinator, B, and follow it when it answers NOT_COORDINATOR; a refused reset gives back
+/// the server's message.
+#[tokio::test]
+async fn offset_admin_requests_go_to_the_groups_coordinator() {
+    let addrs: Arc<OnceLock<(SocketAddr, SocketAddr)>> = Arc::new(OnceLock::new());
+    let a = FakeNode::start("a", {
+        let addrs = Arc::clone(&addrs);
+        Arc::new(move |request| {
+            let (a, b) = *addrs.get().unwrap();
+            match request {
+                Request::FindCoordinator(_) => Act::Answer(names("b", b)),
+                Request::DescribeCluster(_) => Act::Answer(cluster_of(&[("a", a), ("b", b)])),
+                _ => Act::Hold,
+            }
+        })
+    })
+    .await;
+    let restores = Arc::new(AtomicUsize::new(0));
+    let b = FakeNode::start("b", {
+        let restores = Arc::clone(&restores);
+        Arc::new(move |request| {
+            Act::Answer(match request {
+                Request::OffsetHistory(h) => OffsetHistoryResponse {
+                    error_code: 0,
+                    topics: vec![TopicHistory {
+                        topic: h.topic.clone().unwrap_or_default(),
+                        partitions: vec![PartitionHistory {
+                            partition: h.partition.unwrap_or(0),
+                            error_code: 0,
+                            entries: vec![OffsetHistoryEntry {
+                                seq: 1,
+                                kind: "commit".into(),
+                                offset: h.limit.into(),
+                                ..OffsetHistoryEntry::default()
+                            }],
+                        }],
+                    }],
+                    omitted: 0,
+                }
+                .into(),
+                Request::OffsetReset(r) if r.execute => OffsetResetResponse {
+                    error_code: ErrorCode::NonEmptyGroup.code(),
+                    error_message: Some("group g is Stable with 1 member(s): m-1".into()),
+                    executed: false,
+                    recorded_at_ms: 0,
+                    topics: vec![],
+                }
+                .into(),
+                Request::OffsetReset(r) => OffsetResetResponse {
+                    error_code: 0,
+                    error_message: None,
+                    executed: false,
+                    recorded_at_ms: 0,
+                    topics: vec![ResetTopic {
+                        topic: r.topics[0].topic.clone(),
+                        partitions: vec![ResetPartition {
+                            partition: 0,
+                            current: 10,
+                            new: match r.to {
+                                ResetTo::ShiftBy { delta } => 10 + delta,
+                                _ => -1,
+                            },
+                            error_code: 0,
+                        }],
+                    }],
+                }
+                .into(),
+                Request::OffsetRestore(_) if restores.fetch_add(1, Ordering::SeqCst) == 0 => {
+                    OffsetRestoreResponse {
+                        error_code: ErrorCode::NotCoordinator.code(),
+                        ..OffsetRestoreResponse::default()
+                    }
+                    .into()
+                }
+                Request::OffsetRestore(r) => OffsetRestoreResponse {
+                    executed: r.execute,
+                    ..OffsetRestoreResponse::default()
+                }
+                .into(),
+                _ => return Act::Hold,
+            })
+        })
+    })
+    .await;
+    addrs.set((a.addr, b.addr)).unwrap();
+    let admin = Admin::new(client(&[a.addr.to_string()]).await);
+
+    let history = admin
+        .offset_history("g", Some("t"), Some(2), 7)
+        .await
+        .unwrap();
+    let partition = &history.topics[0].partitions[0];
+    assert_eq!((partition.partition, partition.entries[0].offset), (2, 7));
+    let dry = admin
+        .reset_offsets(
+            "g",
+            ResetTo::ShiftBy { delta: -4 },
+            vec![TopicPartitions {
+                topic: "t".into(),
+                partitions: vec![],
+            }],
+            false,
+        )
+        .await
+        .unwrap();
+    assert_eq!(dry.topics[0].partitions[0].new, 6);
+    let refused = admin
+        .reset_offsets("g", ResetTo::EarliestRecorded, vec![], true)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.error_code(), Some(ErrorCode::NonEmptyGroup));
+    assert_eq!(
+        muster_client::admin::server_message(&refused, "OffsetReset", "g"),
+        Some("group g is Stable with 1 member(s): m-1")
+    );
+    let restored = admin.restore_offsets("g", true).await.unwrap();
+    assert!(restored.executed);
+    assert_eq!(
+        restores.load(Ordering::SeqCst),
+        2,
+        "asked again after NOT_COORDINATOR"
+    );
+
+    let kinds = |node: &FakeNode| -> Vec<&'static str> {
+        node.requests()
+            .iter()
+            .map(Request::name)
+            .filter(|n| !matches!(*n, "FindCoordinator" | "DescribeCluster"))
+            .collect()
+    };
+    assert_eq!(kinds(&a), Vec::<&str>::new());
+    assert_eq!(
+        kinds(&b),
+        [
+            "OffsetHistory",
+            "OffsetReset",
+            "OffsetReset",
+            "OffsetRestore",
+            "OffsetRestore"
+        ]
+    );
 }

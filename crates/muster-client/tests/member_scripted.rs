@@ -1,17 +1,21 @@
 //! The membership state machine against a scripted server, which decides every answer: the
 //! exact requests the member sends for MEMBER_ID_REQUIRED, a coordinator error, the leader's
-//! assignment, REBALANCE_IN_PROGRESS on SyncGroup, ILLEGAL_GENERATION on Heartbeat,
-//! UNKNOWN_MEMBER_ID on JoinGroup and a fatal FENCED_INSTANCE_ID, and the events it emits.
+//! assignment, REBALANCE_IN_PROGRESS on SyncGroup, the ownership epochs asked after an
+//! assignment, ILLEGAL_GENERATION on Heartbeat, UNKNOWN_MEMBER_ID on JoinGroup and a fatal
+//! FENCED_INSTANCE_ID, and the events it emits; a commit refused PARTITION_NOT_OWNED for some
+//! partitions, and epochs asked again on demand.
 //! The server names itself when the member asks FindCoordinator (as a single musterd does).
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::scripted::{accept, hello, read_routed, write, Peer};
 use muster_client::{
-    Backoff, Connection, ConnectionConfig, ErrorCode, Event, MemberConfig, Phase, TopicPartition,
+    Backoff, ClientError, Connection, ConnectionConfig, ErrorCode, Event, Events, MemberConfig,
+    Phase, TopicPartition,
 };
 use muster_protocol::*;
 use tokio::net::TcpListener;
@@ -49,6 +53,25 @@ fn join_answer(code: ErrorCode, member_id: &str) -> JoinGroupResponse {
         generation_id: -1,
         member_id: member_id.into(),
         ..JoinGroupResponse::default()
+    }
+}
+
+async fn recv(events: &mut Events) -> Result<Option<Event>, tokio::time::error::Elapsed> {
+    tokio::time::timeout(Duration::from_secs(10), events.recv()).await
+}
+
+/// OwnershipEpochs' answer for generation `generation`: topic `t`, `(partition, epoch)`.
+fn epochs_answer(generation: i32, epochs: &[(i32, i32)]) -> OwnershipEpochsResponse {
+    OwnershipEpochsResponse {
+        error_code: 0,
+        generation_id: generation,
+        topics: vec![TopicEpochs {
+            topic: "t".into(),
+            partitions: epochs
+                .iter()
+                .map(|&(partition, epoch)| PartitionEpoch { partition, epoch })
+                .collect(),
+        }],
     }
 }
 
@@ -201,6 +224,16 @@ async fn the_member_follows_the_protocol() {
             },
         )
         .await;
+        // The member asks the ownership epochs of what it got, before it says Assigned.
+        let (id, req) = next(&mut peer, &mut heartbeats, none).await;
+        let Request::OwnershipEpochs(e) = req else {
+            panic!("{req:?}")
+        };
+        assert_eq!(
+            (e.group_id.as_str(), e.generation_id, e.member_id.as_str()),
+            ("g", 2, "m-1")
+        );
+        write(&mut peer, id, epochs_answer(2, &[(0, 2), (1, 1)])).await;
 
         // 5. A heartbeat of generation 2 is answered ILLEGAL_GENERATION: the member loses its
         //    partitions and rejoins with the same member id.
@@ -260,19 +293,30 @@ async fn the_member_follows_the_protocol() {
         .unwrap()
     {
         seen.push(match event {
-            Event::Assigned(p) => format!("assigned g{} {:?}", p.generation(), p.to_vec()),
+            Event::Assigned(p) => format!(
+                "assigned g{} {:?} epochs {:?}",
+                p.generation(),
+                p.to_vec(),
+                p.ownership_epochs()
+            ),
             Event::Revoked(p) => format!("revoked {:?}", p.to_vec()),
-            Event::Lost(p) => format!("lost g{} {:?}", p.generation(), p.to_vec()),
+            Event::Lost(p) => format!(
+                "lost g{} {:?} epochs {:?}",
+                p.generation(),
+                p.to_vec(),
+                p.ownership_epochs()
+            ),
             Event::Error(e) => format!("error {:?}", e.error_code()),
             other => format!("{other:?}"),
         });
     }
     let tp = |p| TopicPartition::new("t", p);
+    let epochs = BTreeMap::from([(tp(0), 2), (tp(1), 1)]);
     assert_eq!(
         seen,
         [
-            format!("assigned g2 {:?}", vec![tp(0), tp(1)]),
-            format!("lost g2 {:?}", vec![tp(0), tp(1)]),
+            format!("assigned g2 {:?} epochs {epochs:?}", vec![tp(0), tp(1)]),
+            format!("lost g2 {:?} epochs {epochs:?}", vec![tp(0), tp(1)]),
             format!("error {:?}", Some(ErrorCode::FencedInstanceId)),
         ]
     );
@@ -315,5 +359,176 @@ async fn a_commit_before_the_join_completes_is_refused_locally() {
         matches!(refused, Err(muster_client::ClientError::NotMember { .. })),
         "{refused:?}"
     );
+    server.await.unwrap();
+}
+
+/// A commit answered PARTITION_NOT_OWNED for one partition (the others committed): the error
+/// names it, the member drops it (`Lost`, with its epoch, not awaited) and stays in its
+/// generation without rejoining; a partition it never owned is refused the same way, with no
+/// `Lost`. Epochs the member could not get after its assignment are asked again on demand.
+#[tokio::test]
+async fn a_partition_not_owned_is_lost_and_epochs_are_asked_again_on_demand() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let mut peer = accept(&listener).await;
+        hello(&mut peer, ErrorCode::None).await;
+        let mut heartbeats = Vec::new();
+        let none = |_| ErrorCode::None;
+        let (id, req) = next(&mut peer, &mut heartbeats, none).await;
+        assert!(matches!(req, Request::JoinGroup(_)), "{req:?}");
+        write(
+            &mut peer,
+            id,
+            JoinGroupResponse {
+                error_code: 0,
+                generation_id: 3,
+                assignor: Some("range".into()),
+                leader_id: "m-1".into(),
+                member_id: "m-1".into(),
+                skip_assignment: false,
+                members: vec![JoinedMember {
+                    member_id: "m-1".into(),
+                    topics: vec!["t".into()],
+                    ..JoinedMember::default()
+                }],
+                topics: vec![TopicInfo {
+                    topic: "t".into(),
+                    partitions: 3,
+                }],
+            },
+        )
+        .await;
+        let (id, req) = next(&mut peer, &mut heartbeats, none).await;
+        assert!(matches!(req, Request::SyncGroup(_)), "{req:?}");
+        write(
+            &mut peer,
+            id,
+            SyncGroupResponse {
+                error_code: 0,
+                assignor: Some("range".into()),
+                partitions: tps("t", &[0, 1, 2]),
+                user_data: vec![],
+            },
+        )
+        .await;
+        // The first ask fails: the member goes on without epochs.
+        let (id, req) = next(&mut peer, &mut heartbeats, none).await;
+        assert!(matches!(req, Request::OwnershipEpochs(_)), "{req:?}");
+        write(
+            &mut peer,
+            id,
+            OwnershipEpochsResponse {
+                error_code: ErrorCode::RebalanceInProgress.code(),
+                generation_id: 3,
+                topics: vec![],
+            },
+        )
+        .await;
+        // On demand.
+        let (id, req) = next(&mut peer, &mut heartbeats, none).await;
+        let Request::OwnershipEpochs(e) = req else {
+            panic!("{req:?}")
+        };
+        assert_eq!((e.generation_id, e.member_id.as_str()), (3, "m-1"));
+        write(&mut peer, id, epochs_answer(3, &[(0, 3), (1, 3), (2, 7)])).await;
+        // Partition 2 moved to a member the leader's assignor did not know of.
+        let not_owned = ErrorCode::PartitionNotOwned.code();
+        for refused in [2, 5] {
+            let (id, req) = next(&mut peer, &mut heartbeats, none).await;
+            let Request::OffsetCommit(c) = req else {
+                panic!("{req:?}")
+            };
+            assert_eq!((c.generation_id, c.member_id.as_str()), (3, "m-1"));
+            let results = c.topics[0]
+                .partitions
+                .iter()
+                .map(|p| PartitionResult {
+                    partition: p.partition,
+                    error_code: if p.partition == refused { not_owned } else { 0 },
+                })
+                .collect();
+            write(
+                &mut peer,
+                id,
+                OffsetCommitResponse {
+                    error_code: 0,
+                    topics: vec![PartitionResults {
+                        topic: "t".into(),
+                        partitions: results,
+                    }],
+                },
+            )
+            .await;
+        }
+        // No JoinGroup: heartbeats go on in generation 3 until the member leaves.
+        let (id, req) = next(&mut peer, &mut heartbeats, none).await;
+        let Request::LeaveGroup(_) = req else {
+            panic!("{req:?}")
+        };
+        write(&mut peer, id, LeaveGroupResponse::default()).await;
+        assert!(heartbeats.iter().all(|h| h.generation_id == 3));
+    });
+    let conn = Connection::connect(ConnectionConfig::new(addr.to_string()).client_id("c"))
+        .await
+        .unwrap();
+    let config = MemberConfig::new("g", ["t"])
+        .session_timeout(Duration::from_millis(3000))
+        .heartbeat_interval(Duration::from_millis(30))
+        .assignor_names(["range"])
+        .unwrap();
+    let (member, mut events) = config.start(conn).unwrap();
+    let tp = |p| TopicPartition::new("t", p);
+    let Ok(Some(Event::Assigned(added))) = recv(&mut events).await else {
+        panic!("expected Assigned")
+    };
+    assert_eq!(added.to_vec(), [tp(0), tp(1), tp(2)]);
+    assert!(added.ownership_epochs().is_empty(), "the ask failed");
+    assert_eq!(member.ownership_epoch(&tp(0)), None);
+    drop(added);
+    let epochs = member.fetch_ownership_epochs().await.unwrap();
+    assert_eq!(epochs, BTreeMap::from([(tp(0), 3), (tp(1), 3), (tp(2), 7)]));
+    assert_eq!(member.ownership_epoch(&tp(2)), Some(7));
+
+    let refused = member
+        .commit_offsets([(tp(0), 10_i64), (tp(1), 11), (tp(2), 12)])
+        .await;
+    match refused {
+        Err(ClientError::PartitionsNotOwned {
+            ref group_id,
+            ref partitions,
+        }) => assert_eq!(
+            (group_id.as_str(), partitions.as_slice()),
+            ("g", &[tp(2)][..])
+        ),
+        other => panic!("expected PartitionsNotOwned, got {other:?}"),
+    }
+    let Ok(Some(Event::Lost(lost))) = recv(&mut events).await else {
+        panic!("expected Lost")
+    };
+    assert_eq!((lost.generation(), lost.to_vec()), (3, vec![tp(2)]));
+    assert_eq!(lost.ownership_epoch(&tp(2)), Some(7));
+    let state = member
+        .wait_for_state(Duration::from_secs(10), |s| s.assignment.len() == 2)
+        .await
+        .unwrap();
+    assert_eq!((state.phase, state.generation_id), (Phase::Stable, 3));
+    assert_eq!(state.assignment, [tp(0), tp(1)]);
+    assert_eq!(member.ownership_epoch(&tp(2)), None);
+    assert_eq!(member.ownership_epoch(&tp(1)), Some(3));
+
+    // Never owned: refused alike, nothing to lose.
+    let refused = member.commit_offsets([(tp(0), 13_i64), (tp(5), 1)]).await;
+    assert_eq!(
+        refused.unwrap_err().error_code(),
+        Some(ErrorCode::PartitionNotOwned)
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        events.try_recv().is_none(),
+        "no event for a partition never owned"
+    );
+    assert_eq!(member.assignment(), [tp(0), tp(1)]);
+    member.close().await.unwrap();
     server.await.unwrap();
 }

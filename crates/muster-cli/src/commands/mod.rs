@@ -18,6 +18,8 @@ pub mod cluster;
 pub mod consumer;
 pub mod groups;
 pub mod insight;
+pub mod offset_history;
+pub mod offset_reset;
 pub mod offsets;
 pub mod simulate;
 pub mod topics;
@@ -128,6 +130,27 @@ pub async fn run(cli: &Cli) -> Result<(), Failure> {
                 metadata: metadata.clone(),
             };
             emit(&offsets::set(&ctx, group, entry).await?, format)
+        }
+        Command::Offsets(OffsetsCommand::History {
+            group,
+            topic,
+            partition,
+            limit,
+        }) => emit(
+            &offset_history::history(&ctx, group, topic.as_deref(), *partition, *limit).await?,
+            format,
+        ),
+        Command::Offsets(OffsetsCommand::Reset {
+            group,
+            to,
+            topics,
+            mode,
+        }) => emit(
+            &offset_reset::reset(&ctx, group, to.to(), topics, mode.execute).await?,
+            format,
+        ),
+        Command::Offsets(OffsetsCommand::Restore { group, execute }) => {
+            emit(&offset_reset::restore(&ctx, group, *execute).await?, format)
         }
         Command::Topics(TopicsCommand::Create { topic, partitions }) => {
             emit(&topics::create(&ctx, topic, *partitions).await?, format)

@@ -1,14 +1,15 @@
 //! The admin API: topics (create, describe), groups (list by state, describe, delete, find
 //! the coordinator, rebalance history, diagnosis), consumer-protocol groups (describe with
 //! epochs and target assignments; protocol-v1 §7), dry-run rebalances (simulate), offsets
-//! (fetch; set for an Empty group) and the cluster (describe).
+//! (fetch; set for an Empty group; their history, a point-in-time reset and the restore of
+//! expired offsets: docs/offsets.md) and the cluster (describe).
 //!
 //! Per-item results (one per topic or group) are returned as they come for the batch calls,
 //! and turned into a single `Result` by the one-item conveniences.
 //!
 //! Where each request goes (module `routed`): a group's requests (DescribeGroups,
-//! ConsumerGroupDescribe, DeleteGroups, GroupSimulate, OffsetFetch, OffsetCommit) to that
-//! group's coordinator, found with
+//! ConsumerGroupDescribe, DeleteGroups, GroupSimulate, OffsetFetch, OffsetCommit,
+//! OffsetHistory, OffsetReset, OffsetRestore) to that group's coordinator, found with
 //! FindCoordinator, one request per coordinator for a batch; ListGroups to every node of the
 //! cluster (DescribeCluster), merged; the rest (topics, the cluster, FindCoordinator) to any
 //! bootstrap node that answers. Against a single `musterd` every request reaches that one
@@ -20,8 +21,10 @@ use muster_protocol::{
     ConsumerGroupDescribeRequest, CreateTopicsRequest, DeleteGroupsRequest, DescribeGroupsRequest,
     DescribeTopicsRequest, DescribedConsumerGroup, DescribedGroup, FindCoordinatorRequest,
     GroupDiagnosisRequest, GroupDiagnosisResponse, GroupHistoryRequest, GroupResult,
-    GroupSimulateRequest, GroupSimulateResponse, ListedGroup, RebalanceRecord, Request, Response,
-    TopicInfo, TopicResult,
+    GroupSimulateRequest, GroupSimulateResponse, ListedGroup, OffsetHistoryRequest,
+    OffsetHistoryResponse, OffsetResetRequest, OffsetResetResponse, OffsetRestoreRequest,
+    OffsetRestoreResponse, RebalanceRecord, Request, ResetTo, Response, TopicInfo, TopicPartitions,
+    TopicResult,
 };
 
 use crate::client::Client;
@@ -376,15 +379,130 @@ impl Admin {
         let response = routed::group_call(&self.client, group_id, request.into()).await?;
         offsets::check_commit(group_id, response)
     }
+
+    /// The group's offset history (OffsetHistory, docs/offsets.md): per partition, its last
+    /// commits, resets and restores, newest first, with who wrote each and when. `topic`
+    /// `None`: every topic; `partition` `None`: every partition (of `topic`, or of every
+    /// topic); `limit`: at most this many entries per partition (0: every one the server
+    /// keeps). The answer's `omitted` counts entries left out at the server's cap.
+    ///
+    /// Needs `read` on the group (and on each topic: a topic the principal may not read is
+    /// answered with TOPIC_AUTHORIZATION_FAILED on its partitions). GROUP_ID_NOT_FOUND for a
+    /// group the coordinator does not have.
+    pub async fn offset_history(
+        &self,
+        group_id: &str,
+        topic: Option<&str>,
+        partition: Option<i32>,
+        limit: u32,
+    ) -> Result<OffsetHistoryResponse, ClientError> {
+        let request = OffsetHistoryRequest {
+            group_id: group_id.to_owned(),
+            topic: topic.map(str::to_owned),
+            partition,
+            limit,
+        };
+        match routed::group_call(&self.client, group_id, request.into()).await? {
+            Response::OffsetHistory(answer) => {
+                ClientError::check(answer.error_code, || format!("OffsetHistory {group_id}"))?;
+                Ok(answer)
+            }
+            other => Err(ClientError::Unexpected(other.name())),
+        }
+    }
+
+    /// Resets the committed offsets of a group that has no members (OffsetReset,
+    /// docs/offsets.md): to the offset each partition had at a time, to the oldest recorded,
+    /// by a shift, or to an offset ([`ResetTo`]). `topics`: which partitions (empty: every
+    /// partition the group has an offset or history for; a topic with no partitions listed:
+    /// all of that topic's). `execute` `false`: a dry run (the answer says what would change;
+    /// nothing does). Executed, the answer's `recorded_at_ms` is the time its history entries
+    /// carry: a reset to `recorded_at_ms - 1` undoes it.
+    ///
+    /// A refusal becomes [`ClientError::Protocol`] whose context is `OffsetReset {group_id}`,
+    /// followed by `: ` and the server's `error_message` ([`server_message`] reads it back):
+    /// NON_EMPTY_GROUP (it names the members), INVALID_REQUEST (a partition the history
+    /// cannot answer for: nothing was reset), GROUP_AUTHORIZATION_FAILED (executing needs
+    /// `read` and `delete` on the group; a dry run needs `read`), GROUP_ID_NOT_FOUND. A
+    /// partition of a topic the principal may not read is left alone, with
+    /// TOPIC_AUTHORIZATION_FAILED in its `error_code`; the others are reset.
+    pub async fn reset_offsets(
+        &self,
+        group_id: &str,
+        to: ResetTo,
+        topics: Vec<TopicPartitions>,
+        execute: bool,
+    ) -> Result<OffsetResetResponse, ClientError> {
+        let request = OffsetResetRequest {
+            group_id: group_id.to_owned(),
+            to,
+            topics,
+            execute,
+        };
+        match routed::group_call(&self.client, group_id, request.into()).await? {
+            Response::OffsetReset(answer) => {
+                ClientError::check(answer.error_code, || {
+                    refusal_context("OffsetReset", group_id, answer.error_message.as_deref())
+                })?;
+                Ok(answer)
+            }
+            other => Err(ClientError::Unexpected(other.name())),
+        }
+    }
+
+    /// The group's offsets in the expiry quarantine (OffsetRestore, docs/offsets.md): offsets
+    /// past retention are held there for `offsets_quarantine_minutes` before they are dropped.
+    /// `execute` `false`: only list them (with when the oldest entered, and when the first
+    /// will be dropped; 0 for an empty quarantine); `true`: bring them back whole, committed
+    /// anew (the answer lists what was restored). Listing needs `read` on the group,
+    /// restoring `read` and `delete`. Refusals as [`Admin::reset_offsets`], with the context
+    /// `OffsetRestore {group_id}`.
+    pub async fn restore_offsets(
+        &self,
+        group_id: &str,
+        execute: bool,
+    ) -> Result<OffsetRestoreResponse, ClientError> {
+        let request = OffsetRestoreRequest {
+            group_id: group_id.to_owned(),
+            execute,
+        };
+        match routed::group_call(&self.client, group_id, request.into()).await? {
+            Response::OffsetRestore(answer) => {
+                ClientError::check(answer.error_code, || {
+                    refusal_context("OffsetRestore", group_id, answer.error_message.as_deref())
+                })?;
+                Ok(answer)
+            }
+            other => Err(ClientError::Unexpected(other.name())),
+        }
+    }
+}
+
+/// The context of a refused admin request that says why: `{request} {group_id}`, and
+/// `: {message}` when the server sent a message ([`Admin::reset_offsets`],
+/// [`Admin::restore_offsets`], [`Admin::simulate`]).
+pub fn refusal_context(request: &str, group_id: &str, message: Option<&str>) -> String {
+    match message.filter(|m| !m.is_empty()) {
+        Some(message) => format!("{request} {group_id}: {message}"),
+        None => format!("{request} {group_id}"),
+    }
+}
+
+/// The server's message in an error made with [`refusal_context`] for `request` and
+/// `group_id`, if it sent one.
+pub fn server_message<'a>(err: &'a ClientError, request: &str, group_id: &str) -> Option<&'a str> {
+    match err {
+        ClientError::Protocol { context, .. } => context
+            .strip_prefix(&refusal_context(request, group_id, None))
+            .and_then(|rest| rest.strip_prefix(": ")),
+        _ => None,
+    }
 }
 
 /// The context of a refused GroupSimulate: `GroupSimulate {group_id}`, and `: {message}` when
 /// the server said why ([`Admin::simulate`]).
 pub fn simulate_context(group_id: &str, message: Option<&str>) -> String {
-    match message.filter(|m| !m.is_empty()) {
-        Some(message) => format!("GroupSimulate {group_id}: {message}"),
-        None => format!("GroupSimulate {group_id}"),
-    }
+    refusal_context("GroupSimulate", group_id, message)
 }
 
 #[cfg(test)]
@@ -409,5 +527,22 @@ mod tests {
         );
         assert_eq!(simulate_context("g", None), "GroupSimulate g");
         assert_eq!(simulate_context("g", Some("")), "GroupSimulate g");
+    }
+
+    #[test]
+    fn a_refused_reset_gives_back_the_servers_message() {
+        let context = refusal_context(
+            "OffsetReset",
+            "g",
+            Some("group g is Stable with 1 member(s): m"),
+        );
+        let err = ClientError::protocol(68, context);
+        assert_eq!(
+            server_message(&err, "OffsetReset", "g"),
+            Some("group g is Stable with 1 member(s): m")
+        );
+        assert_eq!(server_message(&err, "OffsetRestore", "g"), None);
+        let bare = ClientError::protocol(68, refusal_context("OffsetReset", "g", None));
+        assert_eq!(server_message(&bare, "OffsetReset", "g"), None);
     }
 }

@@ -96,6 +96,7 @@ pub(super) async fn run(
                     generation,
                     member_id,
                     code,
+                    partitions: Vec::new(),
                 });
             }
             _ => {

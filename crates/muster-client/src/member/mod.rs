@@ -33,7 +33,23 @@
 //!
 //! Offsets are committed and fetched directly from the handle (not through the membership
 //! task), fenced by the member's current generation (classic) or member epoch (consumer
-//! protocol) and member id, so an application may commit while it handles a revocation.
+//! protocol) and member id, so an application may commit while it handles a revocation. The
+//! server also checks that the member owns each partition it commits: one it does not is
+//! refused (`PARTITION_NOT_OWNED`, [`ClientError::PartitionsNotOwned`]), the member has lost it,
+//! and the application must stop processing it.
+//!
+//! # Ownership epochs
+//!
+//! Each partition a member owns has an *ownership epoch* (module `epochs`): a fencing token
+//! that rises every time the partition gets another owner and is never reused in the group.
+//! After every assignment the member asks the server for them (OwnershipEpochs), before it
+//! emits [`Event::Assigned`], which carries them ([`Partitions::ownership_epoch`]);
+//! [`GroupMember::ownership_epoch`] reads them at any time, and `Revoked` and `Lost` carry the
+//! epochs the partitions had. Store the epoch beside what a partition's processing writes, and
+//! refuse a write that carries an older one: a member that lost the partition without knowing
+//! it cannot overwrite its successor's work (docs/offsets.md). Failing to get them does not
+//! affect membership: the epochs are unknown (`None`) until the next assignment, or
+//! [`GroupMember::fetch_ownership_epochs`].
 //!
 //! Every group request goes to the group's coordinator (module `route`): found with
 //! FindCoordinator from the client's bootstrap list before the first JoinGroup (or
@@ -70,9 +86,11 @@ use crate::cluster::Node;
 use crate::error::ClientError;
 use crate::offsets::{self, Committer};
 use crate::partition::{OffsetAndMetadata, TopicPartition};
+use epochs::OwnershipBook;
 
 mod config;
 mod consumer;
+mod epochs;
 mod heartbeat;
 mod route;
 mod task;
@@ -92,6 +110,7 @@ impl MemberConfig {
             ClientError::Config("start() must be called within a Tokio runtime".into())
         })?;
         let route = route::Route::new(client, self.group_id.clone(), self.retry_backoff);
+        let book = Arc::new(OwnershipBook::default());
         let config = Arc::new(self);
         let (state_tx, state_rx) = watch::channel(MemberState::initial());
         let (events_tx, events_rx) = mpsc::unbounded_channel();
@@ -111,6 +130,7 @@ impl MemberConfig {
                     state_tx,
                     events_tx,
                     signals_rx,
+                    Arc::clone(&book),
                 );
                 let task = runtime.spawn(task::run(membership, close_rx, heartbeat.abort_handle()));
                 (task, Some(heartbeat))
@@ -126,6 +146,7 @@ impl MemberConfig {
                     events_tx,
                     signals_rx,
                     member_id,
+                    Arc::clone(&book),
                 );
                 (runtime.spawn(consumer::run(membership, close_rx)), None)
             }
@@ -134,6 +155,7 @@ impl MemberConfig {
             GroupMember {
                 config,
                 route,
+                book,
                 state: state_rx,
                 signals: signals_tx,
                 close: Some(close_tx),
@@ -206,6 +228,8 @@ pub(crate) struct Signal {
     pub generation: i32,
     pub member_id: String,
     pub code: ErrorCode,
+    /// `PARTITION_NOT_OWNED`: the partitions refused (empty for the other codes).
+    pub partitions: Vec<TopicPartition>,
 }
 
 type CloseReply = oneshot::Sender<Result<(), ClientError>>;
@@ -215,6 +239,7 @@ type CloseReply = oneshot::Sender<Result<(), ClientError>>;
 pub struct GroupMember {
     config: Arc<MemberConfig>,
     route: Arc<route::Route>,
+    book: Arc<OwnershipBook>,
     state: watch::Receiver<MemberState>,
     signals: mpsc::UnboundedSender<Signal>,
     close: Option<oneshot::Sender<CloseReply>>,
@@ -267,6 +292,47 @@ impl GroupMember {
 
     pub fn assignment(&self) -> Vec<TopicPartition> {
         self.state.borrow().assignment.clone()
+    }
+
+    /// The ownership epoch of `tp`, a partition the member owns (module docs): the fencing
+    /// token to store beside what processing the partition writes. `None` for a partition the
+    /// member does not own, and while the epoch is not known (it is asked after each
+    /// assignment, before [`Event::Assigned`]; see
+    /// [`GroupMember::fetch_ownership_epochs`] if that failed).
+    pub fn ownership_epoch(&self, tp: &TopicPartition) -> Option<i32> {
+        self.book.get(tp)
+    }
+
+    /// The known ownership epochs of the partitions the member owns.
+    pub fn ownership_epochs(&self) -> BTreeMap<TopicPartition, i32> {
+        self.book.snapshot()
+    }
+
+    /// Asks the coordinator now for the ownership epochs of the partitions the member owns
+    /// (OwnershipEpochs, sent like a commit: the current generation or member epoch, and the
+    /// member id), keeps them, and returns every epoch known afterwards. For when the member's
+    /// own request after an assignment failed (the epochs are then `None`).
+    ///
+    /// An answer that arrives after a partition left the member is not kept (it may describe
+    /// a tenure that has ended). The server's refusals are returned as errors:
+    /// `ILLEGAL_GENERATION`, `REBALANCE_IN_PROGRESS` (classic, while a rebalance completes),
+    /// `STALE_MEMBER_EPOCH` (consumer protocol), `UNKNOWN_MEMBER_ID`; they change nothing
+    /// (heartbeats deal with the membership).
+    pub async fn fetch_ownership_epochs(
+        &self,
+    ) -> Result<BTreeMap<TopicPartition, i32>, ClientError> {
+        let committer = self.committer()?;
+        let request = muster_protocol::OwnershipEpochsRequest {
+            group_id: committer.group_id,
+            generation_id: committer.generation_id,
+            member_id: committer.member_id,
+            group_instance_id: committer.group_instance_id,
+        };
+        let version = self.book.version();
+        let response = self.route.view().call(request, self.deadline()).await?;
+        let topics = epochs::parse(&self.config.group_id, response)?;
+        self.book.record(version, &topics);
+        Ok(self.book.snapshot())
     }
 
     /// Waits until `predicate` holds for the state, at most `timeout`.
@@ -326,6 +392,14 @@ impl GroupMember {
     /// to) since the commit was built; it is returned, and the member heartbeats at once, so a
     /// retry after the next heartbeat carries the current epoch. (`UNKNOWN_MEMBER_ID` and
     /// `FENCED_MEMBER_EPOCH` also make it heartbeat at once; the heartbeat's answer decides.)
+    ///
+    /// A partition the member does not own in its generation (epoch) is refused with
+    /// `PARTITION_NOT_OWNED`, the others are committed, and the error is
+    /// [`ClientError::PartitionsNotOwned`] naming every refused partition: the member has lost
+    /// them (typically a late commit of partitions already revoked, or a process that missed a
+    /// rebalance). Stop processing them and do not retry. If the member still counted any of
+    /// them as its own, it drops them and emits [`Event::Lost`] for them (not awaited: their
+    /// new owner has them already).
     pub async fn commit_offsets<O: Into<OffsetAndMetadata>>(
         &self,
         offsets: impl IntoIterator<Item = (TopicPartition, O)>,
@@ -340,6 +414,15 @@ impl GroupMember {
         let request = offsets::commit_request(committer, offsets);
         let response = self.route.view().call(request, self.deadline()).await?;
         let result = offsets::check_commit(&self.config.group_id, response);
+        if let Err(ClientError::PartitionsNotOwned { partitions, .. }) = &result {
+            let _ = self.signals.send(Signal {
+                generation,
+                member_id,
+                code: ErrorCode::PartitionNotOwned,
+                partitions: partitions.clone(),
+            });
+            return result;
+        }
         if let Some(code) = result.as_ref().err().and_then(ClientError::error_code) {
             // Not REBALANCE_IN_PROGRESS: during CompletingRebalance it only means "wait for
             // the assignment", and heartbeats report a rebalance being prepared anyway.
@@ -362,6 +445,7 @@ impl GroupMember {
                     generation,
                     member_id,
                     code,
+                    partitions: Vec::new(),
                 });
             }
         }
@@ -422,6 +506,7 @@ impl Drop for GroupMember {
 pub struct Partitions {
     partitions: Vec<TopicPartition>,
     generation: i32,
+    epochs: BTreeMap<TopicPartition, i32>,
     ack: Option<oneshot::Sender<()>>,
 }
 
@@ -434,8 +519,27 @@ impl Partitions {
         Partitions {
             partitions,
             generation,
+            epochs: BTreeMap::new(),
             ack,
         }
+    }
+
+    /// With the ownership epochs of (some of) the partitions.
+    pub(crate) fn with_epochs(mut self, epochs: BTreeMap<TopicPartition, i32>) -> Self {
+        self.epochs = epochs;
+        self
+    }
+
+    /// The ownership epoch of `tp`, one of these partitions (module docs): for `Assigned`, the
+    /// epoch the member owns it with from now on; for `Revoked` and `Lost`, the one it owned
+    /// it with. `None` when it is not known (the member could not ask the server).
+    pub fn ownership_epoch(&self, tp: &TopicPartition) -> Option<i32> {
+        self.epochs.get(tp).copied()
+    }
+
+    /// The known ownership epochs of these partitions.
+    pub fn ownership_epochs(&self) -> &BTreeMap<TopicPartition, i32> {
+        &self.epochs
     }
 
     /// The generation of the member when the event was emitted.
@@ -466,6 +570,7 @@ impl fmt::Debug for Partitions {
         f.debug_struct("Partitions")
             .field("partitions", &self.partitions)
             .field("generation", &self.generation)
+            .field("epochs", &self.epochs)
             .field("awaited", &self.ack.is_some())
             .finish()
     }
@@ -486,13 +591,16 @@ pub enum Event {
     /// Partitions now owned, after a rebalance completed. Eager: the whole new assignment;
     /// cooperative: only the partitions added (possibly none). Emitted after every completed
     /// rebalance. Consumer protocol: the partitions added by the server's assignment; emitted
-    /// whenever some are, and after each join even if none are.
+    /// whenever some are, and after each join even if none are. Carries their ownership
+    /// epochs ([`Partitions::ownership_epoch`]), asked just before.
     Assigned(Partitions),
     /// Partitions given up in an orderly way (commit their offsets before dropping the value).
     Revoked(Partitions),
     /// Partitions lost without a chance to commit: the membership was reset
     /// (`UNKNOWN_MEMBER_ID`, `ILLEGAL_GENERATION`) or fenced (`FENCED_INSTANCE_ID`; consumer
-    /// protocol: `FENCED_MEMBER_EPOCH`). Others may own them already.
+    /// protocol: `FENCED_MEMBER_EPOCH`), or a commit found the member no longer owns them
+    /// (`PARTITION_NOT_OWNED`, [`ClientError::PartitionsNotOwned`]; that `Lost` is not
+    /// awaited). Others may own them already.
     Lost(Partitions),
     /// A fatal error: the member has stopped, and the stream ends after this event.
     Error(ClientError),

@@ -11,9 +11,14 @@
 //! ```
 //!
 //! *Apply* computes what was revoked (owned − new) and added (new − owned), emits
-//! [`Event::Revoked`] and waits for the application to drop it, then emits
-//! [`Event::Assigned`]. A cooperative member that revoked anything rejoins at once, so the
-//! follow-up rebalance can hand those partitions to their new owner.
+//! [`Event::Revoked`] and waits for the application to drop it, asks the ownership epochs of
+//! what it now owns (OwnershipEpochs, when some are not known; module `epochs`), then emits
+//! [`Event::Assigned`] with them. A cooperative member that revoked anything rejoins at once,
+//! so the follow-up rebalance can hand those partitions to their new owner.
+//!
+//! A commit refused with `PARTITION_NOT_OWNED` (signalled by the handle) in the current
+//! generation: the partitions the member still counted as its own are dropped and reported
+//! `Lost`, without waiting (their new owner has them); the member stays in its generation.
 //!
 //! What the server's answers mean here (Kafka's `ConsumerCoordinator`):
 //! `REBALANCE_IN_PROGRESS` → rejoin; `ILLEGAL_GENERATION` → the partitions are lost, rejoin
@@ -26,19 +31,20 @@
 //! SyncGroup with the same generation (and the leader's assignments), a LeaveGroup — and the
 //! cycle above only sees the new coordinator's answer.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use muster_protocol::{
     AssignorMetadata, ErrorCode, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
-    LeavingMember, MemberAssignment, Response, SyncGroupRequest,
+    LeavingMember, MemberAssignment, OwnershipEpochsRequest, Response, SyncGroupRequest,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
+use super::epochs::{self, OwnershipBook};
 use super::route::RouteView;
 use super::{CloseReply, Event, MemberConfig, MemberState, Partitions, Phase, Signal};
 use crate::assignor::{MemberSubscription, RebalanceProtocol};
@@ -66,6 +72,8 @@ pub(super) struct MemberTask {
     failures: u32,
     /// Why the next JoinGroup is sent (for the server's logs).
     reason: String,
+    /// The ownership epochs of `owned`, shared with the handle.
+    book: Arc<OwnershipBook>,
 }
 
 /// What to do after a SyncGroup.
@@ -112,6 +120,7 @@ impl MemberTask {
         state: watch::Sender<MemberState>,
         events: mpsc::UnboundedSender<Event>,
         signals: mpsc::UnboundedReceiver<Signal>,
+        book: Arc<OwnershipBook>,
     ) -> Self {
         MemberTask {
             protocol: config.rebalance_protocol(),
@@ -126,6 +135,7 @@ impl MemberTask {
             history: (Vec::new(), -1),
             failures: 0,
             reason: "initial join".to_owned(),
+            book,
         }
     }
 
@@ -133,7 +143,9 @@ impl MemberTask {
         self.state.send_modify(change);
     }
 
+    /// Publishes what the member owns (and forgets the epochs of what it no longer owns).
     fn publish_owned(&self) {
+        self.book.set_owned(&self.owned);
         let owned: Vec<TopicPartition> = self.owned.iter().cloned().collect();
         self.publish(|s| s.assignment = owned);
     }
@@ -175,6 +187,10 @@ impl MemberTask {
             if signal.generation != self.generation || signal.member_id != self.member_id {
                 continue; // About an earlier generation.
             }
+            if signal.code == ErrorCode::PartitionNotOwned {
+                self.not_owned(&signal.partitions);
+                continue;
+            }
             self.reason = format!("{} in generation {}", signal.code.name(), self.generation);
             match signal.code {
                 ErrorCode::RebalanceInProgress => return Ok(()),
@@ -197,11 +213,38 @@ impl MemberTask {
         }
     }
 
-    /// Emits `Revoked` or `Lost` for `partitions` and waits until the application drops the
-    /// event (at most the rebalance timeout).
-    async fn emit_and_wait(&self, lost: bool, partitions: Vec<TopicPartition>) {
+    /// A commit in the current generation was refused `PARTITION_NOT_OWNED` for `refused`:
+    /// those the member still counts as its own are lost (not awaited: another member owns
+    /// them). The generation goes on.
+    fn not_owned(&mut self, refused: &[TopicPartition]) {
+        let lost: Vec<TopicPartition> = refused
+            .iter()
+            .filter(|tp| self.owned.contains(tp))
+            .cloned()
+            .collect();
+        if lost.is_empty() {
+            return;
+        }
+        warn!(group_id = %self.config.group_id, generation = self.generation, partitions = %display_partitions(&lost), "partitions not owned (PARTITION_NOT_OWNED); lost");
+        let epochs = self.book.of(&lost);
+        for tp in &lost {
+            self.owned.remove(tp);
+        }
+        self.publish_owned();
+        let payload = Partitions::new(lost, self.generation, None).with_epochs(epochs);
+        let _ = self.events.send(Event::Lost(payload));
+    }
+
+    /// Emits `Revoked` or `Lost` for `partitions` (with their ownership `epochs`) and waits
+    /// until the application drops the event (at most the rebalance timeout).
+    async fn emit_and_wait(
+        &self,
+        lost: bool,
+        partitions: Vec<TopicPartition>,
+        epochs: BTreeMap<TopicPartition, i32>,
+    ) {
         let (ack, acked) = oneshot::channel();
-        let payload = Partitions::new(partitions, self.generation, Some(ack));
+        let payload = Partitions::new(partitions, self.generation, Some(ack)).with_epochs(epochs);
         let event = if lost {
             Event::Lost(payload)
         } else {
@@ -228,8 +271,9 @@ impl MemberTask {
         if !self.owned.is_empty() {
             let lost: Vec<TopicPartition> = std::mem::take(&mut self.owned).into_iter().collect();
             info!(group_id = %self.config.group_id, partitions = %display_partitions(&lost), "partitions lost");
+            let epochs = self.book.of(&lost);
             self.publish_owned();
-            self.emit_and_wait(true, lost).await;
+            self.emit_and_wait(true, lost, epochs).await;
         }
         self.history = (Vec::new(), -1);
         self.generation = -1;
@@ -279,8 +323,9 @@ impl MemberTask {
             let revoked: Vec<TopicPartition> =
                 std::mem::take(&mut self.owned).into_iter().collect();
             debug!(group_id = %self.config.group_id, partitions = %display_partitions(&revoked), "revoking before rejoining");
+            let epochs = self.book.of(&revoked);
             self.publish_owned();
-            self.emit_and_wait(false, revoked).await;
+            self.emit_and_wait(false, revoked, epochs).await;
         }
         // Signals about the generation being left are moot now.
         while self.signals.try_recv().is_ok() {}
@@ -457,44 +502,71 @@ impl MemberTask {
     }
 
     /// Applies a new assignment: revoke what went away (and wait for the application), then
-    /// announce what was added. Returns whether a cooperative follow-up rejoin is needed.
+    /// announce what was added, with the ownership epochs asked first. Returns whether a
+    /// cooperative follow-up rejoin is needed.
     async fn apply(&mut self, assignment: BTreeSet<TopicPartition>) -> bool {
+        // Before anything is published, so that the assignment comes with its epochs.
+        let epochs = self.ask_epochs(&assignment).await;
         let revoked: Vec<TopicPartition> = self.owned.difference(&assignment).cloned().collect();
         let added: Vec<TopicPartition> = assignment.difference(&self.owned).cloned().collect();
         self.publish(|s| s.phase = Phase::Stable);
         if !revoked.is_empty() {
             info!(group_id = %self.config.group_id, generation = self.generation, partitions = %display_partitions(&revoked), "revoked");
+            let epochs = self.book.of(&revoked);
             for tp in &revoked {
                 self.owned.remove(tp);
             }
             self.publish_owned();
-            self.emit_and_wait(false, revoked.clone()).await;
+            self.emit_and_wait(false, revoked.clone(), epochs).await;
         }
         info!(group_id = %self.config.group_id, generation = self.generation, partitions = %display_partitions(&added), "assigned");
         self.owned = assignment;
+        self.book.set_owned(&self.owned);
+        if let Some(epochs) = epochs {
+            self.book.accept(&epochs);
+        }
         self.publish_owned();
         self.history = (self.owned.iter().cloned().collect(), self.generation);
-        let _ = self.events.send(Event::Assigned(Partitions::new(
-            added,
-            self.generation,
-            None,
-        )));
+        let epochs = self.book.of(&added);
+        let _ = self.events.send(Event::Assigned(
+            Partitions::new(added, self.generation, None).with_epochs(epochs),
+        ));
         self.protocol == RebalanceProtocol::Cooperative && !revoked.is_empty()
+    }
+
+    /// The ownership epochs of the generation's `assignment`, asked unless all are known
+    /// (module `epochs`); `None` when asking failed, which only leaves them unknown. Within
+    /// the request timeout: the heartbeat task keeps the session meanwhile.
+    async fn ask_epochs(
+        &mut self,
+        assignment: &BTreeSet<TopicPartition>,
+    ) -> Option<Vec<muster_protocol::TopicEpochs>> {
+        if !self.book.missing(assignment.iter()) {
+            return None;
+        }
+        let request = OwnershipEpochsRequest {
+            group_id: self.config.group_id.clone(),
+            generation_id: self.generation,
+            member_id: self.member_id.clone(),
+            group_instance_id: self.config.group_instance_id.clone(),
+        };
+        let timeout = self.route.connection().config().request_timeout;
+        epochs::ask(&mut self.route, request, timeout).await
     }
 
     /// `close()`: final revocation (not awaited), LeaveGroup unless static.
     async fn close(&mut self) -> Result<(), ClientError> {
         let owned: Vec<TopicPartition> = std::mem::take(&mut self.owned).into_iter().collect();
+        let epochs = self.book.of(&owned);
+        self.book.set_owned([]);
         self.publish(|s| {
             s.phase = Phase::Closed;
             s.assignment.clear();
         });
         if !owned.is_empty() {
-            let _ = self.events.send(Event::Revoked(Partitions::new(
-                owned,
-                self.generation,
-                None,
-            )));
+            let _ = self.events.send(Event::Revoked(
+                Partitions::new(owned, self.generation, None).with_epochs(epochs),
+            ));
         }
         if !self.config.leaves_on_close() || self.member_id.is_empty() {
             return Ok(());

@@ -133,6 +133,26 @@ pub fn heartbeat(code: ErrorCode) -> Response {
     .into()
 }
 
+/// OwnershipEpochs' answer: every partition of `partitions` (topic `t`) with the epoch the
+/// request names as its generation.
+pub fn epochs(request: &OwnershipEpochsRequest, partitions: &[i32]) -> Response {
+    OwnershipEpochsResponse {
+        error_code: 0,
+        generation_id: request.generation_id,
+        topics: vec![TopicEpochs {
+            topic: "t".into(),
+            partitions: partitions
+                .iter()
+                .map(|&partition| PartitionEpoch {
+                    partition,
+                    epoch: request.generation_id,
+                })
+                .collect(),
+        }],
+    }
+    .into()
+}
+
 pub fn committed() -> Response {
     OffsetCommitResponse::default().into()
 }

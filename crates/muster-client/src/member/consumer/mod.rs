@@ -13,6 +13,12 @@
 //!   UNSUPPORTED_ASSIGNOR, GROUP_AUTHORIZATION_FAILED, INVALID_REQUEST, …: stop (Event::Error)
 //! ```
 //!
+//! Before each `Assigned` of new partitions the member asks their ownership epochs
+//! (OwnershipEpochs, module `epochs`), within the heartbeat interval (1 s at least): the loop
+//! waits for that answer, so a missing one delays the next heartbeat, never by more than an
+//! interval. A commit refused `PARTITION_NOT_OWNED` at the member's epoch drops the partitions
+//! it still counted as its own (`Lost`, not awaited) and heartbeats at once to report it.
+//!
 //! One heartbeat is in flight at a time, as in Kafka's client. Heartbeats go on while the
 //! application handles a `Revoked` (reporting the partitions as still owned); a `Lost` stops
 //! them, since a fenced member is no longer in the group until it rejoins. `close()` emits a
@@ -24,11 +30,14 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use muster_protocol::{ConsumerGroupHeartbeatResponse, ErrorCode, Response};
+use muster_protocol::{
+    ConsumerGroupHeartbeatResponse, ErrorCode, OwnershipEpochsRequest, Response,
+};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tracing::{debug, info, trace, warn};
 
+use super::epochs::{self, OwnershipBook};
 use super::route::{lost, RouteView};
 use super::{CloseReply, Event, MemberConfig, MemberState, Partitions, Phase, Signal};
 use crate::error::{ClientError, ErrorCodeExt};
@@ -61,7 +70,12 @@ pub(in crate::member) struct ConsumerTask {
     sent_any: bool,
     /// The `ConsumerState::view_version` last published.
     published: Option<u64>,
+    /// The ownership epochs of what the member owns, shared with the handle.
+    book: Arc<OwnershipBook>,
 }
+
+/// The shortest wait for the ownership epochs, whatever the heartbeat interval.
+const MIN_EPOCHS_WAIT: Duration = Duration::from_secs(1);
 
 pub(in crate::member) async fn run(mut task: ConsumerTask, close: oneshot::Receiver<CloseReply>) {
     let outcome = tokio::select! {
@@ -78,6 +92,8 @@ pub(in crate::member) async fn run(mut task: ConsumerTask, close: oneshot::Recei
         Err(fatal) => {
             warn!(group_id = %task.config.group_id, member_id = %task.member.member_id(), error = %fatal, "member stopped");
             let lost = task.member.give_up();
+            let epochs = task.book.of(&lost);
+            task.book.set_owned([]);
             task.state.send_modify(|s| {
                 s.phase = Phase::Failed;
                 s.generation_id = -1;
@@ -85,7 +101,7 @@ pub(in crate::member) async fn run(mut task: ConsumerTask, close: oneshot::Recei
             });
             if !lost.is_empty() {
                 let epoch = task.member.epoch();
-                task.emit_lost_and_wait(lost, epoch).await;
+                task.emit_lost_and_wait(lost, epoch, epochs).await;
             }
             let _ = task.events.send(Event::Error(fatal));
         }
@@ -100,6 +116,7 @@ impl ConsumerTask {
         events: mpsc::UnboundedSender<Event>,
         signals: mpsc::UnboundedReceiver<Signal>,
         member_id: String,
+        book: Arc<OwnershipBook>,
     ) -> Self {
         ConsumerTask {
             route,
@@ -112,6 +129,7 @@ impl ConsumerTask {
             failures: 0,
             sent_any: false,
             published: None,
+            book,
         }
     }
 
@@ -131,16 +149,22 @@ impl ConsumerTask {
         let group_id = self.config.group_id.clone();
         loop {
             if revocation.is_none() {
+                let was_reconciling = self.member.reconciling();
                 if let Some(step) = self.member.next_step() {
                     match step {
                         Step::Revoke(partitions) => revocation = Some(self.revoke(partitions)),
-                        Step::Assign(partitions) => self.assign(partitions),
+                        Step::Assign(partitions) => self.assign(partitions).await,
                     }
                     self.publish();
                     if self.member.has_news() {
                         next = Instant::now();
                     }
                     continue;
+                }
+                if was_reconciling && !self.member.reconciling() {
+                    // A target reached without a step (a revocation only, now acknowledged):
+                    // Stable now, not at the next heartbeat's answer.
+                    self.publish();
                 }
             }
             tokio::select! {
@@ -178,6 +202,9 @@ impl ConsumerTask {
                         && signal.generation == self.member.epoch()
                     {
                         debug!(group_id = %self.config.group_id, code = %signal.code, "a commit was refused; heartbeating now");
+                        if signal.code == ErrorCode::PartitionNotOwned {
+                            self.not_owned(&signal.partitions);
+                        }
                         if in_flight.is_some() {
                             hurry = true;
                         } else {
@@ -306,9 +333,10 @@ impl ConsumerTask {
         }
         let epoch = self.member.epoch(); // The epoch the partitions were owned in.
         let lost = self.member.fence();
+        let epochs = self.book.of(&lost);
         self.publish();
         if !lost.is_empty() {
-            self.emit_lost_and_wait(lost, epoch).await;
+            self.emit_lost_and_wait(lost, epoch, epochs).await;
         }
     }
 
@@ -322,29 +350,66 @@ impl ConsumerTask {
     fn revoke(&self, partitions: Vec<TopicPartition>) -> Revocation {
         info!(group_id = %self.config.group_id, epoch = self.member.epoch(), partitions = %display_partitions(&partitions), "revoked");
         let (ack, acked) = oneshot::channel();
+        // Still in the book (the published state drops them next); it goes with them.
+        let epochs = self.book.of(&partitions);
         // Unsent (nobody listens), the event is dropped here, which acknowledges it.
-        let _ = self.events.send(Event::Revoked(Partitions::new(
-            partitions,
-            self.member.epoch(),
-            Some(ack),
-        )));
+        let _ = self.events.send(Event::Revoked(
+            Partitions::new(partitions, self.member.epoch(), Some(ack)).with_epochs(epochs),
+        ));
         (acked, Instant::now() + self.config.rebalance_timeout)
     }
 
-    fn assign(&self, partitions: Vec<TopicPartition>) {
+    /// Emits `Assigned` for `partitions`, with their ownership epochs, asked first (module
+    /// docs) when some are not known.
+    async fn assign(&mut self, partitions: Vec<TopicPartition>) {
         info!(group_id = %self.config.group_id, epoch = self.member.epoch(), partitions = %display_partitions(&partitions), "assigned");
-        let _ = self.events.send(Event::Assigned(Partitions::new(
-            partitions,
-            self.member.epoch(),
-            None,
-        )));
+        self.book.set_owned(self.member.owned());
+        if self.book.missing(self.member.owned().iter()) {
+            let request = OwnershipEpochsRequest {
+                group_id: self.config.group_id.clone(),
+                generation_id: self.member.epoch(),
+                member_id: self.member.member_id().to_owned(),
+                group_instance_id: self.config.group_instance_id.clone(),
+            };
+            let timeout = self
+                .interval
+                .max(MIN_EPOCHS_WAIT)
+                .min(self.route.connection().config().request_timeout);
+            if let Some(epochs) = epochs::ask(&mut self.route, request, timeout).await {
+                self.book.accept(&epochs);
+            }
+        }
+        let epochs = self.book.of(&partitions);
+        let _ = self.events.send(Event::Assigned(
+            Partitions::new(partitions, self.member.epoch(), None).with_epochs(epochs),
+        ));
     }
 
-    /// Emits `Lost` and waits until the application drops it (at most the rebalance timeout).
-    async fn emit_lost_and_wait(&self, partitions: Vec<TopicPartition>, epoch: i32) {
+    /// A commit at the member's epoch was refused `PARTITION_NOT_OWNED` for `refused`: those
+    /// it still counts as its own are lost (not awaited: another member owns them).
+    fn not_owned(&mut self, refused: &[TopicPartition]) {
+        let lost = self.member.disown(refused);
+        if lost.is_empty() {
+            return;
+        }
+        warn!(group_id = %self.config.group_id, epoch = self.member.epoch(), partitions = %display_partitions(&lost), "partitions not owned (PARTITION_NOT_OWNED); lost");
+        let epochs = self.book.of(&lost);
+        self.publish();
+        let payload = Partitions::new(lost, self.member.epoch(), None).with_epochs(epochs);
+        let _ = self.events.send(Event::Lost(payload));
+    }
+
+    /// Emits `Lost` (with the partitions' ownership `epochs`) and waits until the application
+    /// drops it (at most the rebalance timeout).
+    async fn emit_lost_and_wait(
+        &self,
+        partitions: Vec<TopicPartition>,
+        epoch: i32,
+        epochs: std::collections::BTreeMap<TopicPartition, i32>,
+    ) {
         info!(group_id = %self.config.group_id, epoch, partitions = %display_partitions(&partitions), "partitions lost");
         let (ack, mut acked) = oneshot::channel();
-        let event = Event::Lost(Partitions::new(partitions, epoch, Some(ack)));
+        let event = Event::Lost(Partitions::new(partitions, epoch, Some(ack)).with_epochs(epochs));
         if self.events.send(event).is_ok() {
             let deadline = Instant::now() + self.config.rebalance_timeout;
             wait_ack(&self.config.group_id, &mut acked, deadline).await;
@@ -361,8 +426,10 @@ impl ConsumerTask {
         };
         let generation = if joined { self.member.epoch() } else { -1 };
         let version = self.member.view_version();
-        let assignment = (self.published != Some(version))
-            .then(|| self.member.owned().iter().cloned().collect::<Vec<_>>());
+        let assignment = (self.published != Some(version)).then(|| {
+            self.book.set_owned(self.member.owned());
+            self.member.owned().iter().cloned().collect::<Vec<_>>()
+        });
         self.published = Some(version);
         let member_id = self.member.member_id();
         let assignor = &self.config.server_assignor;
@@ -396,16 +463,16 @@ impl ConsumerTask {
     /// for a static member (see [`MemberConfig::leave_group_on_close`]).
     async fn close(&mut self) -> Result<(), ClientError> {
         let owned = self.member.give_up();
+        let epochs = self.book.of(&owned);
+        self.book.set_owned([]);
         self.state.send_modify(|s| {
             s.phase = Phase::Closed;
             s.assignment.clear();
         });
         if !owned.is_empty() {
-            let _ = self.events.send(Event::Revoked(Partitions::new(
-                owned,
-                self.member.epoch(),
-                None,
-            )));
+            let _ = self.events.send(Event::Revoked(
+                Partitions::new(owned, self.member.epoch(), None).with_epochs(epochs),
+            ));
         }
         let epoch = match (
             self.config.leaves_on_close(),

@@ -261,6 +261,24 @@ impl ConsumerState {
         lost
     }
 
+    /// A commit found that the member does not own `refused` (PARTITION_NOT_OWNED): those it
+    /// still works on are dropped (and reported so by the next heartbeat). Returns them.
+    pub(super) fn disown(&mut self, refused: &[TopicPartition]) -> Vec<TopicPartition> {
+        let lost: Vec<TopicPartition> = refused
+            .iter()
+            .filter(|tp| self.owned.contains(*tp))
+            .cloned()
+            .collect();
+        if !lost.is_empty() {
+            for tp in &lost {
+                self.owned.remove(tp);
+            }
+            self.owned_version += 1;
+            self.view_version += 1;
+        }
+        lost
+    }
+
     /// Closing or stopping: the partitions the application still works on, which it gives up.
     pub(super) fn give_up(&mut self) -> Vec<TopicPartition> {
         let owned: Vec<TopicPartition> = std::mem::take(&mut self.owned).into_iter().collect();
@@ -412,6 +430,21 @@ mod tests {
         assert_eq!(state.next_step(), Some(Step::Assign(vec![])));
         round(&mut state, 4, Some(&[]));
         assert_eq!(state.next_step(), None);
+    }
+
+    #[test]
+    fn partitions_not_owned_are_dropped_and_reported() {
+        let mut state = ConsumerState::new("m".into());
+        round(&mut state, 2, Some(&[0, 1]));
+        state.next_step();
+        round(&mut state, 2, None);
+        assert!(!state.has_news());
+        assert_eq!(state.disown(&tp(&[1, 5])), tp(&[1]), "only what it owned");
+        assert_eq!(state.owned().iter().cloned().collect::<Vec<_>>(), tp(&[0]));
+        assert!(state.has_news());
+        assert_eq!(round(&mut state, 2, None).owned_partitions, Some(tps(&[0])));
+        assert_eq!(state.disown(&tp(&[1])), vec![], "nothing left to drop");
+        assert!(!state.has_news());
     }
 
     #[test]
