@@ -359,6 +359,16 @@ impl<R> Group<R> {
     }
 }
 
+/// Who a reset or restore is recorded as: the connection's principal, or nobody (an empty
+/// name) without an auth file (protocol §6.24).
+pub(super) fn principal_of(access: &Access) -> Arc<str> {
+    if access.is_open() {
+        Arc::from("")
+    } else {
+        Arc::from(access.name())
+    }
+}
+
 fn wire_entry(e: &Entry) -> OffsetHistoryEntry {
     OffsetHistoryEntry {
         seq: e.seq,

@@ -19,7 +19,7 @@ use muster_protocol::{
 };
 
 use super::effects::{Effects, PendingAnswer, PendingCommit, Write};
-use super::history::Author;
+use super::history::{principal_of, Author};
 use super::{ClientInfo, Event, Group, Millis, ProcessKeys, NONE};
 use crate::access::{Operation, ResourceType};
 use crate::storage::{CommittedOffset, HistoryKind, Mutation, OffsetWrite, QuarantinedOffset};
@@ -280,7 +280,7 @@ impl<R> Group<R> {
             return self.seal(out);
         }
         let author = Author {
-            member_id: Arc::from(access.name()),
+            member_id: principal_of(access),
             client_id: Arc::clone(&client.client_id),
             client_host: Arc::clone(&client.client_host),
             generation: -1,

@@ -45,7 +45,7 @@ impl<R> Group<R> {
             Ok((response, _)) if !req.execute => out.reply(reply, Response::OffsetReset(response)),
             Ok((mut response, plan)) => {
                 let author = Author {
-                    member_id: Arc::from(client.access.name()),
+                    member_id: super::history::principal_of(&client.access),
                     client_id: Arc::clone(&client.client_id),
                     client_host: Arc::clone(&client.client_host),
                     generation: -1,
