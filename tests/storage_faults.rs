@@ -416,6 +416,15 @@ async fn a_deletion_is_never_overtaken_by_a_record_queued_before_it() -> anyhow:
     // behind it in the group.
     let first = conn.send(leave(GROUP, &[&ids[0]])).await?;
     let second = conn.send(leave(GROUP, &[&ids[1]])).await?;
+    // The leaves reach the group straight from the connection, DeleteGroups through the
+    // supervisor: on a busy machine it could overtake them. Wait until the group is Empty in
+    // memory (both leaves handled, their writes still held by the gate).
+    let mut admin = Conn::connect(addr, "describer").await?;
+    let until = Instant::now() + Duration::from_secs(10);
+    while describe_one(&mut admin, GROUP).await?.state != "Empty" {
+        anyhow::ensure!(Instant::now() < until, "the leaves were never handled");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     // The group is Empty in memory: DeleteGroups is accepted and waits for its write.
     let mut deleted = conn.send(delete_groups(&[GROUP])).await?;
     tokio::time::sleep(Duration::from_millis(100)).await;
