@@ -38,6 +38,10 @@ fn three_nodes_share_the_groups_and_survive_a_sigkill_without_rebalancing() -> R
         *per_node.entry(m.node.clone()).or_default() += 1;
     }
     assert_eq!(per_node.len(), 3, "groups on every node: {per_node:?}");
+    let epochs_before: Vec<Vec<(i32, i32)>> = members
+        .iter_mut()
+        .map(Member::epochs)
+        .collect::<Result<_>>()?;
 
     // Kill the node with most groups; every group it coordinated must answer on a survivor
     // within the lease TTL + 2 s, to the same member id and generation.
@@ -78,11 +82,14 @@ fn three_nodes_share_the_groups_and_survive_a_sigkill_without_rebalancing() -> R
             ("Stable", m.generation)
         );
         assert_eq!(m.heartbeat()?, 0, "{} heartbeats on", m.group);
+        // The same owner keeps the same ownership epochs: they are in the group's record.
+        assert_eq!(m.epochs()?, epochs_before[shard], "{}", m.group);
     }
     // No generation is reused: the next rebalance of a moved group goes past what it had.
-    let m = members
+    let (shard, m) = members
         .iter_mut()
-        .find(|m| moved.contains(&m.group))
+        .enumerate()
+        .find(|(_, m)| moved.contains(&m.group))
         .expect("a moved group");
     let before = m.generation;
     let mut other = Member::start_joining(survivors[0], &m.group)?;
@@ -95,6 +102,34 @@ fn three_nodes_share_the_groups_and_survive_a_sigkill_without_rebalancing() -> R
     let joined = other.finish_join()?;
     assert_eq!(rejoined, before + 1);
     assert_eq!(joined, rejoined);
+    // Partitions 0 and 1 change owner on the survivor: their ownership epochs rise past every
+    // epoch they had before the failover (none is reused).
+    let other_id = other.member_id.clone();
+    let m_id = m.member_id.clone();
+    m.sync(vec![
+        assignment(&m_id, vec![2, 3]),
+        assignment(&other_id, vec![0, 1]),
+    ])?;
+    other.sync(Vec::new())?;
+    let newer = other.epochs()?;
+    assert_eq!(newer.iter().map(|e| e.0).collect::<Vec<_>>(), [0, 1]);
+    for (partition, epoch) in newer {
+        let old = epochs_before[shard]
+            .iter()
+            .find(|e| e.0 == partition)
+            .map(|e| e.1)
+            .expect("owned before");
+        assert!(
+            epoch > old,
+            "partition {partition}: epoch {epoch} after {old}"
+        );
+    }
+    let kept = m.epochs()?;
+    assert_eq!(
+        kept,
+        epochs_before[shard][2..],
+        "the partitions that stayed keep theirs"
+    );
     Ok(())
 }
 

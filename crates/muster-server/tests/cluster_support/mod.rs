@@ -440,4 +440,50 @@ impl Member {
             other => bail!("rejoin: {other:?}"),
         }
     }
+
+    /// SyncGroup in its generation with `assignments` (a follower sends none).
+    pub fn sync(&mut self, assignments: Vec<MemberAssignment>) -> Result<()> {
+        let request = Request::SyncGroup(SyncGroupRequest {
+            group_id: self.group.clone(),
+            generation_id: self.generation,
+            member_id: self.member_id.clone(),
+            group_instance_id: None,
+            assignor: None,
+            assignments,
+        });
+        match self.conn.call(request)? {
+            Response::SyncGroup(s) if s.error_code == 0 => Ok(()),
+            other => bail!("sync: {other:?}"),
+        }
+    }
+
+    /// The ownership epochs of the partitions it owns: `(partition, epoch)` (protocol §6.23).
+    pub fn epochs(&mut self) -> Result<Vec<(i32, i32)>> {
+        let request = Request::OwnershipEpochs(OwnershipEpochsRequest {
+            group_id: self.group.clone(),
+            generation_id: self.generation,
+            member_id: self.member_id.clone(),
+            group_instance_id: None,
+        });
+        match self.conn.call(request)? {
+            Response::OwnershipEpochs(r) if r.error_code == 0 => Ok(r
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| (p.partition, p.epoch)))
+                .collect()),
+            other => bail!("OwnershipEpochs: {other:?}"),
+        }
+    }
+}
+
+/// `partitions` of [`TOPIC`] for `member_id`.
+pub fn assignment(member_id: &str, partitions: Vec<i32>) -> MemberAssignment {
+    MemberAssignment {
+        member_id: member_id.into(),
+        partitions: vec![TopicPartitions {
+            topic: TOPIC.into(),
+            partitions,
+        }],
+        user_data: vec![],
+    }
 }
