@@ -27,6 +27,8 @@ use muster_protocol::{
     ConsumerGroupDescribeRequest, DescribedConsumerGroup, DescribedGroup, Response, TopicPartitions,
 };
 
+mod pause;
+
 /// Where the binaries are.
 pub struct Bins {
     pub musterd: PathBuf,
@@ -333,7 +335,8 @@ impl Worker {
         complete.lines().filter_map(parse_own_line).collect()
     }
 
-    fn stderr_text(&self) -> String {
+    /// Its stderr so far.
+    pub fn stderr_text(&self) -> String {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }
 }
