@@ -11,7 +11,7 @@
 //! | `rebalance` | last JoinGroup sent → last SyncGroup answered, for N members × G groups; and the settle time after a member leaves |
 //! | `heartbeat` | sustained pipelined heartbeats/s and latency (`--compare-echo`: as a share of the echo baseline) |
 //! | `echo` | the same load against a built-in echo server ([`echo`]): the machine's limit |
-//! | `commit` | durable offset commits/s and latency |
+//! | `commit` | durable offset commits/s and latency (`--compare-history`: with offset history off and on, and history's memory and disk per partition) |
 //! | `idle` | server RSS per idle member and per group |
 //! | `expiry` | how late after its session timeout a dead member is removed |
 //! | `security` | heartbeats/s against an open server, with a token, over TLS and over mTLS, in one run (`--spawn` only): what authentication and encryption cost |

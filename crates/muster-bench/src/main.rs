@@ -129,6 +129,26 @@ enum Command {
         duration: f64,
         #[arg(long, default_value_t = 1.0)]
         warmup: f64,
+        /// Issue #22: run the load against a fresh server with offset history off
+        /// (--offset-history-entries 0) and one with it on (100 entries, the default), in
+        /// turn, --rounds times, and give the ratio on / off (needs --spawn).
+        #[arg(long)]
+        compare_history: bool,
+        /// Times off and on run, alternating; each one's figures are medians.
+        #[arg(long, default_value_t = 3, requires = "compare_history")]
+        rounds: usize,
+        /// Then fill a fresh server of each configuration with this many partitions, each
+        /// committed --fill-commits times, and read its RSS and data directory: history's
+        /// memory and disk per partition (0: no fill).
+        #[arg(long, default_value_t = 0, requires = "compare_history")]
+        fill_partitions: usize,
+        /// Commits per partition in the fill (past 100 the oldest entries are dropped, as in
+        /// a steady state).
+        #[arg(long, default_value_t = 110, requires = "compare_history")]
+        fill_commits: usize,
+        /// Pause before each RSS reading of the fill, in milliseconds.
+        #[arg(long, default_value_t = 2_000, requires = "compare_history")]
+        pause_ms: u64,
     },
     /// Server memory per idle member and per group (needs --pid or --spawn).
     Idle {
@@ -416,15 +436,31 @@ async fn run(command: &Command, common: &Common, target: &mut Target) -> Result<
             pipeline,
             duration,
             warmup,
+            compare_history,
+            rounds,
+            fill_partitions,
+            fill_commits,
+            pause_ms,
         } => {
-            let opts = scenario::commit::Options {
+            let load = scenario::commit::Options {
                 connections: *connections,
                 partitions: *partitions,
                 pipeline: *pipeline,
                 duration: Duration::from_secs_f64(*duration),
                 warmup: Duration::from_secs_f64(*warmup),
             };
-            scenario::commit::run(common, &opts).await
+            if *compare_history {
+                let opts = scenario::history::Options {
+                    load,
+                    rounds: *rounds,
+                    fill_partitions: *fill_partitions,
+                    fill_commits: *fill_commits,
+                    pause: Duration::from_millis(*pause_ms),
+                };
+                scenario::history::run(common, target, &opts).await
+            } else {
+                scenario::commit::run(common, &load).await
+            }
         }
         Command::Idle {
             groups,

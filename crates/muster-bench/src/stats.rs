@@ -144,6 +144,17 @@ impl std::fmt::Display for Series {
     }
 }
 
+/// The median of a few values (the mean of the middle two for an even count; 0 for none): one
+/// figure per configuration out of its rounds.
+pub fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
 /// Nearest-rank percentile of sorted values (0 for none).
 fn nearest_rank(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
@@ -164,6 +175,13 @@ mod tests {
         assert_eq!(s.p99_ms, 5.0);
         assert_eq!(s.max_ms, 5.0);
         assert_eq!(Series::from_ms(Vec::new()).p50_ms, 0.0);
+    }
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(median(Vec::new()), 0.0);
     }
 
     #[test]

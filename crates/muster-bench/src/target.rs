@@ -1,6 +1,7 @@
 //! The server under test: a separately started `musterd` (`--server ADDR`), or a `musterd`
-//! child process this run starts (`--spawn`) and kills at the end. Also reads a process's
-//! resident memory for `idle`.
+//! child process this run starts (`--spawn`) and kills at the end. Also reads what the server
+//! holds: a process's resident memory (for `idle`), a data directory's size on disk (for
+//! `commit --compare-history`), and the machine's load average that the figures were taken at.
 //!
 //! A spawned `musterd` is the real binary, not a server in this process, so that the bench
 //! does not compile the server and the memory `idle` reads is the server's alone. It listens
@@ -156,6 +157,11 @@ impl Target {
         self.restart()
     }
 
+    /// The data directory of a spawned server (`None` for a remote one).
+    pub fn data_dir(&self) -> Option<&Path> {
+        self.spawned.as_ref().map(|s| s.data.path())
+    }
+
     /// Stops a spawned server (a no-op for a remote one).
     pub fn stop(mut self) {
         self.spawned.take();
@@ -168,7 +174,7 @@ struct Spawned {
     addr: SocketAddr,
     admin: Option<SocketAddr>,
     // Removed after the child is gone (fields drop after `Drop::drop` has run).
-    _data: tempfile::TempDir,
+    data: tempfile::TempDir,
 }
 
 impl Spawned {
@@ -281,7 +287,7 @@ impl Spawned {
                 child,
                 addr,
                 admin,
-                _data: data,
+                data,
             }),
             Err(e) => {
                 // Never leave a server behind.
@@ -349,6 +355,39 @@ pub fn rss_bytes(pid: u32) -> Result<u64> {
         }
     }
     bail!("no VmRSS in {path}")
+}
+
+/// What the files under `dir` take on disk: (their sizes added up, the blocks allocated to them
+/// added up). A file's size can run ahead of its blocks (a sparse file) or behind them
+/// (preallocation); both are given.
+pub fn disk_bytes(dir: &Path) -> Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    let mut total = (0, 0);
+    let entries =
+        std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))?;
+    for entry in entries {
+        let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
+        let meta = entry
+            .metadata()
+            .with_context(|| format!("cannot stat {}", entry.path().display()))?;
+        let (size, allocated) = if meta.is_dir() {
+            disk_bytes(&entry.path())?
+        } else {
+            // st_blocks counts 512-byte units, whatever the file system's block size.
+            (meta.len(), meta.blocks() * 512)
+        };
+        total = (total.0 + size, total.1 + allocated);
+    }
+    Ok(total)
+}
+
+/// The machine's 1-minute load average (`/proc/loadavg`), to say how busy it was.
+pub fn load_average() -> Result<f64> {
+    let text = std::fs::read_to_string("/proc/loadavg").context("cannot read /proc/loadavg")?;
+    text.split_whitespace()
+        .next()
+        .and_then(|first| first.parse().ok())
+        .with_context(|| format!("unreadable /proc/loadavg {text:?}"))
 }
 
 /// Whether process `pid` is running: it exists and is not a zombie (a killed child of this

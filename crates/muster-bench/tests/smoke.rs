@@ -218,6 +218,54 @@ fn every_scenario_runs() -> Result<()> {
     Ok(())
 }
 
+/// `commit --compare-history`, tiny: each configuration on its own fresh server commits
+/// without failures, and the fill finds history's bytes on disk.
+#[test]
+fn commit_history_comparison_runs() -> Result<()> {
+    let mut target = Target::spawn(&musterd()?, None)?;
+    let rt = runtime()?;
+    let common = common(&target, "history");
+    let report = rt.block_on(scenario::history::run(
+        &common,
+        &mut target,
+        &scenario::history::Options {
+            load: scenario::commit::Options {
+                connections: 2,
+                partitions: 3,
+                pipeline: 1,
+                duration: Duration::from_millis(300),
+                warmup: Duration::from_millis(100),
+            },
+            rounds: 2,
+            fill_partitions: 200,
+            fill_commits: 5,
+            pause: Duration::from_millis(10),
+        },
+    ))?;
+    drop(rt);
+    target.stop();
+    for config in ["off", "on"] {
+        let summary = &report.json[config];
+        assert_eq!(summary["rounds"].as_array().map(Vec::len), Some(2));
+        assert!(
+            summary["commits_per_second"].as_f64() > Some(0.0),
+            "{}",
+            report.text
+        );
+        assert_eq!(summary["failed"].as_u64(), Some(0), "{}", report.text);
+    }
+    assert!(report.json["throughput_ratio"].as_f64() > Some(0.0));
+    let fill = &report.json["fill"];
+    assert_eq!(fill["entries_per_partition"].as_u64(), Some(5));
+    assert!(fill["memory_bytes_per_entry"].as_f64().is_some());
+    assert!(
+        fill["on"]["disk_filled"].as_u64() > fill["off"]["disk_filled"].as_u64(),
+        "{}",
+        report.text
+    );
+    Ok(())
+}
+
 /// `join-one`, tiny, both protocols in one run: each side forms, takes a newcomer and loses a
 /// member, and the members' views stay sound (no partition with two owners, none left
 /// unowned). The server's consumer heartbeat interval is its lowest (100 ms), as the

@@ -3,7 +3,8 @@
 //! `partitions` partitions per request, offsets counting up, `pipeline` requests in flight
 //! (default 1: one commit at a time, each waiting for its fsync). An answer NONE means the
 //! offsets are on disk, so this measures the store's group commit under the server.
-//! The groups are deleted at the end.
+//! The groups are deleted at the end. `--compare-history` runs this load against servers with
+//! offset history off and on ([`super::history`]).
 
 use std::time::Duration;
 
@@ -37,47 +38,85 @@ struct Commits {
 impl Source for Commits {
     fn next_request(&mut self) -> Request {
         self.offset += 1;
-        Request::OffsetCommit(OffsetCommitRequest {
-            group_id: self.group_id.clone(),
-            generation_id: -1,
-            member_id: String::new(),
-            group_instance_id: None,
-            topics: vec![OffsetCommitTopic {
-                topic: "bench-commits".to_owned(),
-                partitions: (0..self.partitions)
-                    .map(|partition| OffsetCommitPartition {
-                        partition,
-                        offset: self.offset,
-                        metadata: None,
-                    })
-                    .collect(),
-            }],
-        })
+        Request::OffsetCommit(simple_commit(
+            &self.group_id,
+            "bench-commits",
+            self.partitions,
+            self.offset,
+        ))
     }
 
     fn is_ok(&self, response: &Response) -> bool {
-        let ok = ErrorCode::None.code();
-        matches!(response, Response::OffsetCommit(r)
-            if r.error_code == ok
-                && r.topics.iter().all(|t| t.partitions.iter().all(|p| p.error_code == ok)))
+        is_committed(response)
     }
 }
 
-#[derive(Debug, Serialize)]
-struct Figures {
-    scenario: &'static str,
-    connections: usize,
-    partitions_per_commit: i32,
-    pipeline: usize,
-    measured_s: f64,
-    commits_per_second: f64,
-    partition_offsets_per_second: f64,
-    ok: u64,
-    failed: u64,
-    latency: LatencySummary,
+/// A simple commit (generation -1, no member) of `offset` for partitions `0..partitions` of
+/// `topic`.
+pub fn simple_commit(
+    group_id: &str,
+    topic: &str,
+    partitions: i32,
+    offset: i64,
+) -> OffsetCommitRequest {
+    OffsetCommitRequest {
+        group_id: group_id.to_owned(),
+        generation_id: -1,
+        member_id: String::new(),
+        group_instance_id: None,
+        topics: vec![OffsetCommitTopic {
+            topic: topic.to_owned(),
+            partitions: (0..partitions)
+                .map(|partition| OffsetCommitPartition {
+                    partition,
+                    offset,
+                    metadata: None,
+                })
+                .collect(),
+        }],
+    }
+}
+
+/// Whether `response` is an OffsetCommit answer with NONE for every partition (durable).
+pub fn is_committed(response: &Response) -> bool {
+    let ok = ErrorCode::None.code();
+    matches!(response, Response::OffsetCommit(r)
+        if r.error_code == ok
+            && r.topics.iter().all(|t| t.partitions.iter().all(|p| p.error_code == ok)))
+}
+
+/// What one run of the load did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Figures {
+    pub scenario: &'static str,
+    pub connections: usize,
+    pub partitions_per_commit: i32,
+    pub pipeline: usize,
+    pub measured_s: f64,
+    pub commits_per_second: f64,
+    pub partition_offsets_per_second: f64,
+    pub ok: u64,
+    pub failed: u64,
+    pub latency: LatencySummary,
 }
 
 pub async fn run(common: &Common, opts: &Options) -> Result<Report> {
+    let figures = measure(common, opts).await?;
+    let text = format!(
+        "commit {} connections × {} in flight, {} partitions/commit\n  {:.0} commits/s = {:.0} partition offsets/s  latency {}{}\n",
+        figures.connections,
+        figures.pipeline,
+        figures.partitions_per_commit,
+        figures.commits_per_second,
+        figures.partition_offsets_per_second,
+        figures.latency,
+        failed_note(figures.failed)
+    );
+    Ok(Report::new(text, &figures))
+}
+
+/// Runs the load once against `common.addr` and deletes its groups.
+pub async fn measure(common: &Common, opts: &Options) -> Result<Figures> {
     let n = opts.connections.max(1);
     let partitions = opts.partitions.max(1);
     let group_ids: Vec<String> = (0..n)
@@ -109,7 +148,7 @@ pub async fn run(common: &Common, opts: &Options) -> Result<Report> {
     }
 
     let per_second = stats.per_second();
-    let figures = Figures {
+    Ok(Figures {
         scenario: "commit",
         connections: n,
         partitions_per_commit: partitions,
@@ -120,14 +159,5 @@ pub async fn run(common: &Common, opts: &Options) -> Result<Report> {
         ok: stats.ok,
         failed: stats.failed,
         latency: stats.latencies.summary(),
-    };
-    let text = format!(
-        "commit {n} connections × {} in flight, {partitions} partitions/commit\n  {:.0} commits/s = {:.0} partition offsets/s  latency {}{}\n",
-        opts.pipeline,
-        figures.commits_per_second,
-        figures.partition_offsets_per_second,
-        figures.latency,
-        failed_note(stats.failed)
-    );
-    Ok(Report::new(text, &figures))
+    })
 }

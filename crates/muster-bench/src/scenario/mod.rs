@@ -4,6 +4,7 @@
 pub mod commit;
 pub mod expiry;
 pub mod heartbeat;
+pub mod history;
 pub mod hostile;
 pub mod idle;
 pub mod join_one;

@@ -27,6 +27,7 @@ use serde::Serialize;
 
 use super::heartbeat::{self, LoadFigures};
 use super::{Common, Report};
+use crate::stats::median;
 use crate::target::Target;
 use crate::transport::{self, Tls, Transport};
 
@@ -307,13 +308,4 @@ pub async fn run(common: &Common, target: &mut Target, opts: &Options) -> Result
         figures.mtls_ratio * 100.0
     ));
     Ok(Report::new(text, &figures))
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    match values.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => values[n / 2],
-        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-    }
 }
