@@ -45,6 +45,10 @@ pub struct OffsetsConfig {
     pub ownership_check: bool,
     /// Entries each partition's offset history keeps (protocol §6.24); 0 keeps none.
     pub history_entries: u32,
+    /// How long a commit's history entries may wait to be written, gathered with the other
+    /// commits' of that time into one write (0: in the commit's own write). Offsets are
+    /// durable when acknowledged either way; a crash can lose the newest history entries.
+    pub history_flush_ms: u64,
     /// Bytes each partition's history may weigh ([`HistoryEntry::weight`]
     /// (crate::storage::HistoryEntry::weight)); the oldest entries go first.
     pub history_bytes: usize,
@@ -61,6 +65,7 @@ impl Default for OffsetsConfig {
             ownership_check: true,
             history_entries: 100,
             history_bytes: 64 << 10,
+            history_flush_ms: 200,
             quarantine_ms: 10_080 * 60_000,
             restore_on_join: true,
         }

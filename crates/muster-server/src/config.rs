@@ -191,6 +191,12 @@ settings! {
     /// Bytes one partition's offset history may weigh; its oldest entries go first.
     offset_history_bytes: usize = "65536", range(1_024 ..= 67_108_864);
 
+    /// A commit's history entries are written at most this long after it, gathered with the
+    /// other commits' of that time into one write (0 = with each commit, at a measured 75-83 %
+    /// of commit throughput). Offsets are durable when acknowledged either way; a crash or stop
+    /// can lose the history entries of the last flush interval.
+    offset_history_flush_ms: u64 = "200", range(0 ..= 60_000);
+
     /// Worker threads for connections and groups (0 = one per core).
     workers: usize = "0", range(0 ..= 1024);
 
@@ -384,6 +390,7 @@ impl Settings {
                 ownership_check: self.offsets_ownership_check,
                 history_entries: self.offset_history_entries,
                 history_bytes: self.offset_history_bytes,
+                history_flush_ms: self.offset_history_flush_ms,
                 quarantine_ms: self.offsets_quarantine_minutes.saturating_mul(60_000),
                 restore_on_join: self.offsets_restore_on_join,
             },

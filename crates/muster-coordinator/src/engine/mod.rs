@@ -472,6 +472,8 @@ pub struct Group<R> {
     tenure: tenure::Tenure,
     /// Each partition's offset history (`history.rs`).
     history: history::Histories,
+    /// Commits' history entries not written yet (`offset_history_flush_ms`, `history.rs`).
+    history_unwritten: history::Unwritten,
     /// Offsets past retention, until dropped or restored (`quarantine.rs`).
     quarantine: Vec<crate::storage::QuarantinedOffset>,
 }
@@ -507,6 +509,7 @@ impl<R> Group<R> {
             consumer_waiters: Vec::new(),
             tenure: tenure::Tenure::default(),
             history: Map::default(),
+            history_unwritten: history::Unwritten::default(),
             quarantine: Vec::new(),
         };
         // A new group starts Empty: its retention clock runs from creation.

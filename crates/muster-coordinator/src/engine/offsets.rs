@@ -77,7 +77,10 @@ impl<R> Group<R> {
             group_id: self.group_id.to_string(),
             offsets: offsets.clone(),
         });
-        if !history.is_empty() {
+        // History is written with the commit, or (`offset_history_flush_ms`) later, many
+        // commits' entries in one write (`history.rs`).
+        let deferred = self.config.offsets.history_flush_ms > 0;
+        if !history.is_empty() && !deferred {
             batch.push(Mutation::PutHistory {
                 group_id: self.group_id.to_string(),
                 entries: history.clone(),
@@ -93,6 +96,8 @@ impl<R> Group<R> {
                 offsets,
                 removed: Vec::new(),
                 history,
+                history_due: deferred
+                    .then(|| now.saturating_add(self.config.offsets.history_flush_ms)),
                 unquarantined: Vec::new(),
                 records_owner,
             },
@@ -115,6 +120,7 @@ impl<R> Group<R> {
             offsets,
             removed,
             history,
+            history_due,
             unquarantined,
             records_owner,
         } = commit;
@@ -122,7 +128,10 @@ impl<R> Group<R> {
             Ok(()) => {
                 self.apply_offsets(offsets);
                 self.remove_offsets(&removed);
-                self.apply_history(history);
+                match history_due {
+                    Some(due) => self.defer_history(history, due, &mut out),
+                    None => self.apply_history(history),
+                }
                 answer.into_response()
             }
             Err(code) => {

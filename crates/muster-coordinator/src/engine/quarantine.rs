@@ -197,6 +197,10 @@ impl<R> Group<R> {
                 trim,
             });
         }
+        // Commits' entries held back go first (`history.rs`).
+        if let Some(unwritten) = self.take_unwritten_history() {
+            batch.insert(0, unwritten);
+        }
         (batch, offsets, history)
     }
 
@@ -302,6 +306,7 @@ impl<R> Group<R> {
                 offsets,
                 removed: Vec::new(),
                 history,
+                history_due: None,
                 unquarantined: taken,
                 records_owner: false,
             },

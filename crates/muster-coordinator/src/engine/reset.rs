@@ -91,6 +91,10 @@ impl<R> Group<R> {
                     group_id: group_id.clone(),
                     offsets: offsets.clone(),
                 }];
+                // Commits' entries held back go first: a reset is undone by the history.
+                if let Some(unwritten) = self.take_unwritten_history() {
+                    batch.insert(0, unwritten);
+                }
                 if !removed.is_empty() {
                     batch.push(Mutation::DeleteOffsets {
                         group_id: group_id.clone(),
@@ -118,6 +122,7 @@ impl<R> Group<R> {
                         offsets,
                         removed,
                         history: Vec::new(),
+                        history_due: None,
                         unquarantined: Vec::new(),
                         records_owner: false,
                     },

@@ -18,6 +18,7 @@ impl<R> Group<R> {
             .chain(self.sync_window.as_ref().map(|w| w.deadline))
             .chain(self.retention_deadline())
             .chain(self.quarantine_deadline())
+            .chain(self.history_due())
             .chain(self.consumer_deadline())
             .min()
     }
@@ -148,6 +149,7 @@ impl<R> Group<R> {
         }
         // Drops first: a group whose quarantine empties now is removed in the same tick.
         self.drop_quarantined(now, out);
+        self.flush_history(Some(now), out);
         self.run_retention(now, out);
         // The caller's timer for this group was consumed by this tick.
         self.rearm();

@@ -1,7 +1,7 @@
 //! Offset history (protocol §6.24; `history.rs`): an entry per durable commit, trimmed by
 //! count and bytes in memory and in the store's write, and the OffsetHistory query.
 
-use muster_protocol::OffsetHistoryResponse;
+use muster_protocol::{OffsetHistoryResponse, OffsetResetRequest, ResetTo};
 
 use super::protect::{
     commit_batch, entries, history_of, principal, simple_commit, simple_commit_with, take_commit,
@@ -17,6 +17,7 @@ fn kept(entries: u32, bytes: usize) -> GroupConfig {
         ownership_check: false,
         history_entries: entries,
         history_bytes: bytes,
+        history_flush_ms: 0,
         quarantine_ms: 0,
         restore_on_join: false,
     })
@@ -362,4 +363,94 @@ fn the_history_survives_a_restart_and_goes_on_from_its_sequence() {
     // The partition with no history never claims its first entry.
     simple_commit(&mut h, "t2", 0, 6);
     assert_eq!(entries(&h, "t2", 0), vec![(1, 6)]);
+}
+
+/// History written `flush_ms` after the commits, gathered (`offset_history_flush_ms`).
+fn deferred(entries: u32, flush_ms: u64) -> GroupConfig {
+    GroupConfig {
+        offsets: OffsetsConfig {
+            history_flush_ms: flush_ms,
+            ..kept(entries, 64 << 10).offsets
+        },
+        ..kept(entries, 64 << 10)
+    }
+}
+
+#[test]
+fn deferred_history_is_written_once_for_many_commits_at_its_deadline() {
+    let mut h = Harness::with_config(deferred(3, 100));
+    h.now = 1_000;
+    for offset in 1..=5 {
+        let (_, batch) = commit_batch(
+            &mut h,
+            "",
+            -1,
+            vec![commit_topic("t1", &[(0, offset, None)])],
+        );
+        // The commit's own write holds only its offset.
+        assert!(put_history(&batch.expect("written")).is_none());
+        h.now += 10;
+    }
+    // Visible at once in memory: the last three (the history keeps 3).
+    let shown: Vec<u64> = everything(&h).topics[0].partitions[0]
+        .entries
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(shown, [4, 3, 2]);
+    assert!(
+        h.best_effort.iter().all(|b| put_history(b).is_none()),
+        "nothing written yet"
+    );
+    assert!(h.group.next_deadline().is_some_and(|d| d <= 1_100));
+    h.tick_to(1_100);
+    let writes: Vec<_> = h
+        .best_effort
+        .iter()
+        .filter_map(|b| put_history(b))
+        .collect();
+    let [(entries, trims)] = writes.as_slice() else {
+        panic!("one history write: {writes:?}");
+    };
+    // What the memory no longer holds is neither written nor kept.
+    let seqs: Vec<u64> = entries.iter().map(|w| w.entry.seq).collect();
+    assert_eq!(seqs, [2, 3, 4]);
+    let trims: Vec<(i32, u64)> = trims.iter().map(|t| (t.partition, t.below_seq)).collect();
+    assert_eq!(trims, [(0, 2)]);
+    // Nothing is held back any more: no history deadline.
+    assert!(h.group.next_deadline().is_none_or(|d| d > 1_100));
+}
+
+#[test]
+fn a_reset_writes_the_entries_held_back_before_its_own() {
+    let mut h = Harness::with_config(deferred(100, 10_000));
+    h.now = 1_000;
+    let _ = commit_batch(&mut h, "", -1, vec![commit_topic("t1", &[(0, 7, None)])]);
+    h.now = 1_010;
+    let token = h.next_token();
+    let effects = h.group.reset_offsets(
+        h.now,
+        OffsetResetRequest {
+            group_id: GROUP.to_owned(),
+            to: ResetTo::Offset { offset: 3 },
+            topics: Vec::new(),
+            execute: true,
+        },
+        &h.client.clone(),
+        token,
+    );
+    let before = h.commit_batches.len();
+    let _ = h.collect(effects);
+    let batch = h.commit_batches[before].clone();
+    let histories: Vec<Vec<u64>> = batch
+        .iter()
+        .filter_map(|m| match m {
+            Mutation::PutHistory { entries, .. } => {
+                Some(entries.iter().map(|w| w.entry.seq).collect())
+            }
+            _ => None,
+        })
+        .collect();
+    // The commit's entry (seq 0) first, then the reset's (seq 1), in one atomic write.
+    assert_eq!(histories, [vec![0], vec![1]]);
 }

@@ -15,7 +15,12 @@ use crate::quota::Quota;
 /// `config()` with `offsets` as its offset protections.
 pub(super) fn with_offsets(offsets: OffsetsConfig) -> GroupConfig {
     GroupConfig {
-        offsets,
+        // History written with each commit, so that a test sees it in the commit's batch;
+        // the deferred write (`offset_history_flush_ms`) has tests of its own (`history.rs`).
+        offsets: OffsetsConfig {
+            history_flush_ms: 0,
+            ..offsets
+        },
         ..config()
     }
 }
