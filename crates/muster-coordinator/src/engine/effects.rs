@@ -129,9 +129,9 @@ pub struct PendingCommit<R> {
     pub(super) removed: Vec<(String, i32)>,
     /// The history entries it writes.
     pub(super) history: Vec<HistoryWrite>,
-    /// `Some(due)`: the entries are not in `batch` but written by the group's next history
-    /// flush, at the latest at `due` (`offset_history_flush_ms`, `history.rs`).
-    pub(super) history_due: Option<Millis>,
+    /// `Some`: the commit's history entries are made once it is durable and written by the
+    /// group's next history flush (`offset_history_flush_ms`, `history.rs`).
+    pub(super) history_deferred: Option<super::history::Deferred>,
     /// Offsets it takes out of the quarantine (put back if the write fails).
     pub(super) unquarantined: Vec<QuarantinedOffset>,
     /// The write also records the group's creator (a member-less group made by a commit).

@@ -50,6 +50,21 @@ pub(super) struct Entry {
 }
 
 impl Entry {
+    /// Its durable form.
+    fn to_record(&self) -> HistoryEntry {
+        HistoryEntry {
+            seq: self.seq,
+            kind: self.kind,
+            offset: self.offset,
+            metadata: self.metadata.as_deref().map(str::to_owned),
+            at_ms: self.at_ms,
+            member_id: Arc::clone(&self.writer.member_id),
+            client_id: Arc::clone(&self.writer.client_id),
+            client_host: Arc::clone(&self.writer.client_host),
+            generation: self.generation,
+        }
+    }
+
     /// As [`HistoryEntry::weight`].
     fn weight(&self) -> usize {
         48 + self.metadata.as_ref().map_or(0, |m| m.len())
@@ -67,6 +82,8 @@ pub(super) struct PartitionLog {
     bytes: usize,
     /// The sequence number of the next entry planned.
     next_seq: u64,
+    /// The oldest entry not written yet (`offset_history_flush_ms`); `None`: all are.
+    unwritten_from: Option<u64>,
 }
 
 impl PartitionLog {
@@ -106,7 +123,12 @@ impl PartitionLog {
         self.bytes += entry.weight();
         // Entries of writes in flight at once can become durable out of order only if the
         // store reordered them, which it does not; keep the order by sequence regardless.
-        let at = self.entries.partition_point(|e| e.seq < entry.seq);
+        // Entries come in order (sequence numbers rise): the search is for the rare other case.
+        let at = if self.entries.back().is_none_or(|e| e.seq < entry.seq) {
+            self.entries.len()
+        } else {
+            self.entries.partition_point(|e| e.seq < entry.seq)
+        };
         if self.entries.len() == self.entries.capacity() {
             // Grow one at a time: a VecDeque's first allocation holds four, and most
             // partitions of most groups keep few entries (the cap is a ceiling, not a size).
@@ -119,19 +141,30 @@ impl PartitionLog {
 /// A group's histories: topic → partition → log.
 pub(super) type Histories = Map<Box<str>, Map<i32, PartitionLog>>;
 
-/// Most entries a group holds back for its next history write: past it, they are written at
-/// once (a bound on memory, and on one write's size).
+/// Most partitions a group holds history back for before writing it at once: a bound on one
+/// write's size.
 const MAX_UNWRITTEN: usize = 4_096;
 
-/// Commits' entries durable in memory but not yet written (`offset_history_flush_ms`): one
-/// write carries many commits' entries, so a partition's history leaf is rewritten once per
-/// flush, not once per commit (the measured cost of writing them with each commit was 75–83 %
-/// of commit throughput: docs/benchmarks.md).
+/// Partitions whose newest entries are in memory but not written yet
+/// (`offset_history_flush_ms`): one write carries many commits' entries, and an entry the
+/// history drops before the write (more commits than it keeps within one interval) is never
+/// written at all. Writing them with each commit cost 75–83 % of commit throughput
+/// (docs/benchmarks.md): every commit rewrote each partition's history leaf.
 #[derive(Debug, Default)]
 pub(super) struct Unwritten {
-    entries: Vec<HistoryWrite>,
+    partitions: Vec<(Arc<str>, i32)>,
     /// When they must be written at the latest.
     due: Option<Millis>,
+}
+
+/// A commit whose history entries are made once it is durable and written later: who wrote
+/// it (one allocation per commit) and when.
+#[derive(Debug)]
+pub(super) struct Deferred {
+    writer: Arc<Writer>,
+    generation: i32,
+    at: Millis,
+    due: Millis,
 }
 
 /// Who writes an entry: shared ids, one allocation per member (or request).
@@ -197,20 +230,64 @@ impl<R> Group<R> {
         (entries, trims)
     }
 
-    /// A durable commit's entries (`due`: written by then at the latest) join the in-memory
-    /// history now and the store's with the next flush.
-    pub(super) fn defer_history(
+    /// What a commit at `at` by `author` needs to record its history once durable, to be
+    /// written by `due` at the latest.
+    pub(super) fn deferred(author: &Author, at: Millis, due: Millis) -> Deferred {
+        Deferred {
+            writer: Arc::new(Writer {
+                member_id: Arc::clone(&author.member_id),
+                client_id: Arc::clone(&author.client_id),
+                client_host: Arc::clone(&author.client_host),
+            }),
+            generation: author.generation,
+            at,
+            due,
+        }
+    }
+
+    /// A durable commit's entries join the in-memory history now and the store's with the
+    /// next flush (at `deferred.due` at the latest, or at once past [`MAX_UNWRITTEN`]).
+    pub(super) fn record_deferred(
         &mut self,
-        entries: Vec<HistoryWrite>,
-        due: Millis,
+        offsets: &[crate::storage::OffsetWrite],
+        deferred: Deferred,
         out: &mut super::Effects<R>,
     ) {
-        self.apply_history(entries.clone());
-        let unwritten = &mut self.history_unwritten;
-        unwritten.entries.extend(entries);
-        if unwritten.due.is_none() {
-            unwritten.due = Some(due);
-            self.note_deadline(due);
+        let config = &self.config.offsets;
+        for w in offsets {
+            let parts = match self.history.get_mut(&*w.topic) {
+                Some(p) => p,
+                None => self.history.entry(Box::from(&*w.topic)).or_default(),
+            };
+            let log = parts.entry(w.partition).or_default();
+            let seq = log.next_seq;
+            log.next_seq += 1;
+            let at = log
+                .entries
+                .back()
+                .map_or(deferred.at, |e| e.at_ms.max(deferred.at));
+            log.push(
+                Entry {
+                    seq,
+                    offset: w.committed.offset,
+                    at_ms: at,
+                    metadata: w.committed.metadata.as_deref().map(Box::from),
+                    writer: Arc::clone(&deferred.writer),
+                    generation: deferred.generation,
+                    kind: HistoryKind::Commit,
+                },
+                config,
+            );
+            if log.unwritten_from.is_none() {
+                log.unwritten_from = Some(seq);
+                self.history_unwritten
+                    .partitions
+                    .push((Arc::clone(&w.topic), w.partition));
+            }
+        }
+        if self.history_unwritten.due.is_none() {
+            self.history_unwritten.due = Some(deferred.due);
+            self.note_deadline(deferred.due);
         }
         self.flush_history(None, out);
     }
@@ -220,43 +297,41 @@ impl<R> Group<R> {
         self.history_unwritten.due
     }
 
-    /// The held-back entries as one `PutHistory`, and what the store must trim for the
-    /// partitions they touch (what the in-memory history no longer holds). `None`: nothing
-    /// held back.
+    /// The held-back entries as one `PutHistory`, with the trims of the partitions they touch
+    /// (below the oldest entry memory holds). `None`: nothing held back.
     pub(super) fn take_unwritten_history(&mut self) -> Option<Mutation> {
         let unwritten = std::mem::take(&mut self.history_unwritten);
-        if unwritten.entries.is_empty() {
+        if unwritten.partitions.is_empty() {
             return None;
         }
-        let mut entries = unwritten.entries;
-        let mut trim: Vec<HistoryTrim> = Vec::new();
-        // Entries already trimmed from memory (more commits than the history keeps within one
-        // flush) are not written at all; every touched partition is trimmed below its oldest
-        // entry in memory.
-        entries.retain(|w| {
-            let oldest = self
-                .log(&w.topic, w.partition)
-                .and_then(|l| l.entries.front())
-                .map(|e| e.seq);
-            oldest.is_some_and(|oldest| w.entry.seq >= oldest)
-        });
-        for w in &entries {
-            let oldest = self
-                .log(&w.topic, w.partition)
-                .and_then(|l| l.entries.front())
-                .map_or(0, |e| e.seq);
-            if !trim
-                .iter()
-                .any(|t| t.partition == w.partition && *t.topic == *w.topic)
-            {
+        let mut entries = Vec::new();
+        let mut trim = Vec::new();
+        for (topic, partition) in unwritten.partitions {
+            let Some(log) = self
+                .history
+                .get_mut(&*topic)
+                .and_then(|logs| logs.get_mut(&partition))
+            else {
+                continue;
+            };
+            let Some(from) = log.unwritten_from.take() else {
+                continue;
+            };
+            if let Some(oldest) = log.entries.front().map(|e| e.seq).filter(|&s| s > 0) {
                 trim.push(HistoryTrim {
-                    topic: Arc::clone(&w.topic),
-                    partition: w.partition,
+                    topic: Arc::clone(&topic),
+                    partition,
                     below_seq: oldest,
                 });
             }
+            for e in log.entries.iter().filter(|e| e.seq >= from) {
+                entries.push(HistoryWrite {
+                    topic: Arc::clone(&topic),
+                    partition,
+                    entry: e.to_record(),
+                });
+            }
         }
-        trim.retain(|t| t.below_seq > 0);
         Some(Mutation::PutHistory {
             group_id: self.group_id.to_string(),
             entries,
@@ -270,7 +345,7 @@ impl<R> Group<R> {
         let due = unwritten
             .due
             .is_some_and(|d| now.is_some_and(|now| d <= now));
-        if due || unwritten.entries.len() >= MAX_UNWRITTEN {
+        if due || unwritten.partitions.len() >= MAX_UNWRITTEN {
             if let Some(write) = self.take_unwritten_history() {
                 out.writes.push(super::Write::BestEffort(vec![write]));
             }

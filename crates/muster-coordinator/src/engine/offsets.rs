@@ -51,19 +51,28 @@ impl<R> Group<R> {
             return self.seal(out);
         }
         let author = self.author(member, client, generation);
-        let (history, trim) = self.plan_history(
-            offsets.iter().map(|w| {
-                (
-                    &w.topic,
-                    w.partition,
-                    w.committed.offset,
-                    w.committed.metadata.as_ref(),
-                )
-            }),
-            HistoryKind::Commit,
-            now,
-            &author,
-        );
+        // History is written with the commit, or (`offset_history_flush_ms`) later, many
+        // commits' entries in one write, made once the commit is durable (`history.rs`).
+        let flush_ms = self.config.offsets.history_flush_ms;
+        let deferred = (flush_ms > 0 && self.config.offsets.history_entries > 0)
+            .then(|| Self::deferred(&author, now, now.saturating_add(flush_ms)));
+        let (history, trim) = if deferred.is_some() {
+            (Vec::new(), Vec::new())
+        } else {
+            self.plan_history(
+                offsets.iter().map(|w| {
+                    (
+                        &w.topic,
+                        w.partition,
+                        w.committed.offset,
+                        w.committed.metadata.as_ref(),
+                    )
+                }),
+                HistoryKind::Commit,
+                now,
+                &author,
+            )
+        };
         // A group without members at generation 0 has no record a write in flight could be
         // ahead of: its first commit records its creator too.
         let records_owner =
@@ -77,10 +86,7 @@ impl<R> Group<R> {
             group_id: self.group_id.to_string(),
             offsets: offsets.clone(),
         });
-        // History is written with the commit, or (`offset_history_flush_ms`) later, many
-        // commits' entries in one write (`history.rs`).
-        let deferred = self.config.offsets.history_flush_ms > 0;
-        if !history.is_empty() && !deferred {
+        if !history.is_empty() {
             batch.push(Mutation::PutHistory {
                 group_id: self.group_id.to_string(),
                 entries: history.clone(),
@@ -96,8 +102,7 @@ impl<R> Group<R> {
                 offsets,
                 removed: Vec::new(),
                 history,
-                history_due: deferred
-                    .then(|| now.saturating_add(self.config.offsets.history_flush_ms)),
+                history_deferred: deferred,
                 unquarantined: Vec::new(),
                 records_owner,
             },
@@ -120,18 +125,18 @@ impl<R> Group<R> {
             offsets,
             removed,
             history,
-            history_due,
+            history_deferred,
             unquarantined,
             records_owner,
         } = commit;
         let response = match result {
             Ok(()) => {
+                if let Some(deferred) = history_deferred {
+                    self.record_deferred(&offsets, deferred, &mut out);
+                }
                 self.apply_offsets(offsets);
                 self.remove_offsets(&removed);
-                match history_due {
-                    Some(due) => self.defer_history(history, due, &mut out),
-                    None => self.apply_history(history),
-                }
+                self.apply_history(history);
                 answer.into_response()
             }
             Err(code) => {

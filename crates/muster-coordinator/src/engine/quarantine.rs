@@ -306,7 +306,7 @@ impl<R> Group<R> {
                 offsets,
                 removed: Vec::new(),
                 history,
-                history_due: None,
+                history_deferred: None,
                 unquarantined: taken,
                 records_owner: false,
             },

@@ -122,7 +122,7 @@ impl<R> Group<R> {
                         offsets,
                         removed,
                         history: Vec::new(),
-                        history_due: None,
+                        history_deferred: None,
                         unquarantined: Vec::new(),
                         records_owner: false,
                     },
