@@ -152,11 +152,13 @@ impl Model {
             group_instance_id: instance,
         };
         let answer = self.group.ownership_epochs(self.now, &request);
-        assert_eq!(answer.generation_id, generation_id);
         if answer.error_code != 0 {
+            // A refusal names no generation (protocol §6.23).
+            assert_eq!(answer.generation_id, -1);
             assert!(answer.topics.is_empty());
             return None;
         }
+        assert_eq!(answer.generation_id, generation_id);
         let mut owned = Vec::new();
         for t in &answer.topics {
             for p in &t.partitions {
