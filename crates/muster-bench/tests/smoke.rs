@@ -239,7 +239,8 @@ fn commit_history_comparison_runs() -> Result<()> {
             rounds: 2,
             fill_partitions: 200,
             fill_commits: 5,
-            pause: Duration::from_millis(10),
+            // Past musterd's offset_history_flush_ms (200 ms): the history is on disk then.
+            pause: Duration::from_millis(600),
         },
     ))?;
     drop(rt);
