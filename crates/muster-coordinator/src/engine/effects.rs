@@ -14,6 +14,7 @@
 //! left, a pending id expired), comes back as [`LedgerRequest`]s.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use muster_protocol::{
     ErrorCode, OffsetCommitResponse, OffsetResetResponse, OffsetRestoreResponse, Response,
@@ -131,11 +132,32 @@ pub struct PendingCommit<R> {
     pub(super) history: Vec<HistoryWrite>,
     /// `Some`: the commit's history entries are made once it is durable and written by the
     /// group's next history flush (`offset_history_flush_ms`, `history.rs`).
-    pub(super) history_deferred: Option<super::history::Deferred>,
+    pub(super) history_deferred: Option<Deferred>,
     /// Offsets it takes out of the quarantine (put back if the write fails).
     pub(super) unquarantined: Vec<QuarantinedOffset>,
     /// The write also records the group's creator (a member-less group made by a commit).
     pub(super) records_owner: bool,
+}
+
+// Defined here, not in `history.rs` (which makes and reads them), so that this file names
+// nothing of the engine's rule files: no import loop.
+/// Who wrote an entry: shared by the entries of one write (one allocation per commit, not per
+/// partition).
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Writer {
+    pub(super) member_id: Arc<str>,
+    pub(super) client_id: Arc<str>,
+    pub(super) client_host: Arc<str>,
+}
+
+/// A commit whose history entries are made once it is durable and written later: who wrote
+/// it (one allocation per commit) and when.
+#[derive(Debug)]
+pub(super) struct Deferred {
+    pub(super) writer: Arc<Writer>,
+    pub(super) generation: i32,
+    pub(super) at: Millis,
+    pub(super) due: Millis,
 }
 
 /// The answer a [`PendingCommit`] owes once written.

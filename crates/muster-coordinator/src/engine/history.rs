@@ -17,6 +17,7 @@ use muster_protocol::{
     PartitionHistory as WirePartitionHistory, TopicHistory,
 };
 
+use super::effects::{Deferred, Writer};
 use super::topic_access::may_read;
 use super::{Group, Map, Millis, NONE};
 use crate::access::Access;
@@ -26,15 +27,6 @@ use crate::storage::{HistoryEntry, HistoryKind, HistoryTrim, HistoryWrite, Mutat
 /// Most entries one OffsetHistory answer holds (protocol §6.24); the rest are counted in
 /// `omitted`.
 pub const MAX_HISTORY_ANSWER: usize = 10_000;
-
-/// Who wrote an entry: shared by the entries of one write (one allocation per commit, not per
-/// partition).
-#[derive(Debug, PartialEq, Eq)]
-pub(super) struct Writer {
-    member_id: Arc<str>,
-    client_id: Arc<str>,
-    client_host: Arc<str>,
-}
 
 /// One entry as a group keeps it in memory: [`HistoryEntry`]'s content, 64 bytes instead of
 /// ~110 (the writer shared, the metadata a boxed `str`). A group may keep 100 per partition.
@@ -155,16 +147,6 @@ pub(super) struct Unwritten {
     partitions: Vec<(Arc<str>, i32)>,
     /// When they must be written at the latest.
     due: Option<Millis>,
-}
-
-/// A commit whose history entries are made once it is durable and written later: who wrote
-/// it (one allocation per commit) and when.
-#[derive(Debug)]
-pub(super) struct Deferred {
-    writer: Arc<Writer>,
-    generation: i32,
-    at: Millis,
-    due: Millis,
 }
 
 /// Who writes an entry: shared ids, one allocation per member (or request).
