@@ -5,73 +5,22 @@
 //! live on a multi-threaded Tokio runtime owned by the test ([`Fixture`]), so they heartbeat
 //! while the test thread waits for the command.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{ensure, Context as _, Result};
+use anyhow::{Context as _, Result};
 use assert_cmd::Command;
 use muster_client::{
     Admin, Connection, ConnectionConfig, Event, Events, GroupMember, MemberConfig, Phase,
 };
-use muster_coordinator::storage::MemoryStore;
-use muster_coordinator::GroupConfig;
-use muster_server::{spawn, ServerOptions, ServerThread};
 use predicates::prelude::*;
 use serde_json::Value;
 
 /// How long a test waits for a group to form.
+mod fixture;
+use fixture::Fixture;
 const PATIENCE: Duration = Duration::from_secs(10);
 
-struct Fixture {
-    server: ServerThread,
-    runtime: tokio::runtime::Runtime,
-}
-
 impl Fixture {
-    fn new() -> Fixture {
-        let mut options = ServerOptions::new("127.0.0.1:0", Arc::new(MemoryStore::new()));
-        options.group = GroupConfig {
-            min_session_timeout_ms: 100,
-            max_session_timeout_ms: 60_000,
-            initial_rebalance_delay_ms: 0,
-            ..GroupConfig::default()
-        };
-        options.workers = 1;
-        let server = spawn(options).expect("server starts");
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("runtime builds");
-        Fixture { server, runtime }
-    }
-
-    fn addr(&self) -> String {
-        self.server.local_addr().to_string()
-    }
-
-    /// `muster --server <this server> ARGS...`, with `MUSTER_SERVER` cleared.
-    fn muster(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::cargo_bin("muster").expect("the muster binary is built");
-        cmd.env_remove("MUSTER_SERVER")
-            .env_remove("MUSTER_TOKEN")
-            .args(["--server", &self.addr()])
-            .args(args)
-            .timeout(Duration::from_secs(20));
-        cmd
-    }
-
-    /// Runs `muster --json ARGS...`, expects success, and parses stdout.
-    fn json(&self, args: &[&str]) -> Result<Value> {
-        let output = self.muster(args).arg("--json").output()?;
-        ensure!(
-            output.status.success(),
-            "muster {args:?} failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        serde_json::from_slice(&output.stdout).context("stdout is JSON")
-    }
-
     /// A group member of `group` subscribed to `topic` (created with 3 partitions if
     /// missing), Stable with its assignment.
     fn member(&self, group: &str, topic: &str, client_id: &str) -> Result<GroupMember> {

@@ -7,72 +7,21 @@
 //! Members live on a multi-threaded Tokio runtime owned by the test, so they heartbeat while
 //! the test thread waits for the binary.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{ensure, Context as _, Result};
-use assert_cmd::Command;
 use muster_client::{
     Admin, Connection, ConnectionConfig, GroupMember, MemberConfig, Phase, TopicPartition,
 };
-use muster_coordinator::storage::MemoryStore;
-use muster_coordinator::GroupConfig;
-use muster_server::{spawn, ServerOptions, ServerThread};
 use predicates::prelude::*;
 use serde_json::Value;
 
+mod fixture;
+use fixture::Fixture;
 const PATIENCE: Duration = Duration::from_secs(10);
 const TOPIC: &str = "orders";
 
-struct Fixture {
-    server: ServerThread,
-    runtime: tokio::runtime::Runtime,
-}
-
 impl Fixture {
-    fn new() -> Fixture {
-        let mut options = ServerOptions::new("127.0.0.1:0", Arc::new(MemoryStore::new()));
-        options.group = GroupConfig {
-            min_session_timeout_ms: 100,
-            max_session_timeout_ms: 60_000,
-            initial_rebalance_delay_ms: 0,
-            ..GroupConfig::default()
-        };
-        options.workers = 1;
-        let server = spawn(options).expect("server starts");
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("runtime builds");
-        Fixture { server, runtime }
-    }
-
-    fn addr(&self) -> String {
-        self.server.local_addr().to_string()
-    }
-
-    fn muster(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::cargo_bin("muster").expect("the muster binary is built");
-        cmd.env_remove("MUSTER_SERVER")
-            .env_remove("MUSTER_TOKEN")
-            .args(["--server", &self.addr()])
-            .args(args)
-            .timeout(Duration::from_secs(20));
-        cmd
-    }
-
-    /// `muster --json ARGS...`, expected to succeed, stdout parsed.
-    fn json(&self, args: &[&str]) -> Result<Value> {
-        let output = self.muster(args).arg("--json").output()?;
-        ensure!(
-            output.status.success(),
-            "muster {args:?} failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        serde_json::from_slice(&output.stdout).context("stdout is JSON")
-    }
-
     /// `muster ARGS...` (human output), expected to succeed: its stdout.
     fn text(&self, args: &[&str]) -> Result<String> {
         let output = self.muster(args).output()?;
