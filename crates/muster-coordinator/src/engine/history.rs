@@ -79,6 +79,13 @@ pub(super) struct PartitionLog {
 }
 
 impl PartitionLog {
+    /// The time a new entry at `at` is stamped with: never earlier than the entry before it.
+    /// A reset is stamped a millisecond past the latest entry (`reset.rs`), and a commit in
+    /// that same millisecond must not read as older than the reset it follows.
+    fn stamp(&self, at: Millis) -> Millis {
+        self.entries.back().map_or(at, |e| e.at_ms.max(at))
+    }
+
     /// Whether the history reaches back to the partition's first commit.
     pub(super) fn complete(&self) -> bool {
         self.entries.front().is_some_and(|e| e.seq == 0)
@@ -133,6 +140,18 @@ impl PartitionLog {
 /// A group's histories: topic → partition → log.
 pub(super) type Histories = Map<Box<str>, Map<i32, PartitionLog>>;
 
+/// The partition's log, made empty if it has none (the topic's name is allocated only then).
+fn log_mut<'a>(history: &'a mut Histories, topic: &str, partition: i32) -> &'a mut PartitionLog {
+    if !history.contains_key(topic) {
+        history.insert(Box::from(topic), Map::default());
+    }
+    history
+        .get_mut(topic)
+        .expect("inserted above")
+        .entry(partition)
+        .or_default()
+}
+
 /// Most partitions a group holds history back for before writing it at once: a bound on one
 /// write's size.
 const MAX_UNWRITTEN: usize = 4_096;
@@ -176,20 +195,13 @@ impl<R> Group<R> {
         let mut entries = Vec::new();
         let mut trims = Vec::new();
         for (topic, partition, offset, metadata) in writes {
-            let parts = match self.history.get_mut(&**topic) {
-                Some(p) => p,
-                None => self.history.entry(Box::from(&**topic)).or_default(),
-            };
-            let log = parts.entry(partition).or_default();
+            let log = log_mut(&mut self.history, topic, partition);
             let entry = HistoryEntry {
                 seq: log.next_seq,
                 kind,
                 offset,
                 metadata: metadata.cloned(),
-                // Never earlier than the entry before it: a reset is stamped a millisecond
-                // past the latest entry (`reset.rs`), and a commit in that same millisecond
-                // must not read as older than the reset it follows.
-                at_ms: log.entries.back().map_or(at, |e| e.at_ms.max(at)),
+                at_ms: log.stamp(at),
                 member_id: Arc::clone(&author.member_id),
                 client_id: Arc::clone(&author.client_id),
                 client_host: Arc::clone(&author.client_host),
@@ -237,17 +249,10 @@ impl<R> Group<R> {
     ) {
         let config = &self.config.offsets;
         for w in offsets {
-            let parts = match self.history.get_mut(&*w.topic) {
-                Some(p) => p,
-                None => self.history.entry(Box::from(&*w.topic)).or_default(),
-            };
-            let log = parts.entry(w.partition).or_default();
+            let log = log_mut(&mut self.history, &w.topic, w.partition);
             let seq = log.next_seq;
             log.next_seq += 1;
-            let at = log
-                .entries
-                .back()
-                .map_or(deferred.at, |e| e.at_ms.max(deferred.at));
+            let at = log.stamp(deferred.at);
             log.push(
                 Entry {
                     seq,
@@ -384,14 +389,7 @@ impl<R> Group<R> {
                 generation: e.generation,
                 kind: e.kind,
             };
-            let parts = match self.history.get_mut(&*w.topic) {
-                Some(p) => p,
-                None => self.history.entry(Box::from(&*w.topic)).or_default(),
-            };
-            parts
-                .entry(w.partition)
-                .or_default()
-                .push(entry, &self.config.offsets);
+            log_mut(&mut self.history, &w.topic, w.partition).push(entry, &self.config.offsets);
         }
     }
 
@@ -411,15 +409,7 @@ impl<R> Group<R> {
         self.apply_history(history);
         for (topic, parts) in &self.offsets {
             for p in parts.keys() {
-                let log = match self.history.get_mut(topic.as_str()) {
-                    Some(logs) => logs.entry(*p).or_default(),
-                    None => self
-                        .history
-                        .entry(Box::from(topic.as_str()))
-                        .or_default()
-                        .entry(*p)
-                        .or_default(),
-                };
+                let log = log_mut(&mut self.history, topic, *p);
                 if log.entries.is_empty() {
                     log.next_seq = log.next_seq.max(1);
                 }
