@@ -19,11 +19,12 @@ impl<R> Group<R> {
             GroupState::Empty => return ErrorCode::UnknownMemberId,
             _ => {}
         }
-        if let Err(code) = self.check_member(&req.member_id, req.group_instance_id.as_deref()) {
+        // Refreshing a session only pushes its deadline later: no timer work needed.
+        if let Err(code) =
+            self.check_and_hear(&req.member_id, req.group_instance_id.as_deref(), now)
+        {
             return code;
         }
-        // Refreshing a session only pushes its deadline later: no timer work needed.
-        self.heard_from(&req.member_id, now);
         if req.generation_id != self.generation {
             return ErrorCode::IllegalGeneration;
         }

@@ -167,10 +167,11 @@ impl<R> Group<R> {
             return;
         }
 
-        if let Err(code) = self.check_member(&req.member_id, req.group_instance_id.as_deref()) {
+        if let Err(code) =
+            self.check_and_hear(&req.member_id, req.group_instance_id.as_deref(), now)
+        {
             return out.reply(reply, join_error(code, &req.member_id));
         }
-        self.heard_from(&req.member_id, now);
         if !self.supports_assignors(&req.assignors, Some(&req.member_id)) {
             return out.reply(
                 reply,

@@ -322,8 +322,7 @@ impl<R> Group<R> {
                 .check_consumer_commit(now, member_id, generation_id, instance)
                 .map(Some);
         }
-        self.check_member(member_id, instance)?;
-        self.heard_from(member_id, now);
+        self.check_and_hear(member_id, instance, now)?;
         if generation_id != self.generation {
             return Err(ErrorCode::IllegalGeneration);
         }

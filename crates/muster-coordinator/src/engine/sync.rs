@@ -45,10 +45,11 @@ impl<R> Group<R> {
             let response = self.classic_sync_to_consumer(cx.now, &req);
             return out.reply(reply, response);
         }
-        if let Err(code) = self.check_member(&req.member_id, req.group_instance_id.as_deref()) {
+        if let Err(code) =
+            self.check_and_hear(&req.member_id, req.group_instance_id.as_deref(), cx.now)
+        {
             return out.reply(reply, sync_error(code));
         }
-        self.heard_from(&req.member_id, cx.now);
         if req.generation_id != self.generation {
             return out.reply(reply, sync_error(ErrorCode::IllegalGeneration));
         }
