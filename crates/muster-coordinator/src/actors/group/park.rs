@@ -3,8 +3,8 @@
 //! it as a [`Parked`] — plain data in its registry: no task, no mailbox, no address — and
 //! starts an actor for it again ([`GroupActor::unparked`]) when a request, a DeleteGroups, a
 //! catalog change or its next deadline (retention, the quarantine) needs one. Queries
-//! (DescribeGroups, history, diagnosis, simulation, the dashboard's summary) are answered from
-//! the parked group without waking it.
+//! (OffsetFetch, OffsetHistory, DescribeGroups, history, diagnosis, simulation, the dashboard's
+//! summary) are answered from the parked group without waking it.
 //!
 //! Why: the actor is ~1.25 KB of the ~1.6 KB a group costs live (docs/benchmarks.md, "Idle
 //! memory"), and a server keeps a group for every consumer group that still has offsets:
@@ -21,9 +21,12 @@ use std::sync::Arc;
 use actix::prelude::*;
 use tracing::debug;
 
+use muster_protocol::{Request, Response};
+
 use super::{GroupActor, GroupEnv, InsightShown};
+use crate::access::ResourceType;
 use crate::actors::reply::ReplyTo;
-use crate::engine::{Group, Millis};
+use crate::engine::{unreadable_topics, ClientInfo, Group, Millis};
 use crate::logsafe::logsafe;
 
 /// A group without an actor, as the supervisor's registry holds it.
@@ -40,6 +43,26 @@ impl Parked {
     /// The parked engine, for answering queries (it changes nothing).
     pub(crate) fn group(&self) -> &Group<ReplyTo> {
         &self.group
+    }
+
+    /// The answer to `request` if it is a query the parked group answers as its actor would,
+    /// without waking: OffsetFetch and OffsetHistory (so that a lag monitor polling every
+    /// group's offsets keeps none of them awake). `None`: the request needs the actor.
+    pub(crate) fn answer(&self, request: &Request, client: &ClientInfo) -> Option<Response> {
+        let answer = match request {
+            Request::OffsetFetch(r) => {
+                Response::OffsetFetch(self.group.fetch_offsets(r, &client.access))
+            }
+            Request::OffsetHistory(r) => {
+                Response::OffsetHistory(self.group.offset_history(r, &client.access))
+            }
+            _ => return None,
+        };
+        crate::metrics::authorization_denials(
+            ResourceType::Topic.name(),
+            unreadable_topics(request, &client.access),
+        );
+        Some(answer)
     }
 
     /// The group is gone for good (removed from the registry): what it showed in the gauges

@@ -307,11 +307,19 @@ mod tests {
             };
             assert_eq!(d.groups[0].state, "Empty");
             assert_eq!(sup.send(Peek).await.expect("runs"), (1, 1));
-            // A request wakes it, with everything it had.
+            // Its offsets are fetched parked (no inbox handed out: the next request comes to
+            // the supervisor again).
             let (fetched, link) = route(&sup, fetch()).await;
             assert_eq!(fetched_offset(&fetched), 42);
+            assert!(link.is_none());
+            assert_eq!(sup.send(Peek).await.expect("runs"), (1, 1));
+            // A commit wakes it, with everything it had.
+            let (committed, link) = route(&sup, commit(43)).await;
+            assert_eq!(committed.error_code(), 0, "{committed:?}");
             assert!(link.expect("a new inbox").connected());
             assert_eq!(sup.send(Peek).await.expect("runs"), (0, 1));
+            let (fetched, _) = route(&sup, fetch()).await;
+            assert_eq!(fetched_offset(&fetched), 43);
             // And it parks again once idle.
             parked_within(&sup, 1).await;
         });

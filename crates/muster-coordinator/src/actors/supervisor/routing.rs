@@ -52,6 +52,14 @@ impl Handler<Route> for Supervisor {
             return None;
         }
         if let Some((key, entry)) = self.groups.find(&group_id) {
+            if let Home::Parked(parked) = &entry.home {
+                if let Some(answer) = parked.answer(&call.request, &call.client) {
+                    // A query: answered parked. No inbox for the session to cache: its next
+                    // request for the group comes here too.
+                    call.reply.send(answer);
+                    return None;
+                }
+            }
             let group_id = Arc::clone(&entry.group_id);
             let addr = self.reach(key, ctx)?;
             addr.do_send(call);
