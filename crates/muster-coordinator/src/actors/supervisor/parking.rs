@@ -20,20 +20,24 @@ impl Supervisor {
         key: u64,
         ctx: &mut Context<Self>,
     ) -> Option<Arc<Addr<GroupActor>>> {
+        if let Some(addr) = self.groups.get(key)?.home.live() {
+            return Some(Arc::clone(addr));
+        }
         let env = self.env(ctx);
         let arbiter = self.next_arbiter();
         let entry = self.groups.get_mut(key)?;
-        if let Home::Live(addr) = &entry.home {
-            return Some(Arc::clone(addr));
-        }
-        let Home::Parked(parked) = std::mem::replace(&mut entry.home, Home::Live(dangling()))
-        else {
-            unreachable!("matched Parked above");
+        let (addr, woke) = match std::mem::replace(&mut entry.home, Home::Live(dangling())) {
+            Home::Parked(parked) => {
+                let make = move |_: &mut Context<GroupActor>| GroupActor::unparked(parked, env);
+                (Arc::new(start(arbiter, make)), true)
+            }
+            Home::Live(addr) => (addr, false),
         };
-        let addr = Arc::new(start(arbiter, move |_| GroupActor::unparked(parked, env)));
         entry.home = Home::Live(Arc::clone(&addr));
-        self.parked = self.parked.saturating_sub(1);
-        crate::metrics::groups_parked(self.parked);
+        if woke {
+            self.parked = self.parked.saturating_sub(1);
+            crate::metrics::groups_parked(self.parked);
+        }
         Some(addr)
     }
 
