@@ -193,8 +193,8 @@ settings! {
 
     /// A commit's history entries are written at most this long after it, gathered with the
     /// other commits' of that time into one write (0 = with each commit, at a measured 75-83 %
-    /// of commit throughput). Offsets are durable when acknowledged either way; a crash or stop
-    /// can lose the history entries of the last flush interval.
+    /// of commit throughput). Offsets are durable when acknowledged either way; a crash can lose
+    /// the history entries of the last flush interval (a graceful stop writes them first).
     offset_history_flush_ms: u64 = "200", range(0 ..= 60_000);
 
     /// A group with nothing but data left (Empty: no member, no pending member id, nothing in

@@ -326,6 +326,16 @@ impl<R> Group<R> {
         })
     }
 
+    /// Writes every held-back entry now, whether due or not: the group stops being served here
+    /// (a shutdown, or its shard handed to another node), and what memory holds would be lost.
+    pub fn write_held_history(&mut self) -> super::Effects<R> {
+        let mut out = super::Effects::default();
+        if let Some(write) = self.take_unwritten_history() {
+            out.writes.push(super::Write::BestEffort(vec![write]));
+        }
+        out
+    }
+
     /// Writes the held-back entries if they are due at `now`, or if there are too many.
     pub(super) fn flush_history(&mut self, now: Option<Millis>, out: &mut super::Effects<R>) {
         let unwritten = &self.history_unwritten;

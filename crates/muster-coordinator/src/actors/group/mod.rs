@@ -91,6 +91,9 @@ pub struct GroupActor {
     relinquished: bool,
     /// Who waits for the writes in flight to finish before the actor stops ([`Relinquish`]).
     drained: Vec<tokio::sync::oneshot::Sender<()>>,
+    /// Best-effort writes (expired offsets, quarantine, held-back history) not finished yet:
+    /// a relinquished group waits for them too, so a handover loses none of its history.
+    best_effort_in_flight: usize,
     /// What this group last told the rebalance-insight metrics (`sync_insight`).
     insight: InsightShown,
     /// When the group last had a request (`park.rs`: it parks `park_after_ms` after).
@@ -129,6 +132,7 @@ impl GroupActor {
             missed_topics: Vec::new(),
             relinquished: false,
             drained: Vec::new(),
+            best_effort_in_flight: 0,
             insight: InsightShown::default(),
             quiet_since,
             jobs: 0,
@@ -533,6 +537,12 @@ impl Handler<Relinquish> for GroupActor {
     fn handle(&mut self, _: Relinquish, ctx: &mut Self::Context) -> Self::Result {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.drained.push(tx);
+        // The history held back for `offset_history_flush_ms` is written while the shard is
+        // still this node's (the drain waits for it): its next owner loads it.
+        if !self.relinquished {
+            let effects = self.group.write_held_history();
+            self.carry_out(effects, ctx);
+        }
         self.give_up(ctx);
         Box::pin(async move {
             let _ = rx.await;
@@ -546,5 +556,11 @@ impl Handler<AbortHeld> for GroupActor {
     fn handle(&mut self, _: AbortHeld, ctx: &mut Self::Context) {
         let effects = self.group.abort_held(ErrorCode::CoordinatorNotAvailable);
         self.carry_out(effects, ctx);
+        // The server is stopping: the history held back for `offset_history_flush_ms` is
+        // queued now, before the store closes (which writes everything queued).
+        if !self.relinquished {
+            let effects = self.group.write_held_history();
+            self.carry_out(effects, ctx);
+        }
     }
 }

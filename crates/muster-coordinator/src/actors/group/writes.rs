@@ -156,14 +156,17 @@ impl GroupActor {
     /// and expire again.
     pub(super) fn write_best_effort(&mut self, batch: Vec<Mutation>, ctx: &mut Context<Self>) {
         let durable = self.env.store.apply(batch);
+        self.best_effort_in_flight += 1;
         self.jobs += 1;
         ctx.spawn(durable.into_actor(self).map(|result, act, ctx| {
+            act.best_effort_in_flight -= 1;
             act.jobs -= 1;
             if let Err(e) = result {
                 // Expired offsets, the quarantine, held-back history: what is on disk
                 // comes back after a restart and is done again (`Write::BestEffort`).
                 error!(group_id = %logsafe(act.group.group_id()), error = %e, "best-effort write failed (expired offsets, quarantine or offset history)");
             }
+            act.stop_if_drained(ctx);
             act.settle(ctx);
         }));
     }
@@ -182,6 +185,7 @@ impl GroupActor {
         if !self.relinquished
             || self.group.record_write_in_flight()
             || self.group.commits_in_flight() > 0
+            || self.best_effort_in_flight > 0
         {
             return;
         }

@@ -454,3 +454,42 @@ fn a_reset_writes_the_entries_held_back_before_its_own() {
     // The commit's entry (seq 0) first, then the reset's (seq 1), in one atomic write.
     assert_eq!(histories, [vec![0], vec![1]]);
 }
+
+/// A stop (shutdown, or the shard handed over) writes what is held back at once, due or not,
+/// and leaves nothing held back; with nothing held back it writes nothing.
+#[test]
+fn held_back_history_is_written_at_once_when_the_group_stops_here() {
+    let mut h = Harness::with_config(deferred(100, 60_000));
+    h.now = 1_000;
+    for (partition, offset) in [(0, 7), (1, 8), (0, 9)] {
+        let _ = commit_batch(
+            &mut h,
+            "",
+            -1,
+            vec![commit_topic("t1", &[(partition, offset, None)])],
+        );
+    }
+    assert!(h.best_effort.iter().all(|b| put_history(b).is_none()));
+    let effects = h.group.write_held_history();
+    let writes: Vec<_> = effects
+        .writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::BestEffort(batch) => Some(batch.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(writes.len(), 1, "one best-effort write: {writes:?}");
+    let (entries, trims) = put_history(&writes[0]).expect("a history write");
+    let written: Vec<(i32, u64, i64)> = entries
+        .iter()
+        .map(|w| (w.partition, w.entry.seq, w.entry.offset))
+        .collect();
+    assert_eq!(written, [(0, 0, 7), (0, 1, 9), (1, 0, 8)]);
+    assert!(trims.is_empty());
+    assert!(
+        h.group.next_deadline().is_none_or(|d| d > 61_000),
+        "no history deadline left"
+    );
+    assert!(h.group.write_held_history().writes.is_empty());
+}

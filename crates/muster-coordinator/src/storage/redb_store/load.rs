@@ -116,8 +116,9 @@ pub(super) fn load_group(
         .map_err(|e| read_error(path, e.into()))?
     {
         let (key, value) = entry.map_err(|e| read_error(path, e.into()))?;
-        history.push(history_write(path, &mut topic, key.value(), value.value())?);
+        history_run(path, &mut topic, key.value(), value.value(), &mut history)?;
     }
+    in_sequence_order(&mut history);
     let table = txn
         .open_table(QUARANTINE)
         .map_err(|e| read_error(path, e.into()))?;
@@ -147,23 +148,41 @@ fn shared_topic(last: &mut Option<Arc<str>>, topic: &str) -> Arc<str> {
     }
 }
 
-fn history_write(
+/// Appends a run's entries (store format 6) to `out`.
+fn history_run(
     path: &Path,
     last_topic: &mut Option<Arc<str>>,
-    (group_id, topic, partition, seq): (&str, &str, i32, u64),
+    (group_id, topic, partition, first_seq): (&str, &str, i32, u64),
     bytes: &[u8],
-) -> Result<HistoryWrite, StoreError> {
-    let entry = codec::decode_history(seq, bytes).map_err(|e| {
+    out: &mut Vec<HistoryWrite>,
+) -> Result<(), StoreError> {
+    let entries = codec::decode_history_run(first_seq, bytes).map_err(|e| {
         corrupt(
             path,
             format!("offset history of {group_id:?} {topic:?}/{partition}: {e}"),
         )
     })?;
-    Ok(HistoryWrite {
-        topic: shared_topic(last_topic, topic),
+    let topic = shared_topic(last_topic, topic);
+    out.extend(entries.into_iter().map(|entry| HistoryWrite {
+        topic: Arc::clone(&topic),
         partition,
         entry,
-    })
+    }));
+    Ok(())
+}
+
+/// Sorts one group's entries by topic, partition and seq. Runs come in that order of their
+/// *first* entries; the engine writes a partition's entries once each and mostly in order, so
+/// runs rarely interleave (a reset's write in flight while commits' entries are written) and
+/// this is then a single pass. A seq found twice keeps one copy.
+fn in_sequence_order(history: &mut Vec<HistoryWrite>) {
+    fn order(a: &HistoryWrite, b: &HistoryWrite) -> std::cmp::Ordering {
+        (&*a.topic, a.partition, a.entry.seq).cmp(&(&*b.topic, b.partition, b.entry.seq))
+    }
+    if !history.is_sorted_by(|a, b| order(a, b).is_lt()) {
+        history.sort_by(order);
+        history.dedup_by(|a, b| order(a, b).is_eq());
+    }
 }
 
 fn quarantined(
@@ -197,13 +216,20 @@ fn load_histories(txn: &ReadTransaction, path: &Path) -> Result<Histories, Store
     let mut topic = None;
     for entry in table.iter().map_err(|e| read_error(path, e.into()))? {
         let (key, value) = entry.map_err(|e| read_error(path, e.into()))?;
-        let write = history_write(path, &mut topic, key.value(), value.value())?;
         let group_id = key.value().0;
-        // Keys are in group order, then topic, partition and seq order.
-        match histories.last_mut() {
-            Some((last, writes)) if last == group_id => writes.push(write),
-            _ => histories.push((group_id.to_owned(), vec![write])),
+        // Keys are in group order, then topic, partition and first seq order.
+        if histories.last().is_none_or(|(last, _)| last != group_id) {
+            if let Some((_, writes)) = histories.last_mut() {
+                in_sequence_order(writes);
+            }
+            histories.push((group_id.to_owned(), Vec::new()));
         }
+        if let Some((_, writes)) = histories.last_mut() {
+            history_run(path, &mut topic, key.value(), value.value(), writes)?;
+        }
+    }
+    if let Some((_, writes)) = histories.last_mut() {
+        in_sequence_order(writes);
     }
     Ok(histories)
 }

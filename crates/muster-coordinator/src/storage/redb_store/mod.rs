@@ -10,21 +10,25 @@
 //! commit (see `writer`) is what makes throughput: one dedicated thread drains everything
 //! waiting, writes it in one transaction and fsyncs once for all of it.
 //!
-//! Layout (format version 5):
+//! Layout (format version 6):
 //!
 //! ```text
-//! meta            "format_version"                   -> u64 (5)
+//! meta            "format_version"                   -> u64 (6)
 //! groups          group_id                           -> GroupV4 (wincode, see `codec`)
 //! offsets         (group_id, topic, partition)       -> OffsetV1 (wincode)
 //! topics          topic                              -> partitions (i32)
 //! journal         (group_id, generation)             -> RebalanceV1 (wincode)
-//! offset_history  (group_id, topic, partition, seq)  -> HistoryV1 (wincode)
+//! offset_history_runs (group_id, topic, partition, first_seq)
+//!                                                    -> HistoryRunV1 (wincode)
 //! quarantine      (group_id, topic, partition)       -> QuarantineV1 (wincode)
 //! ```
 //!
 //! Keys order by group first, so each table holds a group's rows in one contiguous range:
 //! deleting a group is a range delete per table and loading groups them in one pass. A
-//! partition's history is one range too, in `seq` order: trimming it is a range delete.
+//! partition's history is one range too: its *runs*, each the entries of that partition one
+//! write carried (`codec::history_run`), keyed by their first sequence number. Trimming below
+//! a sequence number deletes the runs that end below it (read from the value's first 8 bytes)
+//! and writes again the one run that straddles it, if any.
 //!
 //! Version 2 added the owners of groups and members (for quotas). A version 1 file is
 //! migrated when opened: every group value is rewritten as version 2 with no owners, and the
@@ -41,6 +45,11 @@
 //! and adds the `offset_history` and `quarantine` tables. A version 4 (or older) file is
 //! migrated when opened by rewriting every group value as version 5 with no ownership epochs
 //! and creating the two tables (empty), in one transaction.
+//! Version 6 keeps the offset history in runs (`offset_history_runs`) instead of one row per
+//! entry (`offset_history`): one row per partition per write, because 100 rows per busy
+//! partition per write stalled the commits behind them (docs/benchmarks.md). A version 5 file
+//! is migrated when opened by rewriting each partition's entries as one run and dropping the
+//! old table, in one transaction; an older file gets the new table empty.
 //!
 //! Opening never resets anything: a locked, unreadable, foreign, corrupt or newer-format file
 //! is an error naming the path and what to do. Every open verifies the checksums of the whole
@@ -81,6 +90,9 @@ const OFFSETS: TableDefinition<(&str, &str, i32), &[u8]> = TableDefinition::new(
 const TOPICS: TableDefinition<&str, i32> = TableDefinition::new("topics");
 const JOURNAL: TableDefinition<(&str, i32), &[u8]> = TableDefinition::new("journal");
 const HISTORY: TableDefinition<(&str, &str, i32, u64), &[u8]> =
+    TableDefinition::new("offset_history_runs");
+/// Format 5's offset history, one row per entry keyed by its seq: read only to migrate it.
+const HISTORY_V5: TableDefinition<(&str, &str, i32, u64), &[u8]> =
     TableDefinition::new("offset_history");
 const QUARANTINE: TableDefinition<(&str, &str, i32), &[u8]> = TableDefinition::new("quarantine");
 
@@ -181,7 +193,7 @@ impl RedbStore {
     pub const FILE_NAME: &'static str = "muster.redb";
 
     /// The store format this build reads and writes.
-    pub const FORMAT_VERSION: u64 = 5;
+    pub const FORMAT_VERSION: u64 = 6;
     /// redb's page cache (its write buffer takes at most half). The store is written, not read,
     /// after startup; the cache only spares the writer re-reading the B-tree pages it updates,
     /// and those reads hit the OS page cache. 16 MiB held every page of a 1 000-group store in
@@ -432,12 +444,16 @@ fn check_format(db: &Database, path: &Path) -> Result<(), StoreError> {
             check_table(&txn, QUARANTINE).map_err(&corrupt)?;
             Ok(())
         }
-        Some(old @ (1..=4)) => {
+        Some(old @ (1..=5)) => {
             check_table(&txn, GROUPS).map_err(&corrupt)?;
             check_table(&txn, OFFSETS).map_err(&corrupt)?;
             check_table(&txn, TOPICS).map_err(&corrupt)?;
             if old >= 3 {
                 check_table(&txn, JOURNAL).map_err(&corrupt)?;
+            }
+            if old == 5 {
+                check_table(&txn, HISTORY_V5).map_err(&corrupt)?;
+                check_table(&txn, QUARANTINE).map_err(&corrupt)?;
             }
             drop(txn);
             migrate(db, old).map_err(|e| match e {
@@ -484,7 +500,7 @@ impl<E: Into<redb::Error>> From<E> for MigrationError {
     }
 }
 
-/// Migrates a file of format version `from` (1 to 4) to the current one, in one transaction
+/// Migrates a file of format version `from` (1 to 5) to the current one, in one transaction
 /// (a crash leaves it at `from`, to migrate again).
 ///
 /// - 1 → 2: rewrites every group value with no owners recorded (its groups and members count
@@ -496,41 +512,98 @@ impl<E: Into<redb::Error>> From<E> for MigrationError {
 ///   4 kept none: each partition gets its first when it is next granted) and creates the (empty)
 ///   `offset_history` and `quarantine` tables: offsets have no history yet, and nothing is
 ///   quarantined.
+/// - 5 → 6: rewrites each partition's offset history entries (`offset_history`, one row each)
+///   as one run (`offset_history_runs`) and deletes the old table; group values are unchanged.
 ///
 /// Group values are rewritten once, from the format they are in straight to the current one.
 fn migrate(db: &Database, from: u64) -> Result<(), MigrationError> {
     let decode = match from {
-        1 => codec::decode_group_v1,
-        2 | 3 => codec::decode_group_v2,
-        _ => codec::decode_group_v3,
+        1 => Some(codec::decode_group_v1 as codec::GroupDecoder),
+        2 | 3 => Some(codec::decode_group_v2 as codec::GroupDecoder),
+        4 => Some(codec::decode_group_v3 as codec::GroupDecoder),
+        _ => None,
     };
     let txn = db.begin_write()?;
-    let migrated = {
+    let (migrated, runs) = {
         let mut groups = txn.open_table(GROUPS)?;
         let mut rewritten = Vec::new();
-        for entry in groups.iter()? {
-            let (key, value) = entry?;
-            let record = decode(key.value(), value.value()).map_err(MigrationError::Codec)?;
-            rewritten.push(codec::encode_group(record).map_err(MigrationError::Codec)?);
+        if let Some(decode) = decode {
+            for entry in groups.iter()? {
+                let (key, value) = entry?;
+                let record = decode(key.value(), value.value()).map_err(MigrationError::Codec)?;
+                rewritten.push(codec::encode_group(record).map_err(MigrationError::Codec)?);
+            }
         }
         for (group_id, bytes) in &rewritten {
             groups.insert(group_id.as_str(), bytes.as_slice())?;
         }
         txn.open_table(JOURNAL)?;
-        txn.open_table(HISTORY)?;
         txn.open_table(QUARANTINE)?;
+        let runs = if from == 5 {
+            migrate_history_to_runs(&txn)?
+        } else {
+            txn.open_table(HISTORY)?;
+            0
+        };
         let mut meta = txn.open_table(META)?;
         meta.insert(FORMAT_VERSION_KEY, RedbStore::FORMAT_VERSION)?;
-        rewritten.len()
+        (rewritten.len(), runs)
     };
     txn.commit()?;
     info!(
         groups_rewritten = migrated,
+        history_runs_written = runs,
         from,
         to = RedbStore::FORMAT_VERSION,
         "store format migrated"
     );
     Ok(())
+}
+
+/// Format 5 → 6: each partition's history rows become one run; the old table is deleted.
+/// Returns the number of runs written.
+fn migrate_history_to_runs(txn: &redb::WriteTransaction) -> Result<usize, MigrationError> {
+    let mut runs = txn.open_table(HISTORY)?;
+    let mut written = 0;
+    {
+        let old = txn.open_table(HISTORY_V5)?;
+        let mut partition: Option<(String, String, i32)> = None;
+        let mut entries = Vec::new();
+        let mut flush = |partition: &Option<(String, String, i32)>,
+                         entries: &mut Vec<crate::storage::HistoryEntry>|
+         -> Result<(), MigrationError> {
+            if let (Some((group, topic, p)), false) = (partition, entries.is_empty()) {
+                let (first_seq, value) =
+                    codec::encode_history_run(entries).map_err(MigrationError::Codec)?;
+                runs.insert(
+                    (group.as_str(), topic.as_str(), *p, first_seq),
+                    value.as_slice(),
+                )?;
+                written += 1;
+            }
+            entries.clear();
+            Ok(())
+        };
+        for row in old.iter()? {
+            let (key, value) = row?;
+            let (group, topic, p, seq) = key.value();
+            if partition
+                .as_ref()
+                .is_none_or(|(g, t, q)| (g.as_str(), t.as_str(), *q) != (group, topic, p))
+            {
+                flush(&partition, &mut entries)?;
+                partition = Some((group.to_owned(), topic.to_owned(), p));
+            }
+            entries.push(codec::decode_history(seq, value.value()).map_err(|e| {
+                MigrationError::Codec(codec::CodecError::new(format!(
+                    "offset history of {group:?} {topic:?}/{p}: {e}"
+                )))
+            })?);
+        }
+        flush(&partition, &mut entries)?;
+    }
+    txn.delete_table(HISTORY_V5)?;
+    Ok(written)
 }
 
 /// Writes the format version and creates the tables of a new store.
@@ -550,5 +623,7 @@ fn initialize(db: &Database) -> Result<(), redb::Error> {
     Ok(())
 }
 
+#[cfg(test)]
+mod history_tests;
 #[cfg(test)]
 mod tests;

@@ -96,22 +96,22 @@ fn a_newer_format_version_is_refused_and_left_alone() {
         commit(&store, vec![Mutation::PutGroup(group("g", 1))]);
         store.path().to_path_buf()
     };
-    set_format_version(&path, 6);
+    set_format_version(&path, 7);
     let error = open_err(dir.path());
     assert_eq!(
         error,
         StoreError::UnsupportedFormat {
             path: path.clone(),
-            found: 6,
-            supported: 5
+            found: 7,
+            supported: 6
         }
     );
     let message = error.to_string();
     assert!(message.contains(&path.display().to_string()), "{message}");
+    assert!(message.contains("version 7"), "{message}");
     assert!(message.contains("version 6"), "{message}");
-    assert!(message.contains("version 5"), "{message}");
     // Nothing was reset: put the version back and the data is all there.
-    set_format_version(&path, 5);
+    set_format_version(&path, 6);
     assert_eq!(
         open(dir.path()).load().expect("loads").groups,
         vec![group("g", 1)]

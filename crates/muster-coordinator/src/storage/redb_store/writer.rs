@@ -55,9 +55,9 @@ pub(super) enum Op {
     },
     PutHistory {
         group_id: String,
-        /// (topic, partition, seq, encoded entry)
-        entries: Vec<(String, i32, u64, Vec<u8>)>,
-        /// (topic, partition, below_seq): applied before `entries`.
+        /// One per partition the mutation writes.
+        runs: Vec<HistoryRun>,
+        /// (topic, partition, below_seq): applied before `runs`.
         trim: Vec<(String, i32, u64)>,
     },
     PutQuarantine {
@@ -70,6 +70,9 @@ pub(super) enum Op {
         partitions: Vec<(String, i32)>,
     },
 }
+
+/// One encoded run of a partition's history: (topic, partition, first seq, value).
+pub(super) type HistoryRun = (String, i32, u64, Vec<u8>);
 
 /// What the writer has done since the store opened (see [`RedbStore::stats`]).
 ///
@@ -138,14 +141,7 @@ pub(super) fn prepare(batch: Vec<Mutation>) -> Result<Vec<Op>, StoreError> {
                     trim,
                 } => Op::PutHistory {
                     group_id,
-                    entries: entries
-                        .into_iter()
-                        .map(|w| {
-                            let seq = w.entry.seq;
-                            let value = codec::encode_history(w.entry).map_err(rejected)?;
-                            Ok((w.topic.to_string(), w.partition, seq, value))
-                        })
-                        .collect::<Result<_, StoreError>>()?,
+                    runs: history_runs(entries).map_err(rejected)?,
                     trim: trim
                         .into_iter()
                         .map(|t| (t.topic.to_string(), t.partition, t.below_seq))
@@ -354,23 +350,20 @@ fn commit<'a>(db: &Database, batches: impl Iterator<Item = &'a [Op]>) -> Result<
                 }
                 Op::PutHistory {
                     group_id,
-                    entries,
+                    runs,
                     trim,
                 } => {
                     let group = group_id.as_str();
                     // Trims first: an entry of this same mutation below a trim stays.
                     for (topic, partition, below_seq) in trim {
-                        let (topic, partition) = (topic.as_str(), *partition);
-                        history
-                            .retain_in(
-                                (group, topic, partition, 0)..(group, topic, partition, *below_seq),
-                                |_, _| false,
-                            )
-                            .map_err(runtime_error)?;
+                        trim_history(&mut history, group, topic, *partition, *below_seq)?;
                     }
-                    for (topic, partition, seq, value) in entries {
+                    for (topic, partition, first_seq, value) in runs {
                         history
-                            .insert((group, topic.as_str(), *partition, *seq), value.as_slice())
+                            .insert(
+                                (group, topic.as_str(), *partition, *first_seq),
+                                value.as_slice(),
+                            )
                             .map_err(runtime_error)?;
                     }
                 }
@@ -401,4 +394,72 @@ fn commit<'a>(db: &Database, batches: impl Iterator<Item = &'a [Op]>) -> Result<
         }
     }
     txn.commit().map_err(runtime_error)
+}
+
+/// A `PutHistory`'s entries as runs (store format 6): one per partition, its entries by rising
+/// sequence number. An entry given twice keeps its last copy, as one row per entry did.
+fn history_runs(
+    mut entries: Vec<crate::storage::HistoryWrite>,
+) -> Result<Vec<HistoryRun>, CodecError> {
+    // Stable: of two copies of one entry, the later stays the later.
+    entries.sort_by(|a, b| {
+        (&*a.topic, a.partition, a.entry.seq).cmp(&(&*b.topic, b.partition, b.entry.seq))
+    });
+    let mut runs = Vec::new();
+    let mut run: Vec<crate::storage::HistoryEntry> = Vec::new();
+    let mut entries = entries.into_iter().peekable();
+    while let Some(w) = entries.next() {
+        let next_same = entries
+            .peek()
+            .map(|n| (&*n.topic, n.partition, n.entry.seq));
+        if next_same == Some((&*w.topic, w.partition, w.entry.seq)) {
+            continue;
+        }
+        let ends = next_same.is_none_or(|(t, p, _)| (t, p) != (&*w.topic, w.partition));
+        run.push(w.entry);
+        if ends {
+            let (first_seq, value) = codec::encode_history_run(&run)?;
+            runs.push((w.topic.to_string(), w.partition, first_seq, value));
+            run.clear();
+        }
+    }
+    Ok(runs)
+}
+
+/// Drops `topic`/`partition`'s history entries below `below_seq`: the runs that end below it
+/// are deleted without being decoded; a run that straddles it is written again with what it
+/// keeps. A run whose value cannot be read is left for the next load to report.
+fn trim_history(
+    history: &mut redb::Table<'_, (&str, &str, i32, u64), &[u8]>,
+    group: &str,
+    topic: &str,
+    partition: i32,
+    below_seq: u64,
+) -> Result<(), StoreError> {
+    let mut kept = Vec::new();
+    history
+        .retain_in(
+            (group, topic, partition, 0)..(group, topic, partition, below_seq),
+            |(_, _, _, first_seq), value| match codec::history_run_last_seq(value) {
+                Some(last) if last < below_seq => false,
+                Some(_) => match codec::decode_history_run(first_seq, value) {
+                    Ok(mut entries) => {
+                        entries.retain(|e| e.seq >= below_seq);
+                        kept.push(entries);
+                        false
+                    }
+                    Err(_) => true,
+                },
+                None => true,
+            },
+        )
+        .map_err(runtime_error)?;
+    for entries in kept {
+        let (first_seq, value) =
+            codec::encode_history_run(&entries).map_err(|e| StoreError::Rejected(e.to_string()))?;
+        history
+            .insert((group, topic, partition, first_seq), value.as_slice())
+            .map_err(runtime_error)?;
+    }
+    Ok(())
 }

@@ -1,4 +1,4 @@
-//! The on-disk encoding of [`RedbStore`](super::RedbStore) values, format version 5, and the
+//! The on-disk encoding of [`RedbStore`](super::RedbStore) values, format version 6, and the
 //! decoding of the group values of earlier versions for the migration (`super::migrate`). The
 //! cluster store (muster-etcd) writes the same value bytes to etcd, through `storage::codec`.
 //!
@@ -9,6 +9,7 @@
 //! | 3            | `GroupV2`   | `OffsetV1`   | `RebalanceV1` | (none)        | (none)         |
 //! | 4            | `GroupV3`   | `OffsetV1`   | `RebalanceV1` | (none)        | (none)         |
 //! | 5            | `GroupV4`   | `OffsetV1`   | `RebalanceV1` | `HistoryV1`   | `QuarantineV1` |
+//! | 6            | `GroupV4`   | `OffsetV1`   | `RebalanceV1` | `HistoryRunV1`| `QuarantineV1` |
 //!
 //! `GroupV2` appends the owners to `GroupV1`: each member's principal and the group's creator
 //! (`Option<String>`, last field of each), so that a restart charges quotas again. `GroupV3`
@@ -20,7 +21,8 @@
 //! refused when encoding and when decoding. `GroupV4` appends each partition's ownership epoch
 //! and owner (`OwnershipV1`, protocol §6.23), so that an epoch is never reused across a restart
 //! or a failover. The offset history's entries and the expiry quarantine's offsets are in
-//! [`history`].
+//! [`history`]; format 6 stores the history in runs, one row per partition per write
+//! (`history_run`), and etcd still one key per entry (`HistoryV1`).
 //!
 //! The layout of a `GroupV4` value (wincode: integers little-endian, lengths u64, `Option` a
 //! tag byte then the value):
@@ -56,8 +58,10 @@
 //! `PREALLOCATION_LIMIT`, truncated, trailing or out-of-range bytes are a [`CodecError`].
 
 pub(super) mod history;
+mod history_run;
 
 pub use history::{decode_history, decode_quarantine, encode_history, encode_quarantine};
+pub use history_run::{decode_history_run, encode_history_run, history_run_last_seq};
 
 use muster_protocol::{AssignorMetadata, TopicPartitions};
 use wincode::config::Configuration;
@@ -84,6 +88,16 @@ const FORMAT: Format = Configuration::new();
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct CodecError(String);
+
+impl CodecError {
+    /// An error saying `why`.
+    pub(super) fn new(why: String) -> Self {
+        CodecError(why)
+    }
+}
+
+/// Decodes a group value of one store format (for the migration).
+pub(super) type GroupDecoder = fn(&str, &[u8]) -> Result<GroupRecord, CodecError>;
 
 #[derive(Debug, PartialEq, Eq, SchemaWrite, SchemaRead)]
 struct GroupV1 {
