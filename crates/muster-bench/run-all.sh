@@ -49,6 +49,10 @@ run security-p1 security --connections 64 --pipeline 1 --duration 10 --warmup 2
 run commit commit --connections 16 --partitions 10 --duration 10 --warmup 1
 run idle-1000x10 idle --groups 1000 --members 10
 run idle-10000x1 idle --groups 10000 --members 1
+# Issue #23: Empty groups loaded with an actor each, then parked (3 alternating restarts each
+# within one run: one run is enough).
+runs 1 parked-10000 parked --groups 10000 --rounds 3
+runs 1 parked-50000 parked --groups 50000 --rounds 3
 run expiry expiry --members 3 --session-timeout-ms 1000 --repeats 10
 # Issue #21: one member joins (then one leaves), classic and consumer protocol side by side;
 # the spawned server gets --consumer-heartbeat-interval-ms from --heartbeat-ms.

@@ -13,6 +13,7 @@
 //! | `echo` | the same load against a built-in echo server ([`echo`]): the machine's limit |
 //! | `commit` | durable offset commits/s and latency (`--compare-history`: with offset history off and on, and history's memory and disk per partition) |
 //! | `idle` | server RSS per idle member and per group |
+//! | `parked` | server RSS per idle (Empty) group loaded with its actor and loaded parked, on the same data, alternating (`--spawn` only) |
 //! | `expiry` | how late after its session timeout a dead member is removed |
 //! | `security` | heartbeats/s against an open server, with a token, over TLS and over mTLS, in one run (`--spawn` only): what authentication and encryption cost |
 //! | `join-one` | one member joins a formed group, then one leaves, classic and consumer protocol (KIP-848) side by side: the newcomer's wait, the partitions that stop, what the other members see |

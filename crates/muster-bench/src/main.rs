@@ -170,6 +170,18 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         hold_s: u64,
     },
+    /// Issue #23: server memory per idle (Empty) group loaded with its actor and loaded parked,
+    /// on the same data, alternating (needs --spawn).
+    Parked {
+        #[arg(long, default_value_t = 10_000)]
+        groups: usize,
+        /// Restarts in each configuration, alternating.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Pause before each RSS reading, in milliseconds.
+        #[arg(long, default_value_t = 2_000)]
+        pause_ms: u64,
+    },
     /// Lateness of session expiry (needs a server with a low --min-session-timeout-ms).
     Expiry {
         #[arg(long, default_value_t = 3)]
@@ -479,6 +491,18 @@ async fn run(command: &Command, common: &Common, target: &mut Target) -> Result<
                 hold: Duration::from_secs(*hold_s),
             };
             scenario::idle::run(common, &opts).await
+        }
+        Command::Parked {
+            groups,
+            rounds,
+            pause_ms,
+        } => {
+            let opts = scenario::parked::Options {
+                groups: *groups,
+                rounds: *rounds,
+                pause: Duration::from_millis(*pause_ms),
+            };
+            scenario::parked::run(common, target, &opts).await
         }
         Command::Expiry {
             members,

@@ -12,7 +12,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context as _, Result};
@@ -116,7 +116,7 @@ impl Target {
     }
 
     fn start(recipe: Recipe) -> Result<Target> {
-        let spawned = Spawned::start(&recipe, false)?;
+        let spawned = Spawned::start(&recipe, false, None)?;
         Ok(Target {
             addr: spawned.addr,
             pid: Some(spawned.child.id()),
@@ -139,12 +139,30 @@ impl Target {
             bail!("only a server this run started can be restarted");
         };
         self.spawned.take();
-        let spawned = Spawned::start(&recipe, true)?;
+        self.started(Spawned::start(&recipe, true, None)?);
+        Ok(())
+    }
+
+    /// Kills a spawned server and starts it again on the same data directory (what it wrote
+    /// is loaded), with `extra` flags after the standard ones (replacing any given before).
+    pub fn restart_on_same_data(&mut self, extra: Vec<std::ffi::OsString>) -> Result<()> {
+        let Some(recipe) = self.recipe.as_mut() else {
+            bail!("only a server this run started can be restarted");
+        };
+        recipe.extra = extra;
+        let recipe = recipe.clone();
+        let data = self.spawned.as_ref().map(|s| Arc::clone(&s.data));
+        // Killed here; the directory stays, held by `data`.
+        self.spawned.take();
+        self.started(Spawned::start(&recipe, true, data)?);
+        Ok(())
+    }
+
+    fn started(&mut self, spawned: Spawned) {
         self.addr = spawned.addr;
         self.pid = Some(spawned.child.id());
         self.admin = spawned.admin;
         self.spawned = Some(spawned);
-        Ok(())
     }
 
     /// Kills a spawned server and starts a fresh one with `extra` flags after the standard
@@ -173,17 +191,28 @@ struct Spawned {
     child: Child,
     addr: SocketAddr,
     admin: Option<SocketAddr>,
-    // Removed after the child is gone (fields drop after `Drop::drop` has run).
-    data: tempfile::TempDir,
+    // Removed after the child is gone (fields drop after `Drop::drop` has run), unless a
+    // restart on the same data holds it too.
+    data: Arc<tempfile::TempDir>,
 }
 
 impl Spawned {
-    fn start(recipe: &Recipe, append: bool) -> Result<Spawned> {
+    /// Starts the server on `data`, or on a new temporary directory.
+    fn start(
+        recipe: &Recipe,
+        append: bool,
+        data: Option<Arc<tempfile::TempDir>>,
+    ) -> Result<Spawned> {
         let musterd = recipe.musterd.as_path();
-        let data = tempfile::Builder::new()
-            .prefix("muster-bench-")
-            .tempdir()
-            .context("cannot create a temporary data directory")?;
+        let data = match data {
+            Some(data) => data,
+            None => Arc::new(
+                tempfile::Builder::new()
+                    .prefix("muster-bench-")
+                    .tempdir()
+                    .context("cannot create a temporary data directory")?,
+            ),
+        };
         let log = recipe
             .log
             .as_deref()

@@ -267,6 +267,45 @@ fn commit_history_comparison_runs() -> Result<()> {
     Ok(())
 }
 
+/// `parked`, tiny: the same data loaded live and parked, and a group loaded parked still
+/// answers with its offset over TCP (woken by the request).
+#[test]
+fn parked_comparison_runs() -> Result<()> {
+    use muster_bench::client::Conn;
+    use muster_protocol::{OffsetFetchRequest, Response};
+
+    let mut target = Target::spawn(&musterd()?, None)?;
+    let rt = runtime()?;
+    let common = common(&target, "parked");
+    let report = rt.block_on(scenario::parked::run(
+        &common,
+        &mut target,
+        &scenario::parked::Options {
+            groups: 50,
+            rounds: 1,
+            pause: Duration::from_millis(200),
+        },
+    ))?;
+    assert_eq!(report.json["rss_live"].as_array().map(Vec::len), Some(1));
+    assert_eq!(report.json["rss_parked"].as_array().map(Vec::len), Some(1));
+    // The last start parked every group it loaded.
+    let fetched = rt.block_on(async {
+        let conn = Conn::connect(target.addr, "smoke").await?;
+        conn.call(OffsetFetchRequest {
+            group_id: format!("{}-parked-7", common.run_id),
+            topics: None,
+        })
+        .await
+    })?;
+    let Response::OffsetFetch(fetched) = fetched else {
+        bail!("not an OffsetFetch answer: {fetched:?}");
+    };
+    assert_eq!(fetched.topics[0].partitions[0].offset, 1, "{fetched:?}");
+    drop(rt);
+    target.stop();
+    Ok(())
+}
+
 /// `join-one`, tiny, both protocols in one run: each side forms, takes a newcomer and loses a
 /// member, and the members' views stay sound (no partition with two owners, none left
 /// unowned). The server's consumer heartbeat interval is its lowest (100 ms), as the

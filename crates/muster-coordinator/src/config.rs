@@ -35,6 +35,11 @@ pub struct GroupConfig {
     pub limits: Limits,
     /// The consumer protocol's settings (protocol-v1 §7).
     pub consumer: ConsumerConfig,
+    /// A group with nothing but data left (`Group::is_parkable`: Empty, no member, nothing in
+    /// flight) and no request for this long is parked: kept as data by the supervisor, with
+    /// no actor, until a request, an admin call or its next deadline wakes it. 0 = never
+    /// parked. Read by the actor shell; the engine only says whether a group may be.
+    pub park_after_ms: u64,
 }
 
 /// What protects a group's offsets (protocol §6.13, §6.23–§6.25).
@@ -187,6 +192,7 @@ impl Default for GroupConfig {
             storm_window_ms: 300_000,
             limits: Limits::default(),
             consumer: ConsumerConfig::default(),
+            park_after_ms: 60_000,
         }
     }
 }

@@ -14,6 +14,10 @@ use crate::types::{GroupState, RebalanceTrigger};
 pub fn describe() {
     describe_gauge!("muster_groups", "Groups by state");
     describe_gauge!("muster_members", "Members of all groups");
+    describe_gauge!(
+        "muster_groups_parked",
+        "Groups kept as data, with no actor (Empty, nothing in flight, no recent request)"
+    );
     describe_counter!(
         "muster_rebalances_total",
         "Completed rebalances, by trigger"
@@ -132,6 +136,10 @@ pub(crate) fn quota_used(metric: &'static str, principal: &str, used: u32) {
 
 pub(crate) fn members(count: u64) {
     gauge!("muster_members").set(count as f64);
+}
+
+pub(crate) fn groups_parked(count: usize) {
+    gauge!("muster_groups_parked").set(count as f64);
 }
 
 pub(crate) fn rebalance_completed(trigger: RebalanceTrigger, barrier_ms: u64) {

@@ -197,6 +197,11 @@ settings! {
     /// the history entries of the last flush interval (a graceful stop writes them first).
     offset_history_flush_ms: u64 = "200", range(0 ..= 60_000);
 
+    /// A group with nothing but data left (Empty: no member, no pending member id, nothing in
+    /// flight) and no request for this long is parked: kept as data, with no actor of its
+    /// own, until a request, an admin call or its retention wakes it (0 = never parked).
+    park_after_ms: u64 = "60000", range(0 ..= 86_400_000);
+
     /// Worker threads for connections and groups (0 = one per core).
     workers: usize = "0", range(0 ..= 1024);
 
@@ -402,6 +407,7 @@ impl Settings {
             },
             storm_rebalances: self.storm_rebalances,
             storm_window_ms: self.storm_window_s.saturating_mul(1_000),
+            park_after_ms: self.park_after_ms,
             limits: Limits {
                 max_client_id_bytes: self.max_client_id_bytes,
                 max_member_id_bytes: self.max_member_id_bytes,

@@ -8,6 +8,7 @@ pub mod history;
 pub mod hostile;
 pub mod idle;
 pub mod join_one;
+pub mod parked;
 pub mod rebalance;
 pub mod security;
 

@@ -1,24 +1,42 @@
 //! The admin requests about one group's rebalances (protocol §6.20): GroupHistory and
-//! GroupDiagnosis. The supervisor hands each here with the group's actor (or why it has none);
-//! the answer comes from the group actor, which asks its engine (`engine/journal.rs`,
-//! `engine/diagnosis.rs`).
+//! GroupDiagnosis. The supervisor hands each here with the group's answer on its way (or why
+//! there is none): from the group actor, or at once from the parked group, which ask the
+//! engine (`engine/journal.rs`, `engine/diagnosis.rs`).
 //!
 //! Checks in order: `describe` on the group (GROUP_AUTHORIZATION_FAILED, before anything about
 //! the group shows), then the id and whether this node coordinates it (INVALID_GROUP_ID,
 //! NOT_COORDINATOR: the supervisor's `refusal`), then whether it exists (GROUP_ID_NOT_FOUND).
 
-use std::sync::Arc;
-
-use actix::prelude::*;
 use muster_protocol::{ErrorCode, GroupDiagnosisResponse, GroupHistoryResponse, Request, Response};
 
 use super::admin_access;
-use super::group::GroupActor;
 use super::messages::{Diagnose, History};
+use super::registry::{Asked, Home};
 use crate::access::Access;
+use crate::engine::Millis;
 
-/// Where a group-scoped admin request goes: the group's actor, or the error that answers it.
-pub(super) type Target = Result<Arc<Addr<GroupActor>>, ErrorCode>;
+/// Where a group-scoped admin request goes: the group's answer on its way, or the error that
+/// answers it.
+pub(super) type Target = Result<Asked<Response>, ErrorCode>;
+
+/// Asks the group at `home` `request` (a GroupHistory or GroupDiagnosis).
+pub(super) fn ask(request: &Request, home: &Home, now: Millis) -> Asked<Response> {
+    use futures_util::FutureExt;
+    match request {
+        Request::GroupHistory(r) => {
+            let limit = r.limit;
+            let asked = home.ask(History { limit }, |p| GroupHistoryResponse {
+                error_code: ErrorCode::None.code(),
+                rebalances: p.group().history(limit),
+            });
+            Box::pin(asked.map(|a| a.map(Response::GroupHistory)))
+        }
+        _ => {
+            let asked = home.ask(Diagnose, |p| p.group().diagnose(now));
+            Box::pin(asked.map(|a| a.map(Response::GroupDiagnosis)))
+        }
+    }
+}
 
 /// Where `request` (a GroupHistory or GroupDiagnosis) goes: GROUP_AUTHORIZATION_FAILED
 /// (counted as a denial) unless `access` may describe the group, else what `lookup` (the
@@ -52,19 +70,13 @@ fn failed(request: &Request, code: ErrorCode) -> Response {
     }
 }
 
-/// Answers a GroupHistory or GroupDiagnosis through the group's actor.
+/// Answers a GroupHistory or GroupDiagnosis: the group's answer, or the error.
 pub(super) async fn answer(request: Request, target: Target) -> Response {
-    let addr = match target {
-        Ok(addr) => addr,
+    let asked = match target {
+        Ok(asked) => asked,
         Err(code) => return failed(&request, code),
     };
-    let answered = match &request {
-        Request::GroupHistory(r) => addr
-            .send(History { limit: r.limit })
-            .await
-            .map(Response::GroupHistory),
-        _ => addr.send(Diagnose).await.map(Response::GroupDiagnosis),
-    };
+    let answered = asked.await;
     // The actor stopped meanwhile (deleted, or removed by retention): the group is gone.
     answered.unwrap_or_else(|_| failed(&request, ErrorCode::GroupIdNotFound))
 }

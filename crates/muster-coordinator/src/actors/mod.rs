@@ -1,7 +1,8 @@
 //! The actor shell around the engine. A [`Supervisor`] owns the registry of groups, the topic
 //! catalog and the timer queue; each consumer group is one [`GroupActor`] (spread over
 //! arbiters) that handles its messages one at a time by handing them to its
-//! [`crate::engine::Group`]. Replies travel back to the connection through a [`ReplyTo`] or a
+//! [`crate::engine::Group`] — or, idle with nothing but data left, is parked: kept by the
+//! supervisor as data with no actor until something needs one (`group/park.rs`). Replies travel back to the connection through a [`ReplyTo`] or a
 //! batch's [`ReplySink`]; the connection owns what is behind the sink.
 //!
 //! Module dependencies run one way: `supervisor` → `group` → `messages` → `reply`, plus

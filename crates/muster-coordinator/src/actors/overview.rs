@@ -11,12 +11,12 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::sync::Arc;
 
 use actix::prelude::*;
 use futures_util::future::join_all;
 
 use super::admin_access::may_describe_group;
+use super::group::summarize;
 use super::messages::{GroupSummary, Summarize};
 use super::supervisor::Supervisor;
 use crate::access::Access;
@@ -144,6 +144,7 @@ impl Handler<ListOverview> for Supervisor {
                 wanted.then_some(&*e.group_id)
             });
         let (page, offset, more_after) = pick_page(ids, &query);
+        let now = self.now();
         let asks: Vec<_> = page
             .into_iter()
             .filter_map(|id| registry.find(id))
@@ -159,8 +160,8 @@ impl Handler<ListOverview> for Supervisor {
                     quarantined: 0,
                     quarantine_drop_at_ms: None,
                 };
-                let addr = Arc::clone(&e.addr);
-                async move { addr.send(Summarize).await.unwrap_or(fallback) }
+                let asked = e.home.ask(Summarize, |p| summarize(p.group(), now));
+                async move { asked.await.unwrap_or(fallback) }
             })
             .collect();
         let per_state = GroupState::ALL

@@ -1,12 +1,16 @@
-//! The supervisor's registry of group actors: a slab whose keys carry a generation, so a
-//! message from a group that has since been forgotten (its slot reused) never reaches the new
-//! occupant, plus the group id → key index.
+//! The supervisor's registry of groups: a slab whose keys carry a generation, so a message
+//! from a group that has since been forgotten (its slot reused) never reaches the new
+//! occupant, plus the group id → key index. Each group is at [`Home`]: its live actor, or
+//! parked as data (`group/park.rs`).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
-use actix::Addr;
+use actix::dev::ToEnvelope;
+use actix::{Actor, Addr, Handler, MailboxError, Message};
 
-use super::group::GroupActor;
+use super::group::{GroupActor, Parked};
 use crate::engine::Map;
 use crate::quota::QuotaSlot;
 use crate::types::GroupState;
@@ -15,9 +19,7 @@ use crate::types::GroupState;
 /// `Group`), so a group id is stored once however many tables name it.
 pub(super) struct Entry {
     pub(super) group_id: Arc<str>,
-    /// Shared with the sessions that cache it (as a [`GroupLink`], the same allocation):
-    /// cloning an `Addr` allocates, an `Arc` does not.
-    pub(super) addr: Arc<Addr<GroupActor>>,
+    pub(super) home: Home,
     pub(super) state: GroupState,
     pub(super) members: u32,
     /// The unit of its creator's `max_groups` the group holds, given back when the entry is
@@ -26,11 +28,55 @@ pub(super) struct Entry {
     pub(super) quota: Option<QuotaSlot>,
 }
 
+/// Where a group is.
+pub(super) enum Home {
+    /// Its actor. Shared with the sessions that cache it (as a [`GroupLink`], the same
+    /// allocation): cloning an `Addr` allocates, an `Arc` does not.
+    ///
+    /// [`GroupLink`]: super::messages::GroupLink
+    Live(Arc<Addr<GroupActor>>),
+    /// No actor: the group as data, until something needs one (the supervisor's `unpark`).
+    Parked(Box<Parked>),
+}
+
+/// A query's answer on its way: from the group's actor, or already computed from the parked
+/// group.
+pub(super) type Asked<T> = Pin<Box<dyn Future<Output = Result<T, MailboxError>> + Send>>;
+
+impl Home {
+    /// Asks the group `msg`, a query: its actor answers it, or `parked` does at once from the
+    /// parked group, which stays parked (a query changes nothing).
+    pub(super) fn ask<M>(
+        &self,
+        msg: M,
+        parked: impl FnOnce(&Parked) -> M::Result,
+    ) -> Asked<M::Result>
+    where
+        M: Message + Send + 'static,
+        M::Result: Send,
+        GroupActor: Handler<M>,
+        <GroupActor as Actor>::Context: ToEnvelope<GroupActor, M>,
+    {
+        match self {
+            Home::Live(addr) => Box::pin(addr.send(msg)),
+            Home::Parked(p) => Box::pin(std::future::ready(Ok(parked(p)))),
+        }
+    }
+
+    /// The live actor, if there is one.
+    pub(super) fn live(&self) -> Option<&Arc<Addr<GroupActor>>> {
+        match self {
+            Home::Live(addr) => Some(addr),
+            Home::Parked(_) => None,
+        }
+    }
+}
+
 /// The registry: entries in a slab indexed by the low half of a group's key, plus the
 /// name → key index. A key's high half is its slot's generation, so a message from a group
 /// that has since been forgotten (its slot reused) never reaches the new occupant.
 ///
-/// One 56-byte slot and one 24-byte index slot per group, where two hash tables keyed by
+/// One 64-byte slot and one 24-byte index slot per group, where two hash tables keyed by
 /// `String` copies of the id (the group id twice more on the heap) used to be.
 #[derive(Default)]
 pub(super) struct Registry {
@@ -136,11 +182,19 @@ mod tests {
         let (tx, _rx) = actix::dev::channel::channel(1);
         Entry {
             group_id: group_id.into(),
-            addr: Arc::new(Addr::new(tx)),
+            home: Home::Live(Arc::new(Addr::new(tx))),
             state: GroupState::Empty,
             members: 0,
             quota: None,
         }
+    }
+
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn a_slot_is_64_bytes() {
+        // Live or parked, a group's home is one pointer and its tag.
+        assert_eq!(std::mem::size_of::<Home>(), 16);
+        assert_eq!(std::mem::size_of::<Slot>(), 64);
     }
 
     #[test]

@@ -37,6 +37,7 @@
 //! | DescribeGroups, DeleteGroups, Topics              | `admin.rs`     |
 //! | What a call returns (effects, grants)             | `effects.rs`   |
 //! | Durability (records, sealing a call)              | `persist.rs`   |
+//! | Whether a group may be parked (no actor)          | `park.rs`      |
 //! | Rebalance journal (§6.20)                         | `journal.rs`   |
 //! | Stuck detector, GroupDiagnosis (§6.20)            | `diagnosis.rs` |
 
@@ -55,6 +56,7 @@ mod leave;
 mod limits;
 mod member;
 mod offsets;
+mod park;
 mod persist;
 mod quarantine;
 mod reset;

@@ -19,7 +19,9 @@ impl GroupActor {
         let work = job.work();
         let started = Instant::now();
         let running = tokio::task::spawn_blocking(move || job.run());
+        self.jobs += 1;
         ctx.spawn(running.into_actor(self).map(move |computed, act, ctx| {
+            act.jobs -= 1;
             let computed = match computed {
                 Ok(computed) => computed,
                 Err(e) => {
@@ -43,6 +45,7 @@ impl GroupActor {
             };
             let effects = act.group.target_computed(cx, computed);
             act.carry_out(effects, ctx);
+            act.settle(ctx);
         }));
     }
 }

@@ -6,6 +6,7 @@ use muster_protocol::ErrorCode;
 
 use super::GroupActor;
 use crate::actors::messages::{Diagnose, GroupSummary, History, Summarize};
+use crate::engine::{Group, Millis};
 
 impl Handler<History> for GroupActor {
     type Result = MessageResult<History>;
@@ -47,17 +48,21 @@ impl Handler<Summarize> for GroupActor {
     type Result = MessageResult<Summarize>;
 
     fn handle(&mut self, _: Summarize, _: &mut Self::Context) -> Self::Result {
-        let group = &self.group;
-        MessageResult(GroupSummary {
-            group_id: group.group_id().to_owned(),
-            state: group.state(),
-            members: group.member_count() as u32,
-            generation: group.generation(),
-            assignor: group.assignor().map(str::to_owned),
-            leader: group.leader().map(str::to_owned),
-            state_for_ms: self.env.clock.now().saturating_sub(group.state_since()),
-            quarantined: group.quarantined_partitions() as u32,
-            quarantine_drop_at_ms: group.quarantine_drop_at(),
-        })
+        MessageResult(summarize(&self.group, self.env.clock.now()))
+    }
+}
+
+/// A group's line in the dashboard's list (asked of its actor, or of the group parked).
+pub(crate) fn summarize<R>(group: &Group<R>, now: Millis) -> GroupSummary {
+    GroupSummary {
+        group_id: group.group_id().to_owned(),
+        state: group.state(),
+        members: group.member_count() as u32,
+        generation: group.generation(),
+        assignor: group.assignor().map(str::to_owned),
+        leader: group.leader().map(str::to_owned),
+        state_for_ms: now.saturating_sub(group.state_since()),
+        quarantined: group.quarantined_partitions() as u32,
+        quarantine_drop_at_ms: group.quarantine_drop_at(),
     }
 }

@@ -28,7 +28,11 @@ use super::reply::ReplyTo;
 mod assign;
 mod insight;
 mod log;
+mod park;
 mod writes;
+
+pub(crate) use self::insight::summarize;
+pub(crate) use self::park::{Park, Parked};
 
 use self::writes::Waiter;
 
@@ -63,6 +67,7 @@ pub(crate) struct SupervisorLink {
     pub arm_timer: Recipient<ArmTimer>,
     pub status_changed: Recipient<StatusChanged>,
     pub forget: Recipient<Forget>,
+    pub park: Recipient<Park>,
 }
 
 /// The actor hosting one group.
@@ -91,6 +96,11 @@ pub struct GroupActor {
     best_effort_in_flight: usize,
     /// What this group last told the rebalance-insight metrics (`sync_insight`).
     insight: InsightShown,
+    /// When the group last had a request (`park.rs`: it parks `park_after_ms` after).
+    quiet_since: Millis,
+    /// Futures spawned on the actor's context and not yet done (writes, assignment jobs): a
+    /// group parks only with none, as their outcome comes back to it.
+    jobs: u32,
 }
 
 /// The group's share of the insight gauges (groups stuck, groups with unowned partitions,
@@ -109,6 +119,7 @@ impl GroupActor {
     pub(crate) fn new(key: u64, group: Group<ReplyTo>, env: Arc<GroupEnv>) -> Self {
         let status = (group.state(), group.member_count() as u32);
         let shard = env.placement.shard_of(group.group_id());
+        let quiet_since = env.clock.now();
         Self {
             key,
             shard,
@@ -123,6 +134,8 @@ impl GroupActor {
             drained: Vec::new(),
             best_effort_in_flight: 0,
             insight: InsightShown::default(),
+            quiet_since,
+            jobs: 0,
         }
     }
 
@@ -169,6 +182,7 @@ impl GroupActor {
     /// Every request but a heartbeat: one engine call, then its effects carried out.
     fn handle_call(&mut self, call: GroupCall, ctx: &mut Context<Self>) {
         let now = self.env.clock.now();
+        self.quiet_since = now;
         let GroupCall {
             request,
             reply,
@@ -353,6 +367,7 @@ impl Handler<GroupCall> for GroupActor {
 
     fn handle(&mut self, call: GroupCall, ctx: &mut Self::Context) {
         self.handle_call(call, ctx);
+        self.settle(ctx);
     }
 }
 
@@ -364,6 +379,7 @@ impl Handler<GroupBatch> for GroupActor {
     /// [`GroupActor::handle_call`] one by one, in order.
     fn handle(&mut self, mut batch: GroupBatch, ctx: &mut Self::Context) {
         let now = self.env.clock.now();
+        self.quiet_since = now;
         // Asked once per batch: a batch is handled in one go, at one instant.
         let serving = self.env.placement.serving(self.shard);
         let calls = batch.take_calls();
@@ -388,6 +404,7 @@ impl Handler<GroupBatch> for GroupActor {
             1 => batch.replies.send(answers.swap_remove(0)),
             _ => batch.replies.send_all(answers),
         }
+        self.settle(ctx);
     }
 }
 
@@ -433,6 +450,7 @@ impl Handler<Tick> for GroupActor {
         };
         let effects = self.group.tick(cx);
         self.carry_out(effects, ctx);
+        self.settle(ctx);
     }
 }
 
@@ -509,6 +527,7 @@ impl Handler<TopicsChanged> for GroupActor {
         };
         let effects = self.group.topics_changed(cx, &msg.0);
         self.carry_out(effects, ctx);
+        self.settle(ctx);
     }
 }
 

@@ -50,7 +50,9 @@ impl GroupActor {
             .iter()
             .any(|m| matches!(m, Mutation::DeleteGroup { .. }));
         let durable = self.env.store.apply(batch);
+        self.jobs += 1;
         let fut = durable.into_actor(self).map(move |result, act, ctx| {
+            act.jobs -= 1;
             match result {
                 Ok(()) => {
                     for (to, response) in replies {
@@ -93,6 +95,8 @@ impl GroupActor {
                 // drop guard.
                 act.env.supervisor.forget.do_send(Forget { key: act.key });
                 ctx.stop();
+            } else {
+                act.settle(ctx);
             }
         });
         ctx.spawn(fut);
@@ -126,7 +130,9 @@ impl GroupActor {
     ) {
         let submitted = Instant::now();
         let durable = self.env.store.apply(batch);
+        self.jobs += 1;
         let fut = durable.into_actor(self).map(move |result, act, ctx| {
+            act.jobs -= 1;
             let result = match result {
                 Ok(()) => {
                     crate::metrics::storage_write(submitted.elapsed().as_secs_f64());
@@ -141,6 +147,7 @@ impl GroupActor {
             let effects = act.group.commit_written(commit, result);
             act.carry_out(effects, ctx);
             act.stop_if_drained(ctx);
+            act.settle(ctx);
         });
         ctx.spawn(fut);
     }
@@ -150,14 +157,17 @@ impl GroupActor {
     pub(super) fn write_best_effort(&mut self, batch: Vec<Mutation>, ctx: &mut Context<Self>) {
         let durable = self.env.store.apply(batch);
         self.best_effort_in_flight += 1;
+        self.jobs += 1;
         ctx.spawn(durable.into_actor(self).map(|result, act, ctx| {
             act.best_effort_in_flight -= 1;
+            act.jobs -= 1;
             if let Err(e) = result {
                 // Expired offsets, the quarantine, held-back history: what is on disk
                 // comes back after a restart and is done again (`Write::BestEffort`).
                 error!(group_id = %logsafe(act.group.group_id()), error = %e, "best-effort write failed (expired offsets, quarantine or offset history)");
             }
             act.stop_if_drained(ctx);
+            act.settle(ctx);
         }));
     }
 
@@ -255,5 +265,6 @@ impl GroupActor {
         // Carried out even when empty: the supervisor hears the restored state and size (it
         // was told of the state the failed write would have made).
         self.carry_out(effects, ctx);
+        self.settle(ctx);
     }
 }

@@ -3,8 +3,6 @@
 //! (`catalog.rs`: CreateTopics, DescribeTopics), or by the group it names (GroupHistory,
 //! GroupDiagnosis, through `insight.rs`). Who may see or change what is `admin_access.rs`'s.
 
-use std::sync::Arc;
-
 use actix::prelude::*;
 use futures_util::future::join_all;
 use muster_protocol::{
@@ -53,17 +51,24 @@ impl Supervisor {
             );
             return Box::pin(async move { response });
         }
+        let now = self.clock.now();
         let lookups: Vec<_> = group_ids
             .into_iter()
             .map(|(group_id, denied)| {
-                let addr = self.groups.find(&group_id).map(|(_, e)| e.addr.clone());
                 let refusal = self.admin_refusal(&group_id, denied);
+                let asked = match refusal {
+                    Some(_) => None,
+                    None => self
+                        .groups
+                        .find(&group_id)
+                        .map(|(_, e)| e.home.ask(Describe, |p| p.group().describe(now))),
+                };
                 async move {
                     if let Some(code) = refusal {
                         return dead_group(group_id, code);
                     }
-                    match addr {
-                        Some(addr) => match addr.send(Describe).await {
+                    match asked {
+                        Some(asked) => match asked.await {
                             Ok(described) => described,
                             Err(_) => dead_group(group_id, ErrorCode::None),
                         },
@@ -125,17 +130,18 @@ impl Supervisor {
         &mut self,
         group_ids: Vec<String>,
         access: &Access,
+        ctx: &mut Context<Self>,
     ) -> ResponseActFuture<Self, Response> {
         let deletions: Vec<_> = distinct(group_ids)
             .into_iter()
             .map(|group_id| {
                 let denied = admin_access::delete_group_denied(access, &group_id);
-                let target = self
-                    .groups
-                    .find(&group_id)
-                    .filter(|_| !denied)
-                    .map(|(k, e)| (k, e.addr.clone()));
                 let refusal = self.admin_refusal(&group_id, denied);
+                // A deletion is a write in the group's order: a parked group gets its actor.
+                let target = match (refusal, self.groups.key_of(&group_id)) {
+                    (None, Some(key)) => self.reach(key, ctx).map(|addr| (key, addr)),
+                    _ => None,
+                };
                 async move {
                     if let Some(code) = refusal {
                         return (group_id, None, code);
@@ -225,7 +231,7 @@ impl Handler<AdminCall> for Supervisor {
             Request::DeleteGroups(r) => {
                 let reply = call.reply;
                 Box::pin(
-                    self.delete_groups(r.group_ids, &call.access)
+                    self.delete_groups(r.group_ids, &call.access, ctx)
                         .map(move |response, _, _| reply.send(response)),
                 )
             }
@@ -256,10 +262,13 @@ impl Handler<AdminCall> for Supervisor {
                 )
             }
             Request::GroupHistory(_) | Request::GroupDiagnosis(_) => {
+                let now = self.clock.now();
                 let target = insight::target(&call.request, &call.access, |id| {
-                    let addr = self.groups.find(id).map(|(_, e)| Arc::clone(&e.addr));
-                    self.refusal(id)
-                        .map_or(addr.ok_or(ErrorCode::GroupIdNotFound), Err)
+                    if let Some(code) = self.refusal(id) {
+                        return Err(code);
+                    }
+                    let (_, entry) = self.groups.find(id).ok_or(ErrorCode::GroupIdNotFound)?;
+                    Ok(insight::ask(&call.request, &entry.home, now))
                 });
                 let reply = call.reply;
                 Box::pin(

@@ -132,11 +132,14 @@ impl Supervisor {
         let end = from
             .saturating_add(TOPICS_CHANGED_PER_TURN)
             .min(slots.len());
-        for entry in slots[from.min(end)..end]
+        // A parked group is not told: with no member it has nothing to do when topics
+        // change (`Group::is_parkable`), and once woken it reads the catalog as it is then.
+        for addr in slots[from.min(end)..end]
             .iter()
             .filter_map(|s| s.entry.as_ref())
+            .filter_map(|e| e.home.live())
         {
-            entry.addr.do_send(TopicsChanged(Arc::clone(&names)));
+            addr.do_send(TopicsChanged(Arc::clone(&names)));
         }
         if end < slots.len() {
             ctx.run_later(Duration::ZERO, move |act, ctx| {

@@ -59,14 +59,20 @@ impl Supervisor {
                 } else {
                     self.refusal(&group_id)
                 };
-                let addr = self.groups.find(&group_id).map(|(_, e)| e.addr.clone());
+                let asked = self
+                    .groups
+                    .find(&group_id)
+                    .filter(|_| refusal.is_none())
+                    .map(|(_, e)| {
+                        e.home
+                            .ask(DescribeConsumer, |p| p.group().describe_consumer())
+                    });
                 async move {
                     if let Some(code) = refusal {
                         return dead(group_id, code);
                     }
-                    match addr {
-                        Some(addr) => addr
-                            .send(DescribeConsumer)
+                    match asked {
+                        Some(asked) => asked
                             .await
                             .unwrap_or_else(|_| dead(group_id, ErrorCode::GroupIdNotFound)),
                         None => dead(group_id, ErrorCode::GroupIdNotFound),
@@ -93,16 +99,22 @@ impl Supervisor {
         } else {
             self.refusal(&request.group_id)
         };
-        let addr = self
+        let catalog = &self.catalog;
+        let asked = self
             .groups
             .find(&request.group_id)
-            .map(|(_, e)| e.addr.clone());
+            .filter(|_| refusal.is_none())
+            .map(|(_, e)| {
+                let copy = request.clone();
+                e.home.ask(Simulate(request), |p| {
+                    p.group().simulate(&copy, catalog.as_ref())
+                })
+            });
         Box::pin(async move {
-            let answer = match (refusal, addr) {
+            let answer = match (refusal, asked) {
                 (Some(code), _) => refused(code),
                 (None, None) => refused(ErrorCode::GroupIdNotFound),
-                (None, Some(addr)) => addr
-                    .send(Simulate(request))
+                (None, Some(asked)) => asked
                     .await
                     .unwrap_or_else(|_| refused(ErrorCode::GroupIdNotFound)),
             };

@@ -1,7 +1,8 @@
 //! Where group actors come from: a request that creates its group (within the server's
 //! `max_groups` and its principal's quotas, protocol §6 and §6.18), and the groups loaded from
-//! the store (at startup, or with a shard taken over). Each is started on the next arbiter,
-//! round-robin, and registered with the unit of its creator's `max_groups` it holds.
+//! the store (at startup, or with a shard taken over). Each is registered with the unit of its
+//! creator's `max_groups` it holds, and started on the next arbiter, round-robin — or, loaded
+//! with nothing but data (an abandoned group's offsets), parked with no actor at all.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,10 +11,11 @@ use actix::prelude::*;
 use muster_protocol::{ErrorCode, Request};
 use tracing::{debug, info};
 
+use super::parking::start;
 use super::Supervisor;
 use crate::actors::group::GroupActor;
 use crate::actors::messages::{GroupCall, GroupLink};
-use crate::actors::registry::Entry;
+use crate::actors::registry::{Entry, Home};
 use crate::actors::reply::ReplyTo;
 use crate::engine::Group;
 use crate::logsafe::logsafe;
@@ -65,46 +67,60 @@ impl Supervisor {
         debug!(group_id = %logsafe(&group_id), "group created");
         let mut group = Group::new(group_id, Arc::clone(&self.config), self.clock.now());
         group.set_created_by(quota.as_ref().map(|q| Arc::clone(q.principal())));
-        let (group_id, addr) = self.spawn_group(group, quota, ctx);
+        let (group_id, key) = self.register(group, quota, false, ctx);
+        let addr = self.reach(key, ctx)?;
         addr.do_send(call);
         Some((group_id, addr as GroupLink))
     }
 
-    /// Starts the actor for `group` on the next arbiter; its registry entry holds `quota`
-    /// (its creator's unit of `max_groups`).
-    fn spawn_group(
+    /// Registers `group`, holding `quota` (its creator's unit of `max_groups`): parked if
+    /// `may_park` and it has nothing but data (a group loaded from the store), else with its
+    /// actor started on the next arbiter. Returns its id and key.
+    fn register(
         &mut self,
         group: Group<ReplyTo>,
         quota: Option<QuotaSlot>,
+        may_park: bool,
         ctx: &mut Context<Self>,
-    ) -> (Arc<str>, Arc<Addr<GroupActor>>) {
-        let env = self.env(ctx);
+    ) -> (Arc<str>, u64) {
         let group_id = Arc::clone(group.shared_group_id());
         let state = group.state();
         let members = group.member_count() as u32;
         let key = self.groups.next_key();
-        let make = move |_: &mut Context<GroupActor>| GroupActor::new(key, group, env);
-        let addr = Arc::new(if self.arbiters.is_empty() {
-            GroupActor::create(make)
+        let park = may_park && self.config.park_after_ms > 0 && group.is_parkable();
+        let home = if park {
+            Home::Parked(GroupActor::parked(key, group, self.clock.now()))
         } else {
-            let arbiter = &self.arbiters[self.next_arbiter % self.arbiters.len()];
-            self.next_arbiter = self.next_arbiter.wrapping_add(1);
-            GroupActor::start_in_arbiter(arbiter, make)
-        });
+            let env = self.env(ctx);
+            let make = move |_: &mut Context<GroupActor>| GroupActor::new(key, group, env);
+            Home::Live(Arc::new(start(self.next_arbiter(), make)))
+        };
+        let next = match &home {
+            Home::Parked(p) => p.group().next_deadline(),
+            Home::Live(_) => None,
+        };
         let inserted = self.groups.insert(Entry {
             group_id: Arc::clone(&group_id),
-            addr: Arc::clone(&addr),
+            home,
             state,
             members,
             quota,
         });
         debug_assert_eq!(inserted, key);
         self.count(None, Some((state, members)));
-        (group_id, addr)
+        if park {
+            self.count_parked();
+            // Its deadline (retention, the quarantine) wakes it; a live actor arms its own.
+            if let Some(at) = next {
+                self.timers.arm(key, at);
+                self.reschedule(ctx);
+            }
+        }
+        (group_id, key)
     }
 
-    /// Starts an actor for every group of `initial` (and for every group that only has
-    /// offsets, offset history or quarantined offsets), charging each to its creator's quota.
+    /// Registers every group of `initial` (and every group that only has offsets, offset
+    /// history or quarantined offsets), charging each to its creator's quota.
     pub(super) fn load(&mut self, initial: StoredState, ctx: &mut Context<Self>) {
         let now = self.clock.now();
         let mut offsets: HashMap<String, Vec<OffsetWrite>> = initial.offsets.into_iter().collect();
@@ -131,7 +147,7 @@ impl Supervisor {
             let quota = group
                 .created_by()
                 .map(|p| self.quotas.get(p).take(QuotaKind::Groups));
-            self.spawn_group(group, quota, ctx);
+            self.register(group, quota, true, ctx);
         }
         // Groups that only ever had simple commits have offsets but no metadata (and so no
         // members to count); a group whose offsets all went to the quarantine may have only
@@ -153,7 +169,7 @@ impl Supervisor {
                 history.remove(&group_id).unwrap_or_default(),
                 quarantine.remove(&group_id).unwrap_or_default(),
             );
-            self.spawn_group(group, None, ctx);
+            self.register(group, None, true, ctx);
         }
         if !self.groups.is_empty() {
             info!(

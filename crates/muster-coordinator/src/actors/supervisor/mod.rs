@@ -1,5 +1,5 @@
-//! The supervisor: the registry of group actors (created on demand, spread round-robin over
-//! the arbiters it was given), the topic catalog, the admin requests that span groups, and the
+//! The supervisor: the registry of groups (their actors created on demand, spread round-robin
+//! over the arbiters it was given; idle groups parked as data with none), the topic catalog, the admin requests that span groups, and the
 //! one timer that wakes groups whose deadlines passed.
 //!
 //! It is on the path of a group's *first* request from a connection only; sessions cache the
@@ -17,6 +17,7 @@
 //! - `admin.rs`: the admin requests (describe, list, delete; a group's history and diagnosis);
 //! - `catalog.rs`: topic catalog writes and telling groups about catalog changes;
 //! - `wake.rs`: the one wake-up timer over the groups' deadlines;
+//! - `parking.rs`: groups kept as data with no actor, and starting actors for them again;
 //! - `gauges.rs`: groups per state and members in all groups;
 //! - `shards.rs`: cluster mode's shard takeovers and hand-overs.
 //!
@@ -44,6 +45,7 @@ mod catalog;
 mod consumer;
 mod creation;
 mod gauges;
+mod parking;
 mod routing;
 mod shards;
 mod wake;
@@ -84,6 +86,8 @@ pub struct Supervisor {
     /// Groups per state and members in all groups, for the gauges.
     per_state: HashMap<GroupState, usize>,
     members_total: u64,
+    /// Groups in the registry parked (no actor), for the gauge.
+    parked: usize,
     /// A catalog change is being made durable: later CreateTopics wait in `topics_waiting`.
     topics_busy: bool,
     topics_waiting: VecDeque<(AdminCall, Vec<muster_protocol::TopicInfo>)>,
@@ -109,9 +113,15 @@ impl Supervisor {
             due: Vec::new(),
             per_state: HashMap::new(),
             members_total: 0,
+            parked: 0,
             topics_busy: false,
             topics_waiting: VecDeque::new(),
         }
+    }
+
+    /// The clock's time now (for answers made from parked groups).
+    pub(super) fn now(&self) -> Millis {
+        self.clock.now()
     }
 
     /// What every group actor is started with: the shared settings and stores, and this
@@ -133,6 +143,7 @@ impl Supervisor {
                     arm_timer: ctx.address().recipient(),
                     status_changed: ctx.address().recipient(),
                     forget: ctx.address().recipient(),
+                    park: ctx.address().recipient(),
                 },
             }),
         }

@@ -1,6 +1,7 @@
 //! Routing: a group's first request from a connection reaches its actor here (or is answered
 //! here, when the group cannot be served on this node or does not exist and the request does
-//! not create it); the session caches the inbox it is handed back. Also the registry's
+//! not create it; a parked group is given an actor first); the session caches the inbox it is
+//! handed back. Also the registry's
 //! removals (a group that forgot itself) and shutdown, which goes to every group registered.
 
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use muster_protocol::ErrorCode;
 use super::Supervisor;
 use crate::access::ResourceType;
 use crate::actors::messages::{AbortHeld, Forget, GroupLink, Route, Shutdown};
+use crate::actors::registry::Home;
 use crate::engine::{absent_group, unreadable_topics, AbsentGroup};
 
 impl Supervisor {
@@ -30,6 +32,11 @@ impl Supervisor {
         if let Some(entry) = self.groups.remove(key) {
             self.count(Some((entry.state, entry.members)), None);
             self.timers.disarm(key);
+            if let Home::Parked(parked) = entry.home {
+                parked.forget();
+                self.parked = self.parked.saturating_sub(1);
+                crate::metrics::groups_parked(self.parked);
+            }
         }
     }
 }
@@ -44,10 +51,20 @@ impl Handler<Route> for Supervisor {
             call.reply.send(answer);
             return None;
         }
-        if let Some((_, entry)) = self.groups.find(&group_id) {
-            entry.addr.do_send(call);
-            let link: GroupLink = entry.addr.clone();
-            return Some((Arc::clone(&entry.group_id), link));
+        if let Some((key, entry)) = self.groups.find(&group_id) {
+            if let Home::Parked(parked) = &entry.home {
+                if let Some(answer) = parked.answer(&call.request, &call.client) {
+                    // A query: answered parked. No inbox for the session to cache: its next
+                    // request for the group comes here too.
+                    call.reply.send(answer);
+                    return None;
+                }
+            }
+            let group_id = Arc::clone(&entry.group_id);
+            let addr = self.reach(key, ctx)?;
+            addr.do_send(call);
+            let link: GroupLink = addr;
+            return Some((group_id, link));
         }
         match absent_group(&call.request, &self.config, &call.client.access) {
             AbsentGroup::Answer(response) => {
@@ -78,7 +95,8 @@ impl Handler<Shutdown> for Supervisor {
         let aborts: Vec<_> = self
             .groups
             .values()
-            .map(|e| e.addr.send(AbortHeld))
+            .filter_map(|e| e.home.live())
+            .map(|addr| addr.send(AbortHeld))
             .collect();
         Box::pin(async move {
             join_all(aborts).await;

@@ -30,11 +30,14 @@ impl Supervisor {
         let mut stops = Vec::with_capacity(ids.len());
         for id in &ids {
             if let Some((key, entry)) = self.groups.find(id) {
-                stops.push(entry.addr.send(Relinquish));
+                // A parked group has nothing in flight: forgetting it is all there is to do.
+                if let Some(addr) = entry.home.live() {
+                    stops.push(addr.send(Relinquish));
+                }
                 self.forget(key);
             }
         }
-        let count = stops.len();
+        let count = ids.len();
         async move {
             // A group that already stopped has nothing in flight: its error is fine.
             join_all(stops).await;

@@ -14,7 +14,7 @@ use crate::actors::messages::{ArmTimer, Tick};
 impl Supervisor {
     /// Sets the timer for the queue's earliest deadline, unless it is already set at or
     /// before it (and cancels it when the queue is empty).
-    fn reschedule(&mut self, ctx: &mut Context<Self>) {
+    pub(super) fn reschedule(&mut self, ctx: &mut Context<Self>) {
         let Some(at) = self.timers.earliest() else {
             if let Some((_, handle)) = self.wake.take() {
                 ctx.cancel_future(handle);
@@ -48,8 +48,9 @@ impl Supervisor {
         let mut due = std::mem::take(&mut self.due);
         self.timers.pop_due(now, &mut due);
         for key in due.drain(..) {
-            if let Some(entry) = self.groups.get(key) {
-                entry.addr.do_send(Tick);
+            // A parked group's deadline is work for it (retention, the quarantine): unparked.
+            if let Some(addr) = self.reach(key, ctx) {
+                addr.do_send(Tick);
             }
         }
         self.due = due;

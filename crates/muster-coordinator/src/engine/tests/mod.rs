@@ -20,6 +20,7 @@ mod leave;
 mod limits;
 mod offsets;
 mod ownership;
+mod park;
 mod persist;
 mod props;
 mod protect;

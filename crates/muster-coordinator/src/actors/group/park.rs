@@ -1,0 +1,175 @@
+//! Parking: a group with nothing but data left ([`Group::is_parkable`]) and no request for
+//! `park_after_ms` hands its engine to the supervisor and stops its actor. The supervisor keeps
+//! it as a [`Parked`] — plain data in its registry: no task, no mailbox, no address — and
+//! starts an actor for it again ([`GroupActor::unparked`]) when a request, a DeleteGroups, a
+//! catalog change or its next deadline (retention, the quarantine) needs one. Queries
+//! (OffsetFetch, OffsetHistory, DescribeGroups, history, diagnosis, simulation, the dashboard's
+//! summary) are answered from the parked group without waking it.
+//!
+//! Why: the actor is ~1.25 KB of the ~1.6 KB a group costs live (docs/benchmarks.md, "Idle
+//! memory"), and a server keeps a group for every consumer group that still has offsets:
+//! through the offsets' retention (7 days by default) after its last member left, and for
+//! simple consumers that commit without ever joining.
+//!
+//! Sessions that cached the actor's inbox find it closed and route through the supervisor,
+//! which unparks. A request already queued at the actor in the instant it parks goes down
+//! with its mailbox and is answered COORDINATOR_NOT_AVAILABLE (retriable), as one queued
+//! behind a deletion is; the instant comes only after `park_after_ms` without a request.
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+use tracing::debug;
+
+use muster_protocol::{Request, Response};
+
+use super::{GroupActor, GroupEnv, InsightShown};
+use crate::access::ResourceType;
+use crate::actors::reply::ReplyTo;
+use crate::engine::{unreadable_topics, ClientInfo, Group, Millis};
+use crate::logsafe::logsafe;
+
+/// A group without an actor, as the supervisor's registry holds it.
+pub(crate) struct Parked {
+    key: u64,
+    group: Group<ReplyTo>,
+    /// When it last had a request: an unparked group parks again `park_after_ms` after it.
+    quiet_since: Millis,
+    /// Its share of the insight gauges (a quarantine size, at most), still shown.
+    insight: InsightShown,
+}
+
+impl Parked {
+    /// The parked engine, for answering queries (it changes nothing).
+    pub(crate) fn group(&self) -> &Group<ReplyTo> {
+        &self.group
+    }
+
+    /// The answer to `request` if it is a query the parked group answers as its actor would,
+    /// without waking: OffsetFetch and OffsetHistory (so that a lag monitor polling every
+    /// group's offsets keeps none of them awake). `None`: the request needs the actor.
+    pub(crate) fn answer(&self, request: &Request, client: &ClientInfo) -> Option<Response> {
+        let answer = match request {
+            Request::OffsetFetch(r) => {
+                Response::OffsetFetch(self.group.fetch_offsets(r, &client.access))
+            }
+            Request::OffsetHistory(r) => {
+                Response::OffsetHistory(self.group.offset_history(r, &client.access))
+            }
+            _ => return None,
+        };
+        crate::metrics::authorization_denials(
+            ResourceType::Topic.name(),
+            unreadable_topics(request, &client.access),
+        );
+        Some(answer)
+    }
+
+    /// The group is gone for good (removed from the registry): what it showed in the gauges
+    /// goes with it, as when an actor stops.
+    pub(crate) fn forget(self) {
+        if self.insight.quarantined > 0 {
+            crate::metrics::quarantine_size(self.key, 0);
+        }
+    }
+}
+
+/// Group → supervisor: keep me as data. `next`: the parked group's next deadline, which the
+/// supervisor's timer queue holds for it (and which unparks it).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct Park {
+    pub key: u64,
+    pub parked: Box<Parked>,
+    pub next: Option<Millis>,
+}
+
+impl GroupActor {
+    /// A parked group, loaded from the store (or made) with nothing but data: parked at once,
+    /// never given an actor until it is needed.
+    /// Shows its quarantine in the gauges, as its actor would when started (a parkable group
+    /// is not stuck, has no barrier and, being Empty, no unowned partitions).
+    pub(crate) fn parked(key: u64, group: Group<ReplyTo>, now: Millis) -> Box<Parked> {
+        let quarantined = group.quarantined_partitions();
+        if quarantined > 0 {
+            crate::metrics::quarantine_size(key, quarantined);
+        }
+        Box::new(Parked {
+            key,
+            group,
+            quiet_since: now,
+            insight: InsightShown {
+                quarantined,
+                ..InsightShown::default()
+            },
+        })
+    }
+
+    /// The actor for a parked group, as it was when parked.
+    pub(crate) fn unparked(parked: Box<Parked>, env: Arc<GroupEnv>) -> Self {
+        let Parked {
+            key,
+            group,
+            quiet_since,
+            insight,
+        } = *parked;
+        let mut actor = Self::new(key, group, env);
+        actor.quiet_since = quiet_since;
+        actor.insight = insight;
+        actor
+    }
+
+    /// Whether the group could be parked now: parking is on, the engine holds nothing but
+    /// data, and the shell waits for nothing (no write or job in flight, no DeleteGroups, no
+    /// reload, still coordinated here).
+    fn may_park(&self) -> bool {
+        self.env.config.park_after_ms > 0
+            && self.jobs == 0
+            && self.deletion_waiters.is_empty()
+            && !self.reloading
+            && !self.relinquished
+            && self.drained.is_empty()
+            && self.missed_topics.is_empty()
+            && self.group.is_parkable()
+    }
+
+    /// The end of a turn (a message handled, a write or job done): parks the group if it
+    /// could be and has had no request for `park_after_ms`, or asks to be woken when it will
+    /// have had none for that long. Nothing may touch the group after this.
+    pub(super) fn settle(&mut self, ctx: &mut Context<Self>) {
+        if !self.may_park() {
+            return;
+        }
+        let at = self
+            .quiet_since
+            .saturating_add(self.env.config.park_after_ms);
+        let now = self.env.clock.now();
+        if at > now {
+            self.arm(at);
+            return;
+        }
+        // The engine goes to the supervisor; the actor keeps an empty stand-in until it
+        // stops (its drop gives back nothing: a parkable group holds no unit).
+        let stand_in = Group::new(
+            self.group.group_id().to_owned(),
+            Arc::clone(&self.env.config),
+            now,
+        );
+        let group = std::mem::replace(&mut self.group, stand_in);
+        let next = group.next_deadline();
+        debug!(group_id = %logsafe(group.group_id()), "group parked");
+        let parked = Box::new(Parked {
+            key: self.key,
+            group,
+            quiet_since: self.quiet_since,
+            // Still shown while parked: the stopping actor must not take it back.
+            insight: std::mem::take(&mut self.insight),
+        });
+        self.env.supervisor.park.do_send(Park {
+            key: self.key,
+            parked,
+            next,
+        });
+        ctx.stop();
+    }
+}

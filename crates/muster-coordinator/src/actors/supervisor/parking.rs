@@ -1,0 +1,386 @@
+//! Parked groups (`group/park.rs`): a group actor that parks hands its engine here and the
+//! registry keeps it as data; whatever needs an actor again — a request routed here, a
+//! deadline in the timer queue, a DeleteGroups, a catalog change — gets one started for it
+//! ([`Supervisor::reach`]). Queries are answered from the parked group where they are made
+//! (`Home::ask`).
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+
+use super::Supervisor;
+use crate::actors::group::{GroupActor, Park};
+use crate::actors::registry::Home;
+
+impl Supervisor {
+    /// The actor of group `key`, started for it if the group is parked (on the next arbiter,
+    /// as the group was, with everything it was parked with). `None`: no such group.
+    pub(super) fn reach(
+        &mut self,
+        key: u64,
+        ctx: &mut Context<Self>,
+    ) -> Option<Arc<Addr<GroupActor>>> {
+        if let Some(addr) = self.groups.get(key)?.home.live() {
+            return Some(Arc::clone(addr));
+        }
+        let env = self.env(ctx);
+        let arbiter = self.next_arbiter();
+        let entry = self.groups.get_mut(key)?;
+        let (addr, woke) = match std::mem::replace(&mut entry.home, Home::Live(dangling())) {
+            Home::Parked(parked) => {
+                let make = move |_: &mut Context<GroupActor>| GroupActor::unparked(parked, env);
+                (Arc::new(start(arbiter, make)), true)
+            }
+            Home::Live(addr) => (addr, false),
+        };
+        entry.home = Home::Live(Arc::clone(&addr));
+        if woke {
+            self.parked = self.parked.saturating_sub(1);
+            crate::metrics::groups_parked(self.parked);
+        }
+        Some(addr)
+    }
+
+    /// The arbiter the next group actor starts on (round-robin; `None`: this one's).
+    pub(super) fn next_arbiter(&mut self) -> Option<ArbiterHandle> {
+        if self.arbiters.is_empty() {
+            return None;
+        }
+        let arbiter = self.arbiters[self.next_arbiter % self.arbiters.len()].clone();
+        self.next_arbiter = self.next_arbiter.wrapping_add(1);
+        Some(arbiter)
+    }
+
+    /// Counts a group registered parked.
+    pub(super) fn count_parked(&mut self) {
+        self.parked += 1;
+        crate::metrics::groups_parked(self.parked);
+    }
+}
+
+/// Starts a group actor on `arbiter` (or the current one).
+pub(super) fn start(
+    arbiter: Option<ArbiterHandle>,
+    make: impl FnOnce(&mut Context<GroupActor>) -> GroupActor + Send + 'static,
+) -> Addr<GroupActor> {
+    match arbiter {
+        Some(arbiter) => GroupActor::start_in_arbiter(&arbiter, make),
+        None => GroupActor::create(make),
+    }
+}
+
+/// A placeholder address for the instant an entry's home is swapped (never sent to).
+fn dangling() -> Arc<Addr<GroupActor>> {
+    let (tx, _) = actix::dev::channel::channel(0);
+    Arc::new(Addr::new(tx))
+}
+
+impl Handler<Park> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Park, ctx: &mut Self::Context) {
+        let Park { key, parked, next } = msg;
+        let Some(entry) = self.groups.get_mut(key) else {
+            // Forgotten meanwhile (its shard given away): nothing to keep.
+            parked.forget();
+            return;
+        };
+        if !matches!(entry.home, Home::Live(_)) {
+            return;
+        }
+        entry.home = Home::Parked(parked);
+        self.count_parked();
+        // The queue holds exactly the parked group's next deadline: whatever the actor had
+        // armed (its park check among them) is replaced.
+        self.timers.disarm(key);
+        if let Some(at) = next {
+            self.timers.arm(key, at);
+        }
+        self.reschedule(ctx);
+    }
+}
+
+/// The real supervisor and group actors on one arbiter, with a memory store: a group parks
+/// (its actor stops), is described while parked, and wakes for a request, a deadline or a
+/// deletion. Time is real but short (`park_after_ms` of a few tens of milliseconds).
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use muster_protocol::{
+        DeleteGroupsRequest, DescribeGroupsRequest, OffsetCommitPartition, OffsetCommitRequest,
+        OffsetCommitTopic, OffsetFetchRequest, Request, Response, TopicInfo,
+    };
+
+    use super::*;
+    use crate::access::Access;
+    use crate::actors::messages::{AdminCall, GroupCall, GroupLink, Route};
+    use crate::actors::reply::{ticket, Recorded, ReplyTo};
+    use crate::actors::{SingleNode, SupervisorOptions};
+    use crate::clock::Clock;
+    use crate::config::GroupConfig;
+    use crate::engine::{ClientInfo, Millis};
+    use crate::quota::Quotas;
+    use crate::storage::records::{CommittedOffset, OffsetWrite};
+    use crate::storage::{MemoryStore, StoredState};
+
+    /// Test → supervisor: (groups parked, groups registered).
+    #[derive(Message)]
+    #[rtype(result = "(usize, usize)")]
+    struct Peek;
+
+    impl Handler<Peek> for Supervisor {
+        type Result = MessageResult<Peek>;
+
+        fn handle(&mut self, _: Peek, _: &mut Self::Context) -> Self::Result {
+            let parked = self
+                .groups
+                .values()
+                .filter(|e| matches!(e.home, Home::Parked(_)))
+                .count();
+            assert_eq!(
+                parked, self.parked,
+                "the gauge counts what the registry holds"
+            );
+            MessageResult((parked, self.groups.len()))
+        }
+    }
+
+    const PARK_AFTER: u64 = 40;
+
+    fn config() -> GroupConfig {
+        GroupConfig {
+            park_after_ms: PARK_AFTER,
+            ..GroupConfig::default()
+        }
+    }
+
+    fn start(config: GroupConfig, initial: StoredState) -> Addr<Supervisor> {
+        Supervisor::new(SupervisorOptions {
+            config,
+            store: Arc::new(MemoryStore::new()),
+            arbiters: Vec::new(),
+            placement: Arc::new(SingleNode),
+            initial: StoredState {
+                topics: vec![TopicInfo {
+                    topic: "t".into(),
+                    partitions: 1,
+                }],
+                ..initial
+            },
+            clock: Clock::new(),
+            quotas: Quotas::default(),
+        })
+        .start()
+    }
+
+    fn client() -> ClientInfo {
+        ClientInfo {
+            client_id: "c".into(),
+            client_host: "h".into(),
+            access: Access::open(),
+        }
+    }
+
+    fn commit(offset: i64) -> Request {
+        Request::OffsetCommit(OffsetCommitRequest {
+            group_id: "g".into(),
+            generation_id: -1,
+            member_id: String::new(),
+            group_instance_id: None,
+            topics: vec![OffsetCommitTopic {
+                topic: "t".into(),
+                partitions: vec![OffsetCommitPartition {
+                    partition: 0,
+                    offset,
+                    metadata: None,
+                }],
+            }],
+        })
+    }
+
+    fn fetch() -> Request {
+        Request::OffsetFetch(OffsetFetchRequest {
+            group_id: "g".into(),
+            topics: None,
+        })
+    }
+
+    /// Sends `request` for group "g" through the supervisor (as a session's first request)
+    /// and waits for its answer.
+    async fn route(sup: &Addr<Supervisor>, request: Request) -> (Response, Option<GroupLink>) {
+        let sink = Arc::new(Recorded::default());
+        let call = GroupCall {
+            request,
+            reply: ReplyTo::new(sink.clone(), ticket(1)),
+            client: client(),
+        };
+        let route = Route {
+            group_id: "g".into(),
+            call,
+        };
+        let link = sup
+            .send(route)
+            .await
+            .expect("supervisor runs")
+            .map(|(_, l)| l);
+        (answer(&sink).await, link)
+    }
+
+    async fn admin(sup: &Addr<Supervisor>, request: Request) -> Response {
+        let sink = Arc::new(Recorded::default());
+        sup.send(AdminCall {
+            request,
+            reply: ReplyTo::new(sink.clone(), ticket(1)),
+            access: Access::open(),
+        })
+        .await
+        .expect("supervisor runs");
+        answer(&sink).await
+    }
+
+    async fn answer(sink: &Recorded) -> Response {
+        until(|| !sink.sends.lock().expect("not poisoned").is_empty()).await;
+        let sends = sink.sends.lock().expect("not poisoned");
+        sends[0][0].response.clone()
+    }
+
+    /// Waits (a few milliseconds at a time, at most 5 s) until `done`.
+    async fn until(mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !done() {
+            assert!(Instant::now() < deadline, "not within 5 s");
+            actix::clock::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    async fn parked_within(sup: &Addr<Supervisor>, parked: usize) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while sup.send(Peek).await.expect("supervisor runs").0 != parked {
+            assert!(Instant::now() < deadline, "{parked} parked not within 5 s");
+            actix::clock::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    fn fetched_offset(response: &Response) -> i64 {
+        match response {
+            Response::OffsetFetch(r) => r.topics[0].partitions[0].offset,
+            other => panic!("not an OffsetFetch answer: {other:?}"),
+        }
+    }
+
+    fn stored_offsets(offset: i64, at: Millis) -> StoredState {
+        StoredState {
+            offsets: vec![(
+                "g".into(),
+                vec![OffsetWrite {
+                    topic: "t".into(),
+                    partition: 0,
+                    committed: CommittedOffset {
+                        offset,
+                        metadata: None,
+                        commit_timestamp_ms: at,
+                    },
+                }],
+            )],
+            ..StoredState::default()
+        }
+    }
+
+    #[test]
+    fn an_idle_group_parks_is_described_parked_and_wakes_for_a_request() {
+        System::new().block_on(async {
+            let sup = start(config(), StoredState::default());
+            let (committed, link) = route(&sup, commit(42)).await;
+            assert_eq!(committed.error_code(), 0, "{committed:?}");
+            let link = link.expect("the group's inbox");
+            assert!(link.connected());
+            parked_within(&sup, 1).await;
+            // Its actor is gone: a session holding its inbox routes afresh.
+            until(|| !link.connected()).await;
+            // Described from the parked group, which stays parked.
+            let described = admin(
+                &sup,
+                Request::DescribeGroups(DescribeGroupsRequest {
+                    group_ids: vec!["g".into()],
+                }),
+            )
+            .await;
+            let Response::DescribeGroups(d) = described else {
+                panic!("not a DescribeGroups answer: {described:?}");
+            };
+            assert_eq!(d.groups[0].state, "Empty");
+            assert_eq!(sup.send(Peek).await.expect("runs"), (1, 1));
+            // Its offsets are fetched parked (no inbox handed out: the next request comes to
+            // the supervisor again).
+            let (fetched, link) = route(&sup, fetch()).await;
+            assert_eq!(fetched_offset(&fetched), 42);
+            assert!(link.is_none());
+            assert_eq!(sup.send(Peek).await.expect("runs"), (1, 1));
+            // A commit wakes it, with everything it had.
+            let (committed, link) = route(&sup, commit(43)).await;
+            assert_eq!(committed.error_code(), 0, "{committed:?}");
+            assert!(link.expect("a new inbox").connected());
+            assert_eq!(sup.send(Peek).await.expect("runs"), (0, 1));
+            let (fetched, _) = route(&sup, fetch()).await;
+            assert_eq!(fetched_offset(&fetched), 43);
+            // And it parks again once idle.
+            parked_within(&sup, 1).await;
+        });
+    }
+
+    #[test]
+    fn a_group_loaded_with_only_offsets_starts_parked_and_can_be_deleted() {
+        System::new().block_on(async {
+            let sup = start(config(), stored_offsets(7, Clock::new().now()));
+            assert_eq!(sup.send(Peek).await.expect("runs"), (1, 1));
+            let deleted = admin(
+                &sup,
+                Request::DeleteGroups(DeleteGroupsRequest {
+                    group_ids: vec!["g".into()],
+                }),
+            )
+            .await;
+            let Response::DeleteGroups(d) = deleted else {
+                panic!("not a DeleteGroups answer: {deleted:?}");
+            };
+            assert_eq!(d.results[0].error_code, 0, "{d:?}");
+            assert_eq!(sup.send(Peek).await.expect("runs"), (0, 0));
+        });
+    }
+
+    #[test]
+    fn a_parked_groups_deadline_wakes_it() {
+        System::new().block_on(async {
+            // Offsets expire 100 ms after their commit and are dropped (no quarantine); the
+            // group, with nothing left, is removed 100 ms after it went Empty.
+            let mut config = config();
+            config.offsets_retention_ms = 100;
+            config.empty_group_removal_ms = 100;
+            config.offsets.quarantine_ms = 0;
+            let sup = start(config, stored_offsets(7, Clock::new().now()));
+            assert_eq!(sup.send(Peek).await.expect("runs"), (1, 1));
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while sup.send(Peek).await.expect("runs").1 != 0 {
+                assert!(Instant::now() < deadline, "not removed within 5 s");
+                actix::clock::sleep(Duration::from_millis(5)).await;
+            }
+        });
+    }
+
+    #[test]
+    fn parking_off_keeps_every_group_live() {
+        System::new().block_on(async {
+            let config = GroupConfig {
+                park_after_ms: 0,
+                ..GroupConfig::default()
+            };
+            let sup = start(config, stored_offsets(7, Clock::new().now()));
+            assert_eq!(sup.send(Peek).await.expect("runs"), (0, 1));
+            let (fetched, _) = route(&sup, fetch()).await;
+            assert_eq!(fetched_offset(&fetched), 7);
+            actix::clock::sleep(Duration::from_millis(3 * PARK_AFTER)).await;
+            assert_eq!(sup.send(Peek).await.expect("runs"), (0, 1));
+        });
+    }
+}
