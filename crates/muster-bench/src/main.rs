@@ -86,6 +86,10 @@ enum Command {
         /// Give up on a phase after this many seconds.
         #[arg(long, default_value_t = 180)]
         settle_limit_s: u64,
+        /// Also make this many Empty groups (one committed offset each) first; with --spawn
+        /// the server gets a --max-groups that holds them.
+        #[arg(long, default_value_t = 0)]
+        idle_groups: usize,
     },
     /// Pipelined heartbeats of Stable members: heartbeats/s and latency.
     Heartbeat {
@@ -390,6 +394,24 @@ fn main() -> Result<()> {
         let log = cli.musterd_log.as_deref();
         match &cli.command {
             Command::Hostile { .. } => Target::spawn_with_admin(&musterd, log)?,
+            // Room for the idle groups besides every repeat's fresh groups (the default cap is
+            // 50 000 groups), and for every member's pending id at once (20 000).
+            Command::Rebalance {
+                members,
+                groups,
+                repeats,
+                idle_groups,
+                ..
+            } if *idle_groups > 0 => Target::spawn_with(
+                &musterd,
+                log,
+                vec![
+                    "--max-groups".into(),
+                    (groups * repeats + idle_groups + 1_000).to_string().into(),
+                    "--max-pending-member-ids".into(),
+                    (members * groups + 1_000).max(20_000).to_string().into(),
+                ],
+            )?,
             Command::JoinOne { heartbeat_ms, .. } => Target::spawn_with(
                 &musterd,
                 log,
@@ -446,6 +468,7 @@ async fn run(command: &Command, common: &Common, target: &mut Target) -> Result<
             rebalance_timeout_ms,
             no_leave,
             settle_limit_s,
+            idle_groups,
         } => {
             let opts = scenario::rebalance::Options {
                 members: *members,
@@ -458,6 +481,7 @@ async fn run(command: &Command, common: &Common, target: &mut Target) -> Result<
                 rebalance_timeout_ms: *rebalance_timeout_ms,
                 no_leave: *no_leave,
                 settle_limit: Duration::from_secs(*settle_limit_s),
+                idle_groups: *idle_groups,
             };
             scenario::rebalance::run(common, &opts).await
         }
