@@ -94,6 +94,10 @@ async fn a_rebalance_that_cannot_be_written_is_rolled_back() -> anyhow::Result<(
     assert_eq!(rejoined.generation_id, durable_generation + 1);
     let joined = newcomer.joined(newcomer_join).await?;
     assert_eq!(joined.generation_id, durable_generation + 1);
+    // The new generation is written once, with the leader's assignment, before any SyncGroup
+    // answer (protocol §6.6).
+    let synced = leader.sync(Vec::new()).await?;
+    assert_eq!(synced.error_code, code(ErrorCode::None));
     let stored = store.load_group(GROUP)?;
     assert_eq!(
         stored.record.map(|r| r.generation),

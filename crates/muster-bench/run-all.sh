@@ -58,6 +58,11 @@ run expiry expiry --members 3 --session-timeout-ms 1000 --repeats 10
 # the spawned server gets --consumer-heartbeat-interval-ms from --heartbeat-ms.
 run join-one-1000 join-one --members 1000 --partitions 10000 --protocol both --repeats 3 --heartbeat-ms 500
 run join-one-10x900 join-one --members 10 --partitions 900 --protocol both --repeats 5 --heartbeat-ms 500
+# Issue #23: one member joins 1 000 (10 000) members, redb and memory stores against a bare
+# etcd telling as many watchers about one put, alternating in each run (etcd: $MUSTER_ETCD_BIN
+# or etcd on PATH).
+run one-join-1000 one-join --members 1000 --repeats 5 --compare --rounds 3
+run one-join-10000 one-join --members 10000 --repeats 3 --compare --rounds 2
 # One run: its figures are per attack, not medians. Each attack meets a fresh server; a
 # watchdog kills the server at 4 GiB RSS.
 runs 1 hostile hostile --groups 50 --members 4 --phase 5 --fresh-server

@@ -63,6 +63,14 @@ FIGURES = {
         ("bytes per group", "bytes_per_group"),
         ("bytes per member, all in", "bytes_per_member_all_in"),
     ],
+    "one-join-compare": [
+        ("redb: last join -> last sync p50 (ms)", "redb.all.p50_ms"),
+        ("memory: last join -> last sync p50 (ms)", "memory.all.p50_ms"),
+        ("etcd: put -> last watcher p50 (ms)", "etcd_watch.all.p50_ms"),
+        ("etcd: put -> answered p50 (ms)", "etcd_put.all.p50_ms"),
+        ("redb / etcd-watch", "redb_ratio"),
+        ("memory / etcd-watch", "memory_ratio"),
+    ],
     "expiry": [
         ("deadline -> gone p50 (ms)", "describe_lateness.p50_ms"),
         ("deadline -> gone max (ms)", "describe_lateness.max_ms"),

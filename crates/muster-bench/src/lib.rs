@@ -17,6 +17,8 @@
 //! | `expiry` | how late after its session timeout a dead member is removed |
 //! | `security` | heartbeats/s against an open server, with a token, over TLS and over mTLS, in one run (`--spawn` only): what authentication and encryption cost |
 //! | `join-one` | one member joins a formed group, then one leaves, classic and consumer protocol (KIP-848) side by side: the newcomer's wait, the partitions that stop, what the other members see |
+//! | `one-join` | one member joins a formed classic group: last JoinGroup sent → last SyncGroup answered (`--compare`: redb store, memory store and the `etcd-watch` baseline alternating, with ratios) |
+//! | `etcd-watch` | a bare etcd telling N watchers about one put ([`etcd_watch`]): the reference for a rebalance |
 //! | `hostile` | what one hostile client ([`attack`]) does to the server's memory, its survival and other groups' heartbeat latency |
 //!
 //! `docs/benchmarks.md` has the method, the commands and the results.
@@ -26,6 +28,7 @@ pub mod client;
 pub mod cohort;
 pub mod consumer;
 pub mod echo;
+pub mod etcd_watch;
 pub mod load;
 pub mod member;
 pub mod scenario;

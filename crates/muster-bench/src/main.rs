@@ -86,6 +86,10 @@ enum Command {
         /// Give up on a phase after this many seconds.
         #[arg(long, default_value_t = 180)]
         settle_limit_s: u64,
+        /// Also make this many Empty groups (one committed offset each) first; with --spawn
+        /// the server gets a --max-groups that holds them.
+        #[arg(long, default_value_t = 0)]
+        idle_groups: usize,
     },
     /// Pipelined heartbeats of Stable members: heartbeats/s and latency.
     Heartbeat {
@@ -234,6 +238,56 @@ enum Command {
         #[arg(long, default_value_t = 180)]
         settle_limit_s: u64,
     },
+    /// One member joins a formed classic group: last JoinGroup sent → last SyncGroup answered
+    /// (issue #23). --compare (needs --spawn): a redb server, a memory-store server and the
+    /// etcd-watch baseline, alternating --rounds times, with the ratios.
+    OneJoin {
+        /// Members of the formed group (and, with --compare, etcd's watchers).
+        #[arg(long, default_value_t = 1_000)]
+        members: usize,
+        /// Measured joins per server (after one that warms up).
+        #[arg(long, default_value_t = 5)]
+        repeats: usize,
+        /// Connections the members (and watchers) share (default: one per 50).
+        #[arg(long)]
+        connections: Option<usize>,
+        /// Heartbeat interval of Stable members (default: members / 10 ms, within
+        /// 100..=3000 ms).
+        #[arg(long)]
+        heartbeat_ms: Option<u64>,
+        #[arg(long, default_value_t = 30_000)]
+        session_timeout_ms: u32,
+        #[arg(long, default_value_t = 300_000)]
+        rebalance_timeout_ms: u32,
+        /// Give up on a phase after this many seconds.
+        #[arg(long, default_value_t = 180)]
+        settle_limit_s: u64,
+        /// Redb store, memory store and etcd-watch in turn, on fresh servers (needs --spawn).
+        #[arg(long)]
+        compare: bool,
+        /// Rounds of --compare.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// With --compare: the etcd to use (default: start one, $MUSTER_ETCD_BIN or etcd on
+        /// PATH).
+        #[arg(long, value_name = "URL")]
+        etcd: Option<String>,
+    },
+    /// The rebalance baseline: a bare etcd telling N watchers about one put (put sent → the
+    /// last watcher notified), repeated.
+    EtcdWatch {
+        /// Watches open on the key.
+        #[arg(long, default_value_t = 1_000)]
+        watchers: usize,
+        /// Connections they share (default: one per 50).
+        #[arg(long)]
+        connections: Option<usize>,
+        #[arg(long, default_value_t = 10)]
+        repeats: usize,
+        /// The etcd to use (default: start one, $MUSTER_ETCD_BIN or etcd on PATH).
+        #[arg(long, value_name = "URL")]
+        etcd: Option<String>,
+    },
     /// One hostile client's attacks, one phase each, against victims heartbeating in other
     /// groups: their latency, the server's memory and whether it survives. With --spawn the
     /// server also gets its admin listener (on 127.0.0.1:0), which slowloris attacks.
@@ -352,6 +406,24 @@ fn main() -> Result<()> {
         let log = cli.musterd_log.as_deref();
         match &cli.command {
             Command::Hostile { .. } => Target::spawn_with_admin(&musterd, log)?,
+            // Room for the idle groups besides every repeat's fresh groups (the default cap is
+            // 50 000 groups), and for every member's pending id at once (20 000).
+            Command::Rebalance {
+                members,
+                groups,
+                repeats,
+                idle_groups,
+                ..
+            } if *idle_groups > 0 => Target::spawn_with(
+                &musterd,
+                log,
+                vec![
+                    "--max-groups".into(),
+                    (groups * repeats + idle_groups + 1_000).to_string().into(),
+                    "--max-pending-member-ids".into(),
+                    (members * groups + 1_000).max(20_000).to_string().into(),
+                ],
+            )?,
             Command::JoinOne { heartbeat_ms, .. } => Target::spawn_with(
                 &musterd,
                 log,
@@ -408,6 +480,7 @@ async fn run(command: &Command, common: &Common, target: &mut Target) -> Result<
             rebalance_timeout_ms,
             no_leave,
             settle_limit_s,
+            idle_groups,
         } => {
             let opts = scenario::rebalance::Options {
                 members: *members,
@@ -420,6 +493,7 @@ async fn run(command: &Command, common: &Common, target: &mut Target) -> Result<
                 rebalance_timeout_ms: *rebalance_timeout_ms,
                 no_leave: *no_leave,
                 settle_limit: Duration::from_secs(*settle_limit_s),
+                idle_groups: *idle_groups,
             };
             scenario::rebalance::run(common, &opts).await
         }
@@ -548,6 +622,38 @@ async fn run(command: &Command, common: &Common, target: &mut Target) -> Result<
             };
             scenario::join_one::run(common, &opts).await
         }
+        Command::OneJoin {
+            members,
+            repeats,
+            connections,
+            heartbeat_ms,
+            session_timeout_ms,
+            rebalance_timeout_ms,
+            settle_limit_s,
+            compare,
+            rounds,
+            etcd,
+        } => {
+            let opts = scenario::one_join::Options {
+                members: *members,
+                repeats: *repeats,
+                connections: *connections,
+                heartbeat_ms: *heartbeat_ms,
+                session_timeout_ms: *session_timeout_ms,
+                rebalance_timeout_ms: *rebalance_timeout_ms,
+                settle_limit: Duration::from_secs(*settle_limit_s),
+                compare: *compare,
+                rounds: *rounds,
+                etcd: etcd.clone(),
+            };
+            scenario::one_join::run(common, target, &opts).await
+        }
+        Command::EtcdWatch {
+            watchers,
+            connections,
+            repeats,
+            etcd,
+        } => scenario::etcd_watch::run(etcd.as_deref(), *watchers, *connections, *repeats).await,
         Command::Hostile {
             groups,
             members,

@@ -125,9 +125,22 @@ fn every_scenario_runs() -> Result<()> {
                 rebalance_timeout_ms: 30_000,
                 no_leave: false,
                 settle_limit: Duration::from_secs(30),
+                idle_groups: 3,
             },
         )
         .await?;
+        assert_eq!(report.json["idle_groups"].as_u64(), Some(3));
+        assert!(
+            report.json["rss_start"].as_u64() > Some(0),
+            "{}",
+            report.text
+        );
+        assert_eq!(
+            report.json["rss_formed"].as_array().map(Vec::len),
+            Some(2),
+            "{}",
+            report.text
+        );
         assert_eq!(
             report.json["join_to_sync"]["values_ms"]
                 .as_array()
@@ -310,6 +323,47 @@ fn parked_comparison_runs() -> Result<()> {
 /// member, and the members' views stay sound (no partition with two owners, none left
 /// unowned). The server's consumer heartbeat interval is its lowest (100 ms), as the
 /// benchmark's `--spawn` sets it from `--heartbeat-ms`.
+/// `one-join --compare`: a redb server, a memory-store server and a real etcd's watchers (the
+/// etcd is `$MUSTER_ETCD_BIN` or `etcd` on `PATH`, as for the cluster tests), one round.
+#[test]
+fn one_join_comparison_runs() -> Result<()> {
+    let mut target = Target::spawn(&musterd()?, None)?;
+    let rt = runtime()?;
+    let report = rt.block_on(scenario::one_join::run(
+        &common(&target, "one-join"),
+        &mut target,
+        &scenario::one_join::Options {
+            members: 4,
+            repeats: 2,
+            connections: Some(2),
+            heartbeat_ms: Some(50),
+            session_timeout_ms: 10_000,
+            rebalance_timeout_ms: 30_000,
+            settle_limit: Duration::from_secs(30),
+            compare: true,
+            rounds: 1,
+            etcd: None,
+        },
+    ))?;
+    for figure in ["redb", "memory", "etcd_watch", "etcd_put"] {
+        assert_eq!(
+            report.json[figure]["all"]["values_ms"]
+                .as_array()
+                .map(Vec::len),
+            Some(2),
+            "{figure}: {}",
+            report.text
+        );
+    }
+    assert!(
+        report.json["redb_ratio"].as_f64() > Some(0.0),
+        "{}",
+        report.text
+    );
+    target.stop();
+    Ok(())
+}
+
 #[test]
 fn join_one_runs() -> Result<()> {
     let target = Target::spawn_with(

@@ -32,6 +32,7 @@ use muster_coordinator::{ConsumerConfig, GroupConfig, Limits, OffsetsConfig};
 
 use crate::connection_limits::ConnectionLimits;
 use crate::node::{BadHostPort, NodeOptions};
+use crate::store_kind::StoreKind;
 use crate::telemetry::LogFormat;
 use checks::{
     address, address_or_off, advertise, cluster_name, etcd_endpoints, log_filter, node_id,
@@ -48,6 +49,11 @@ settings! {
 
     /// Directory holding durable state (offsets, groups, topics).
     data_dir: PathBuf = "./muster-data";
+
+    /// Where a single node keeps its state: redb (in --data-dir, durable) or memory (nothing
+    /// survives a restart; for benchmarks and tests). A cluster node uses etcd whatever this
+    /// says.
+    store: StoreKind = "redb";
 
     /// Smallest session timeout a member may ask for.
     min_session_timeout_ms: u32 = "6000", range(1 ..= max_session_timeout_ms);

@@ -16,6 +16,7 @@ pub mod fatal;
 pub mod listener;
 pub mod node;
 pub mod session;
+pub mod store_kind;
 pub mod telemetry;
 pub mod tls;
 

@@ -8,12 +8,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use muster_coordinator::quota::Quotas;
-use muster_coordinator::storage::{RedbStore, Store};
+use muster_coordinator::storage::Store;
 use muster_etcd::{EtcdStore, EtcdStoreConfig};
 use muster_server::auth::Auth;
 use muster_server::cluster::ClusterSetup;
 use muster_server::config::{ConfigError, Settings};
 use muster_server::fatal::install_abort_on_panic;
+use muster_server::store_kind::StoreKind;
 use muster_server::telemetry::init_logging;
 use muster_server::tls::TlsSettings;
 use muster_server::{start, ServerOptions};
@@ -53,7 +54,10 @@ fn run(settings: Settings) -> anyhow::Result<()> {
     // message naming the path; it is never reset to empty.
     let endpoints = settings.etcd_endpoints();
     let (store, cluster): (Arc<dyn Store>, _) = if endpoints.is_empty() {
-        (Arc::new(RedbStore::open(&settings.data_dir)?), None)
+        if settings.store == StoreKind::Memory {
+            warn!("--store memory: groups, offsets and topics are kept in memory only; nothing survives a restart");
+        }
+        (settings.store.open(&settings.data_dir)?, None)
     } else {
         let config = EtcdStoreConfig::new(
             endpoints.clone(),

@@ -2,12 +2,14 @@
 //! figures as JSON.
 
 pub mod commit;
+pub mod etcd_watch;
 pub mod expiry;
 pub mod heartbeat;
 pub mod history;
 pub mod hostile;
 pub mod idle;
 pub mod join_one;
+pub mod one_join;
 pub mod parked;
 pub mod rebalance;
 pub mod security;

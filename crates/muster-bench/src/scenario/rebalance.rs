@@ -12,17 +12,28 @@
 //! their next heartbeat, rejoin and sync. The figure is **LeaveGroup sent → last SyncGroup
 //! answered**, split into detection (→ last member told REBALANCE_IN_PROGRESS, bounded by the
 //! heartbeat interval) and the barrier itself (last JoinGroup sent → last SyncGroup answered).
+//!
+//! `idle_groups` (the scale curve, issue #23 target 6): before the first repeat, that many more
+//! groups are made Empty with one committed offset each (as most groups of a large deployment
+//! are most of the time), so that the rebalances run in a server holding them. With the
+//! server's process id known, its RSS is read at the start, once the idle groups are made, and
+//! after each repeat's rejoin (every member Stable).
 
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 use serde::Serialize;
 
+use super::commit::{is_committed, simple_commit};
 use super::{ms, Common, Report, CLIENT_ID};
-use crate::client::connect_many;
+use crate::client::{connect_many, Conn};
 use crate::cohort::{Cohort, Steps};
 use crate::member::{Command, MemberConfig};
 use crate::stats::Series;
+use crate::target::rss_bytes;
+
+/// Connections, and commits in flight, that make the idle groups.
+const IDLE_MAKERS: usize = 32;
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -42,6 +53,8 @@ pub struct Options {
     pub no_leave: bool,
     /// Give up on a phase after this long.
     pub settle_limit: Duration,
+    /// Empty groups (one committed offset each) made before the first repeat.
+    pub idle_groups: usize,
 }
 
 #[derive(Debug, Serialize)]
@@ -73,6 +86,37 @@ struct Figures {
     leave_detection: Option<Series>,
     /// After a leave: last JoinGroup sent → last SyncGroup answered.
     leave_join_to_sync: Option<Series>,
+    /// Empty groups the server held besides the measured ones.
+    idle_groups: usize,
+    /// The server's RSS at the start, once the idle groups were made, and after each repeat's
+    /// rejoin (bytes; when its process id is known).
+    rss_start: Option<u64>,
+    rss_idle_made: Option<u64>,
+    rss_formed: Vec<u64>,
+}
+
+/// Makes `count` Empty groups with one committed offset each, `IDLE_MAKERS` commits in flight.
+async fn make_idle_groups(common: &Common, count: usize) -> Result<()> {
+    let conns = connect_many(common.addr, IDLE_MAKERS.min(count.max(1)), CLIENT_ID).await?;
+    let mut tasks = Vec::new();
+    for (k, conn) in conns.into_iter().enumerate() {
+        let run_id = common.run_id.clone();
+        tasks.push(tokio::spawn(async move {
+            let conn: Conn = conn;
+            for i in (k..count).step_by(IDLE_MAKERS) {
+                let request = simple_commit(&format!("{run_id}-idle-{i}"), "bench-idle", 1, 1);
+                let answer = conn.call(request).await?;
+                if !is_committed(&answer) {
+                    anyhow::bail!("idle group {i}: commit answered {answer:?}");
+                }
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for task in tasks {
+        task.await.context("an idle-group maker panicked")??;
+    }
+    Ok(())
 }
 
 pub async fn run(common: &Common, opts: &Options) -> Result<Report> {
@@ -89,6 +133,21 @@ pub async fn run(common: &Common, opts: &Options) -> Result<Report> {
     let partitions = opts
         .partitions
         .unwrap_or_else(|| i32::try_from(members).unwrap_or(i32::MAX));
+    let rss = || common.pid.and_then(|pid| rss_bytes(pid).ok());
+    let rss_start = rss();
+    if opts.idle_groups > 0 {
+        let started = Instant::now();
+        make_idle_groups(common, opts.idle_groups)
+            .await
+            .context("cannot make the idle groups")?;
+        eprintln!(
+            "{} idle groups made in {:.1} s",
+            opts.idle_groups,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    let rss_idle_made = rss();
+    let mut rss_formed = Vec::new();
     let conns = connect_many(common.addr, connections, CLIENT_ID).await?;
     let config = MemberConfig {
         // One topic per partition count, so runs of other sizes do not change it.
@@ -167,6 +226,7 @@ pub async fn run(common: &Common, opts: &Options) -> Result<Report> {
         rejoin_all.push(all);
         rejoin_window.push(window);
         rejoin_steps.push(step);
+        rss_formed.extend(rss());
         line.push_str(&format!(
             "; all rejoin → settled {:.1} ms (last join → last sync {:.1} ms [barrier {:.1}, join answers {:.1}, sync {:.1}, sync answers {:.1}])",
             ms(all),
@@ -240,6 +300,10 @@ pub async fn run(common: &Common, opts: &Options) -> Result<Report> {
         leave_detection: (!leave_detect.is_empty()).then(|| Series::from_durations(&leave_detect)),
         leave_join_to_sync: (!leave_barrier.is_empty())
             .then(|| Series::from_durations(&leave_barrier)),
+        idle_groups: opts.idle_groups,
+        rss_start,
+        rss_idle_made,
+        rss_formed,
     };
     text.push_str(&format!(
         "rebalance {members} members × {groups} groups over {connections} connections (heartbeat {heartbeat_ms} ms)\n  last join → last sync: {}\n  first join → last sync: {}\n  all members rejoin → settled: {}\n  all members rejoin, last join → last sync: {}\n",
@@ -248,6 +312,15 @@ pub async fn run(common: &Common, opts: &Options) -> Result<Report> {
         figures.rejoin_all,
         figures.rejoin_join_to_sync
     ));
+    if let (Some(start), Some(formed)) = (figures.rss_start, figures.rss_formed.last()) {
+        text.push_str(&format!(
+            "  server RSS: {} MiB at start, {} MiB with {} idle groups, {} MiB formed\n",
+            start >> 20,
+            figures.rss_idle_made.unwrap_or(0) >> 20,
+            figures.idle_groups,
+            formed >> 20
+        ));
+    }
     if let (Some(settle), Some(detect), Some(barrier)) = (
         &figures.leave_settle,
         &figures.leave_detection,

@@ -9,6 +9,7 @@
 //! queued) answers COORDINATOR_NOT_AVAILABLE by itself, so a client is never left waiting on a
 //! request the server lost.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
@@ -93,6 +94,49 @@ impl ReplyTo {
     }
 }
 
+/// Sends many answers at once, with one [`ReplySink::send_all`] per connection among them. A
+/// barrier's answers go to as many members as the group has, over far fewer connections: this
+/// makes their fan-out one channel operation and one writer wake-up per connection, not per
+/// member (the wake-ups were ~9 % of the server's samples in a 1 000-member rebalance).
+/// Answers to one connection keep their order.
+pub fn send_grouped(replies: Vec<(ReplyTo, Response)>) {
+    if replies.len() <= 1 {
+        for (to, response) in replies {
+            to.send(response);
+        }
+        return;
+    }
+    let mut by_sink: Vec<(Replies, Vec<Answer>)> = Vec::new();
+    // Keyed by the sink's address: one per connection.
+    let mut index: HashMap<*const (), usize> = HashMap::new();
+    for (mut to, response) in replies {
+        // Taken: the emptied `ReplyTo` answers nothing when dropped.
+        let Some(sink) = to.to.take() else {
+            continue;
+        };
+        let answer = to.ticket.answer(response);
+        let key = Arc::as_ptr(&sink).cast::<()>();
+        match index.get(&key) {
+            Some(&at) => {
+                if let Some((_, answers)) = by_sink.get_mut(at) {
+                    answers.push(answer);
+                }
+            }
+            None => {
+                index.insert(key, by_sink.len());
+                by_sink.push((sink, vec![answer]));
+            }
+        }
+    }
+    for (sink, mut answers) in by_sink {
+        if answers.len() == 1 {
+            sink.send(answers.swap_remove(0));
+        } else {
+            sink.send_all(answers);
+        }
+    }
+}
+
 impl Drop for ReplyTo {
     fn drop(&mut self) {
         if self.to.is_some() {
@@ -165,5 +209,33 @@ mod tests {
                 (2, ErrorCode::CoordinatorNotAvailable.code())
             ]
         );
+    }
+
+    #[test]
+    fn grouped_answers_go_once_per_connection_in_order() {
+        let ok = || {
+            Response::Heartbeat(HeartbeatResponse {
+                error_code: ErrorCode::None.code(),
+            })
+        };
+        let a = Arc::new(Recorded::default());
+        let b = Arc::new(Recorded::default());
+        let (to_a, to_b): (Replies, Replies) = (a.clone(), b.clone());
+        send_grouped(vec![
+            (ReplyTo::new(Arc::clone(&to_a), ticket(1)), ok()),
+            (ReplyTo::new(Arc::clone(&to_b), ticket(2)), ok()),
+            (ReplyTo::new(Arc::clone(&to_a), ticket(3)), ok()),
+            (ReplyTo::new(to_a, ticket(4)), ok()),
+        ]);
+        let ids = |sink: &Recorded| -> Vec<Vec<u32>> {
+            sink.sends
+                .lock()
+                .expect("not poisoned")
+                .iter()
+                .map(|sent| sent.iter().map(|x| x.ticket.correlation_id).collect())
+                .collect()
+        };
+        assert_eq!(ids(&a), [vec![1, 3, 4]], "one send_all, in order");
+        assert_eq!(ids(&b), [vec![2]], "exactly once, nothing lost");
     }
 }

@@ -23,7 +23,7 @@ use super::messages::{
     AbortHeld, ArmTimer, Delete, Describe, DescribeConsumer, Forget, GroupBatch, GroupCall,
     GroupInbox, Relinquish, Simulate, StatusChanged, Tick, TopicsChanged,
 };
-use super::reply::ReplyTo;
+use super::reply::{send_grouped, ReplyTo};
 
 mod assign;
 mod insight;
@@ -296,9 +296,7 @@ impl GroupActor {
             self.sync_insight();
         }
         self.env.ledger.apply(ledger);
-        for (to, response) in replies {
-            to.send(response);
-        }
+        send_grouped(replies);
         for write in writes {
             match write {
                 Write::Record { batch, replies } => self.write_record(batch, replies, ctx),

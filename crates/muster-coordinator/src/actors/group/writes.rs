@@ -13,7 +13,7 @@ use tracing::{debug, error, info};
 
 use super::GroupActor;
 use crate::actors::messages::Forget;
-use crate::actors::reply::ReplyTo;
+use crate::actors::reply::{send_grouped, ReplyTo};
 use crate::engine::{Ctx, Effects, Group, GroupState, PendingCommit};
 use crate::logsafe::logsafe;
 use crate::storage::{GroupRecord, Mutation, StoreError};
@@ -55,9 +55,7 @@ impl GroupActor {
             act.jobs -= 1;
             match result {
                 Ok(()) => {
-                    for (to, response) in replies {
-                        to.send(response);
-                    }
+                    send_grouped(replies);
                     if deletes {
                         for waiter in act.deletion_waiters.drain(..) {
                             let _ = waiter.send(ErrorCode::None);
@@ -110,9 +108,15 @@ impl GroupActor {
         code: ErrorCode,
         ctx: &mut Context<Self>,
     ) {
-        for (to, response) in replies {
-            to.send(error_like(&response, code));
-        }
+        send_grouped(
+            replies
+                .into_iter()
+                .map(|(to, response)| {
+                    let failed = error_like(&response, code);
+                    (to, failed)
+                })
+                .collect(),
+        );
         for waiter in self.deletion_waiters.drain(..) {
             let _ = waiter.send(code);
         }
