@@ -186,10 +186,16 @@ impl PendingAnswer {
 
     /// The answer when the write failed with `code`: nothing of it was applied.
     pub(super) fn into_failure(self, code: ErrorCode) -> Response {
-        let message = Some(format!(
-            "the write failed ({}): nothing was changed; retry",
-            code.name()
-        ));
+        let message = Some(if code == ErrorCode::InvalidRequest {
+            "the store refused the write (the server's log says why): nothing was changed, and \
+             the same request will be refused again"
+                .to_owned()
+        } else {
+            format!(
+                "the write failed ({}): nothing was changed; retry",
+                code.name()
+            )
+        });
         match self {
             PendingAnswer::Commit(r) => {
                 muster_protocol::error_answers::error_like(&Response::OffsetCommit(r), code)

@@ -389,6 +389,51 @@ fn a_reset_batch_is_one_fenced_transaction() {
     assert_eq!(store.load_group("g").expect("loads"), g);
 }
 
+/// A reset too large for one etcd transaction is refused whole, with the limits named, and
+/// nothing of it lands (spreading it would let a crash leave a mix); a commit of the same size
+/// is spread over transactions as before.
+#[test]
+fn a_reset_larger_than_one_transaction_is_refused_not_spread() {
+    let cluster = EtcdCluster::single().expect("etcd starts (see the message to install it)");
+    let mut cfg = config(&cluster, "t");
+    cfg.limits = TxnLimits {
+        max_ops: 8,
+        max_bytes: 1 << 20,
+    };
+    let store = EtcdStore::connect(cfg).expect("connects");
+    own_all_shards(&store);
+    let offsets: Vec<_> = (0..6).map(|p| offset("t", p, 1)).collect();
+    commit(&store, vec![put_offsets("g", offsets.clone())]);
+    let before = revision(&store);
+    let reset: Vec<Mutation> = vec![
+        put_offsets("g", (0..6).map(|p| offset("t", p, 9)).collect()),
+        put_history("g", (0..6).map(|p| history("t", p, 1)).collect(), vec![]),
+    ];
+    assert!(
+        reset.iter().any(|m| matches!(m, Mutation::PutHistory { entries, .. }
+            if entries.iter().any(|w| w.entry.kind == muster_coordinator::storage::HistoryKind::Reset))),
+        "history(_, _, 1) is a reset entry"
+    );
+    match block_on(store.apply(reset)) {
+        Err(StoreError::Rejected(reason)) => {
+            assert!(reason.contains("at most 8 operations"), "{reason}");
+            assert!(reason.contains("--topic"), "{reason}");
+        }
+        other => panic!("expected the reset to be refused, got {other:?}"),
+    }
+    assert_eq!(revision(&store), before, "nothing was applied");
+    assert_eq!(store.load_group("g").expect("loads").offsets, offsets);
+    // The same number of offsets as a commit is spread over transactions.
+    commit(
+        &store,
+        vec![put_offsets(
+            "g",
+            (0..12).map(|p| offset("t", p, 3)).collect(),
+        )],
+    );
+    assert!(revision(&store) - before > 1, "spread");
+}
+
 /// A reset's batch with a part that cannot be encoded is refused whole: nothing is sent.
 #[test]
 fn a_reset_batch_with_an_unencodable_part_sends_nothing() {

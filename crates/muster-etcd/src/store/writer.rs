@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use muster_coordinator::storage::{DurableSender, StoreError};
+use muster_coordinator::storage::{DurableSender, HistoryKind, Mutation, StoreError};
 use tokio::sync::mpsc;
 
 use super::plan::{prepare, Added, FencedOp, KeyOp, TxnPlan};
@@ -33,6 +33,8 @@ const MAX_BATCHES_PER_ROUND: usize = 4096;
 struct InFlight {
     ops: Vec<FencedOp>,
     next: usize,
+    /// An offset reset or restore: all of it in one transaction, or refused (never a mix).
+    atomic: bool,
     sender: DurableSender,
     /// The ownership the batch was made under (`Shared::fence`).
     fence: Fence,
@@ -47,10 +49,12 @@ pub(super) async fn run(
     while queue.recv_many(&mut taken, MAX_BATCHES_PER_ROUND).await > 0 {
         let mut batches = VecDeque::with_capacity(taken.len());
         for (batch, sender, fence) in taken.drain(..) {
+            let atomic = must_be_atomic(&batch);
             match prepare(&shared.keys, shared.shards, batch) {
                 Ok(ops) => batches.push_back(InFlight {
                     ops,
                     next: 0,
+                    atomic,
                     sender,
                     fence,
                 }),
@@ -88,6 +92,16 @@ async fn write_all(shared: &Shared, client: &EtcdClient, mut batches: VecDeque<I
             }
         }
         batches = writable;
+        if let Some(error) = batches
+            .front()
+            .and_then(|b| too_large_to_be_atomic(shared, b))
+        {
+            if let Some(batch) = batches.pop_front() {
+                tracing::warn!(%error, "offset reset or restore refused");
+                batch.sender.complete(Err(error));
+            }
+            continue;
+        }
         let Some((plan, whole, partial)) = plan_next(shared, &batches) else {
             return;
         };
@@ -142,6 +156,43 @@ async fn write_all(shared: &Shared, client: &EtcdClient, mut batches: VecDeque<I
             }
         }
     }
+}
+
+/// Whether a batch must land whole or not at all: an offset reset's or restore's (its history
+/// holds the reset's or restore's own entries). A commit of many partitions may be spread over
+/// transactions: each partition's offset is its own, as in Kafka.
+fn must_be_atomic(batch: &[Mutation]) -> bool {
+    batch.iter().any(|m| match m {
+        Mutation::PutHistory { entries, .. } => entries
+            .iter()
+            .any(|w| matches!(w.entry.kind, HistoryKind::Reset | HistoryKind::Restore)),
+        _ => false,
+    })
+}
+
+/// The refusal of an atomic batch that one transaction cannot hold (etcd's `--max-txn-ops`,
+/// 128 by default, and its request size): spreading it would let a crash between
+/// transactions leave some partitions reset and others not.
+fn too_large_to_be_atomic(shared: &Shared, batch: &InFlight) -> Option<StoreError> {
+    if !batch.atomic || batch.next > 0 {
+        return None;
+    }
+    let mut plan = TxnPlan::default();
+    let fits = batch
+        .ops
+        .iter()
+        .all(|op| plan.add(op, shared.limits) == Added::Yes);
+    (!fits).then(|| {
+        StoreError::Rejected(format!(
+            "an offset reset or restore of {} etcd operations does not fit one etcd transaction \
+             (at most {} operations and {} bytes; etcd's --max-txn-ops and \
+             --max-request-bytes), and it must be applied whole: reset fewer partitions at a \
+             time (muster offsets reset --topic T:P,...)",
+            batch.ops.len(),
+            shared.limits.max_ops,
+            shared.limits.max_bytes,
+        ))
+    })
 }
 
 /// The next transaction: whole batches from the front while they fit, or, when the first one

@@ -27,6 +27,9 @@ const RELOAD_RETRY: Duration = Duration::from_millis(200);
 fn failed_write_code(error: &StoreError) -> ErrorCode {
     match error {
         StoreError::Fenced { .. } | StoreError::NotOwner { .. } => ErrorCode::NotCoordinator,
+        // The store will refuse the same batch again (a value too large, an atomic change over
+        // its transaction limit): a retriable code would have the client retry forever.
+        StoreError::Rejected(_) => ErrorCode::InvalidRequest,
         _ => ErrorCode::CoordinatorNotAvailable,
     }
 }
