@@ -84,7 +84,12 @@ fn classify(e: &std::io::Error) -> HandshakeFailure {
         // A plaintext Muster frame (or HTTP request) is not a TLS record.
         Some(rustls::Error::InvalidMessage(_)) => "not_tls",
         Some(rustls::Error::NoCertificatesPresented) => "no_client_certificate",
-        Some(rustls::Error::InvalidCertificate(_)) => "bad_certificate",
+        Some(rustls::Error::InvalidCertificate(cert)) => {
+            return HandshakeFailure {
+                reason: "bad_certificate",
+                detail: super::refusal::explain(cert),
+            };
+        }
         Some(_) => "tls_error",
         None if e.kind() == std::io::ErrorKind::UnexpectedEof => "closed",
         None => "io",

@@ -9,6 +9,7 @@
 //! the admin endpoints expose no group data.
 
 mod handshake;
+mod refusal;
 mod stream;
 
 use std::path::{Path, PathBuf};
