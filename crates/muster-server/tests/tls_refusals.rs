@@ -228,5 +228,6 @@ fn a_version_1_client_certificate_is_refused_with_its_cause_in_the_log() -> Resu
         "the log line names the cause: {refusal}"
     );
     assert!(refusal.contains("bad_certificate"), "{refusal}");
+    eprintln!("the refusal as logged: {refusal}");
     Ok(())
 }
