@@ -204,7 +204,7 @@ async fn serve(
         };
         let readiness = readiness.clone();
         let dashboard = Arc::clone(&dashboard);
-        let tls = tls.as_ref().map(|tls| Arc::clone(&tls.admin));
+        let tls = tls.as_ref().map(|tls| tls.admin.get());
         tokio::spawn(async move {
             let started = tokio::time::Instant::now();
             let stream = match tls {

@@ -166,7 +166,8 @@ fn open(
     // Shutdown does not wait for handshakes: a stalled one would hold it up to its timeout.
     let mut shutdown = slot.settings().shutdown_signal();
     actix::spawn(async move {
-        let handshake = tls::accept(&tls.clients, tls.handshake_timeout, stream, peer, "client");
+        let config = tls.clients.get();
+        let handshake = tls::accept(&config, tls.handshake_timeout, stream, peer, "client");
         let accepted = tokio::select! {
             accepted = handshake => accepted,
             _ = shutdown.wait_for(|down| *down) => return,

@@ -104,6 +104,7 @@ fn run(settings: Settings) -> anyhow::Result<()> {
     let mut options = ServerOptions::new(settings.listen.clone(), store);
     options.cluster = cluster;
     options.auth = Arc::clone(&auth);
+    let reloadable_tls = tls.clone();
     options.tls = tls;
     options.node = settings.node_options()?;
     options.admin_listen = settings.admin_address().map(str::to_owned);
@@ -124,7 +125,7 @@ fn run(settings: Settings) -> anyhow::Result<()> {
         let mut signals = Signals::new()?;
         let running = start(options).await?;
         while let Signal::Reload = signals.recv().await {
-            reload(&auth);
+            reload(&auth, reloadable_tls.as_ref());
         }
         // A second signal means "now": exit without waiting for the graceful path.
         tokio::spawn(async move {
@@ -153,9 +154,21 @@ fn raise_open_files_limit() {
     }
 }
 
-/// SIGHUP: reread the auth file. A file that does not parse is refused with its line and
-/// reason, and the rules in force stay.
-fn reload(auth: &Auth) {
+/// SIGHUP: reread the TLS certificate, key and client CA files and the auth file. A file
+/// that does not parse is refused with its reason, and what is in force stays.
+fn reload(auth: &Auth, tls: Option<&TlsSettings>) {
+    if let Some(tls) = tls {
+        match tls.reload() {
+            Ok(()) => info!(
+                cert = %tls.cert_path().display(),
+                "TLS certificate, key and client CA reloaded; open connections keep theirs"
+            ),
+            Err(e) => error!(
+                error = %e,
+                "TLS files refused; the certificate in force stays"
+            ),
+        }
+    }
     let Some(path) = auth.path() else {
         info!("SIGHUP: no auth file to reload");
         return;
