@@ -35,7 +35,10 @@ fn write_server_cert(dir: &Path, ca: &Issuer<'_, KeyPair>, cn: &str) -> Result<(
 fn connect(
     addr: SocketAddr,
     ca: &CertificateDer<'static>,
-) -> Result<(rustls::StreamOwned<rustls::ClientConnection, TcpStream>, String)> {
+) -> Result<(
+    rustls::StreamOwned<rustls::ClientConnection, TcpStream>,
+    String,
+)> {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(ca.clone())?;
     let config = rustls::ClientConfig::builder_with_provider(Arc::new(
@@ -146,10 +149,8 @@ fn sighup_reloads_the_certificate_without_dropping_connections() -> Result<()> {
         dir.join("cert.pem").display().to_string(),
         dir.join("key.pem").display().to_string(),
     );
-    let (mut child, addr) = support::start_with(
-        &dir.join("data"),
-        &["--tls-cert", &cert, "--tls-key", &key],
-    )?;
+    let (mut child, addr) =
+        support::start_with(&dir.join("data"), &["--tls-cert", &cert, "--tls-key", &key])?;
 
     let (mut before, seen) = connect(addr, &ca_der)?;
     assert_eq!(seen, "first");
@@ -165,7 +166,10 @@ fn sighup_reloads_the_certificate_without_dropping_connections() -> Result<()> {
     sighup(&child)?;
     std::thread::sleep(Duration::from_millis(300));
     let (_, seen) = connect(addr, &ca_der)?;
-    assert_eq!(seen, "second", "a refused reload keeps the certificate in force");
+    assert_eq!(
+        seen, "second",
+        "a refused reload keeps the certificate in force"
+    );
     hello(&mut before)?;
 
     let _ = child.kill();

@@ -94,6 +94,8 @@ pub struct GroupActor {
     /// Best-effort writes (expired offsets, quarantine, held-back history) not finished yet:
     /// a relinquished group waits for them too, so a handover loses none of its history.
     best_effort_in_flight: usize,
+    /// Offset writes in flight, told to the engine in submission order (`writes.rs`).
+    commits: writes::CommitQueue,
     /// What this group last told the rebalance-insight metrics (`sync_insight`).
     insight: InsightShown,
     /// When the group last had a request (`park.rs`: it parks `park_after_ms` after).
@@ -133,6 +135,7 @@ impl GroupActor {
             relinquished: false,
             drained: Vec::new(),
             best_effort_in_flight: 0,
+            commits: writes::CommitQueue::default(),
             insight: InsightShown::default(),
             quiet_since,
             jobs: 0,

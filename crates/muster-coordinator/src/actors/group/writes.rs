@@ -128,7 +128,8 @@ impl GroupActor {
     }
 
     /// Offsets are answered only once durable, and only then visible to OffsetFetch: the
-    /// engine does both when handed the commit back.
+    /// engine does both when handed the commit back — in the order the commits were handed to
+    /// the store ([`CommitQueue`]), which is the order the store applies them in.
     pub(super) fn write_commit(
         &mut self,
         batch: Vec<Mutation>,
@@ -136,14 +137,16 @@ impl GroupActor {
         ctx: &mut Context<Self>,
     ) {
         let submitted = Instant::now();
+        let partitions = commit.partitions();
         let durable = self.env.store.apply(batch);
+        let id = self.commits.push(commit);
         self.jobs += 1;
         let fut = durable.into_actor(self).map(move |result, act, ctx| {
             act.jobs -= 1;
             let result = match result {
                 Ok(()) => {
                     crate::metrics::storage_write(submitted.elapsed().as_secs_f64());
-                    crate::metrics::offsets_committed(commit.partitions());
+                    crate::metrics::offsets_committed(partitions);
                     Ok(())
                 }
                 Err(e) => {
@@ -151,8 +154,11 @@ impl GroupActor {
                     Err(failed_write_code(&e))
                 }
             };
-            let effects = act.group.commit_written(commit, result);
-            act.carry_out(effects, ctx);
+            act.commits.done(id, result);
+            while let Some((commit, result)) = act.commits.pop_ready() {
+                let effects = act.group.commit_written(commit, result);
+                act.carry_out(effects, ctx);
+            }
             act.stop_if_drained(ctx);
             act.settle(ctx);
         });
@@ -273,5 +279,58 @@ impl GroupActor {
         // was told of the state the failed write would have made).
         self.carry_out(effects, ctx);
         self.settle(ctx);
+    }
+}
+
+/// Offset writes (commits, resets, restores) in the order they were handed to the store, with
+/// their outcomes as they arrive. The store applies batches in that order, but the actor may
+/// see two completions of one poll in another (actix runs spawned futures as they are
+/// ready): told in that order, the engine would let an older commit's offset replace a newer
+/// one in memory, and OffsetFetch would answer an offset older than one already acknowledged
+/// (issue #23's parking work found it: 30 pipelined commits of a partition, a fetch answered
+/// 2). So each outcome waits until those before it are known.
+#[derive(Default)]
+pub(super) struct CommitQueue {
+    /// The number of the front slot.
+    first: u64,
+    slots: std::collections::VecDeque<Slot>,
+}
+
+type Slot = (
+    Option<PendingCommit<ReplyTo>>,
+    Option<Result<(), ErrorCode>>,
+);
+
+impl CommitQueue {
+    /// Queues a commit handed to the store; its number.
+    fn push(&mut self, commit: PendingCommit<ReplyTo>) -> u64 {
+        let id = self.first + self.slots.len() as u64;
+        self.slots.push_back((Some(commit), None));
+        id
+    }
+
+    /// The outcome of commit `id`.
+    fn done(&mut self, id: u64, result: Result<(), ErrorCode>) {
+        let slot = id
+            .checked_sub(self.first)
+            .and_then(|at| usize::try_from(at).ok())
+            .and_then(|at| self.slots.get_mut(at));
+        if let Some(slot) = slot {
+            slot.1 = Some(result);
+        }
+    }
+
+    /// The front commit and its outcome, once known.
+    fn pop_ready(&mut self) -> Option<(PendingCommit<ReplyTo>, Result<(), ErrorCode>)> {
+        if !self
+            .slots
+            .front()
+            .is_some_and(|(_, result)| result.is_some())
+        {
+            return None;
+        }
+        let (commit, result) = self.slots.pop_front()?;
+        self.first += 1;
+        Some((commit?, result?))
     }
 }
