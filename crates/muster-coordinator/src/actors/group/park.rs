@@ -236,3 +236,171 @@ impl Handler<TakeEngine> for GroupActor {
         MessageResult(Some(Handover { parked, next }))
     }
 }
+
+/// The handover itself, with the actor alone and a stand-in supervisor that records what it
+/// is sent: an offer is withdrawn by a request that comes before TakeEngine; an engine given
+/// up leaves a forwarder that re-routes what still reaches it, in order.
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+
+    use muster_protocol::{OffsetFetchRequest, Request};
+
+    use super::*;
+    use crate::access::Access;
+    use crate::actors::group::SupervisorLink;
+    use crate::actors::ledger::Ledger;
+    use crate::actors::messages::{ArmTimer, Forget, StatusChanged, Tick};
+    use crate::actors::reply::{ticket, Recorded};
+    use crate::actors::SingleNode;
+    use crate::catalog::TopicCatalog;
+    use crate::clock::Clock;
+    use crate::config::GroupConfig;
+    use crate::quota::Quotas;
+    use crate::storage::MemoryStore;
+
+    const PARK_AFTER: u64 = 30;
+
+    /// What the stand-in supervisor was sent: offers, and re-routed requests.
+    #[derive(Default)]
+    struct Seen {
+        offers: usize,
+        rerouted: usize,
+    }
+
+    struct Shell(Arc<Mutex<Seen>>);
+
+    impl Actor for Shell {
+        type Context = Context<Self>;
+    }
+
+    impl Handler<ParkOffer> for Shell {
+        type Result = ();
+        fn handle(&mut self, _: ParkOffer, _: &mut Self::Context) {
+            self.0.lock().expect("not poisoned").offers += 1;
+        }
+    }
+
+    impl Handler<Route> for Shell {
+        type Result = Option<(Arc<str>, crate::actors::messages::GroupLink)>;
+        fn handle(&mut self, route: Route, _: &mut Self::Context) -> Self::Result {
+            self.0.lock().expect("not poisoned").rerouted += 1;
+            // Answered here, so that the test sees in what order they came.
+            route
+                .call
+                .reply
+                .send(Response::OffsetFetch(Default::default()));
+            None
+        }
+    }
+
+    impl Handler<ArmTimer> for Shell {
+        type Result = ();
+        fn handle(&mut self, _: ArmTimer, _: &mut Self::Context) {}
+    }
+
+    impl Handler<StatusChanged> for Shell {
+        type Result = ();
+        fn handle(&mut self, _: StatusChanged, _: &mut Self::Context) {}
+    }
+
+    impl Handler<Forget> for Shell {
+        type Result = ();
+        fn handle(&mut self, _: Forget, _: &mut Self::Context) {}
+    }
+
+    fn group_actor(seen: &Arc<Mutex<Seen>>) -> Addr<GroupActor> {
+        let shell = Shell(Arc::clone(seen)).start();
+        let config = Arc::new(GroupConfig {
+            park_after_ms: PARK_AFTER,
+            ..GroupConfig::default()
+        });
+        let clock = Clock::new();
+        let env = Arc::new(GroupEnv {
+            store: Arc::new(MemoryStore::new()),
+            config: Arc::clone(&config),
+            catalog: Arc::new(TopicCatalog::new(Vec::new())),
+            clock,
+            ledger: Ledger::new(Quotas::default(), config.limits.max_pending_member_ids),
+            placement: Arc::new(SingleNode),
+            supervisor: SupervisorLink {
+                arm_timer: shell.clone().recipient(),
+                status_changed: shell.clone().recipient(),
+                forget: shell.clone().recipient(),
+                park: shell.clone().recipient(),
+                reroute: shell.recipient(),
+            },
+        });
+        let group = Group::new("g".to_owned(), config, clock.now());
+        GroupActor::new(0, group, env).start()
+    }
+
+    fn fetch(id: u32, sink: &Arc<Recorded>) -> GroupCall {
+        GroupCall {
+            request: Request::OffsetFetch(OffsetFetchRequest {
+                group_id: "g".into(),
+                topics: None,
+            }),
+            reply: ReplyTo::new(sink.clone(), ticket(id)),
+            client: ClientInfo {
+                client_id: "c".into(),
+                client_host: "h".into(),
+                access: Access::open(),
+            },
+        }
+    }
+
+    /// Waits (a few milliseconds at a time, at most 5 s) until `done`.
+    async fn until(mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !done() {
+            assert!(Instant::now() < deadline, "not within 5 s");
+            actix::clock::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
+    #[test]
+    fn a_request_before_take_engine_withdraws_the_offer_and_a_forwarder_reroutes_in_order() {
+        System::new().block_on(async {
+            let seen = Arc::new(Mutex::new(Seen::default()));
+            let actor = group_actor(&seen);
+            let sink = Arc::new(Recorded::default());
+            let offers = || seen.lock().expect("not poisoned").offers;
+            // It offers once quiet for `park_after_ms`, at the wake-up it armed (the stand-in
+            // supervisor keeps no timers: the test ticks it).
+            let quiet = Duration::from_millis(PARK_AFTER + 5);
+            actor.do_send(fetch(1, &sink));
+            actix::clock::sleep(quiet).await;
+            actor.do_send(Tick);
+            until(|| offers() == 1).await;
+            // A request between the offer and TakeEngine: answered by the group, which
+            // keeps its engine and offers again once quiet.
+            actor.do_send(fetch(2, &sink));
+            let taken = actor.send(TakeEngine).await.expect("the actor runs");
+            assert!(taken.is_none(), "not quiet: the engine stays");
+            assert_eq!(sink.sends.lock().expect("not poisoned").len(), 2);
+            actix::clock::sleep(quiet).await;
+            actor.do_send(Tick);
+            until(|| offers() == 2).await;
+            let taken = actor.send(TakeEngine).await.expect("the actor runs");
+            let handover = taken.expect("quiet and parkable: the engine is handed over");
+            assert_eq!(handover.parked.group().group_id(), "g");
+            // From now on, everything is re-routed, in the order it came.
+            for id in 3..9 {
+                actor.do_send(fetch(id, &sink));
+            }
+            until(|| seen.lock().expect("not poisoned").rerouted == 6).await;
+            let answered: Vec<u32> = sink
+                .sends
+                .lock()
+                .expect("not poisoned")
+                .iter()
+                .flatten()
+                .map(|a| a.ticket.correlation_id)
+                .collect();
+            assert_eq!(answered, (1..9).collect::<Vec<_>>());
+            assert_eq!(offers(), 2, "a forwarder never offers");
+        });
+    }
+}
