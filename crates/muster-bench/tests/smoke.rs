@@ -301,6 +301,12 @@ fn parked_comparison_runs() -> Result<()> {
     ))?;
     assert_eq!(report.json["rss_live"].as_array().map(Vec::len), Some(1));
     assert_eq!(report.json["rss_parked"].as_array().map(Vec::len), Some(1));
+    // Each restart timed until the last group's offset was answered.
+    for config in ["restart_s_live", "restart_s_parked"] {
+        let times = report.json[config].as_array().context("restart times")?;
+        assert_eq!(times.len(), 1);
+        assert!(times[0].as_f64() > Some(0.0), "{}", report.text);
+    }
     // The last start parked every group it loaded.
     let fetched = rt.block_on(async {
         let conn = Conn::connect(target.addr, "smoke").await?;

@@ -15,15 +15,17 @@
 //! each figure bounds what is held live from above.
 
 use std::ffi::OsString;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _, Result};
 use futures_util::stream::{self, StreamExt, TryStreamExt};
+use muster_protocol::{OffsetFetchRequest, Response};
 use serde::Serialize;
 
 use super::commit::{is_committed, simple_commit};
 use super::{Common, Report, CLIENT_ID};
-use crate::client::connect_many;
+use crate::client::{connect_many, Conn};
 use crate::stats::median;
 use crate::target::{load_average, rss_bytes, Target};
 
@@ -60,13 +62,21 @@ impl Mode {
         }
     }
 
-    /// The server's flags for this configuration (musterd's default `park_after_ms` parks).
-    fn flags(self) -> Vec<OsString> {
-        match self {
-            Mode::Live => vec!["--park-after-ms".into(), "0".into()],
-            Mode::Parked => Vec::new(),
+    /// The server's flags for this configuration (musterd's default `park_after_ms` parks),
+    /// with room for `groups`.
+    fn flags(self, groups: usize) -> Vec<OsString> {
+        let mut flags = room_for(groups);
+        if self == Mode::Live {
+            flags.extend(["--park-after-ms".into(), "0".into()]);
         }
+        flags
     }
+}
+
+/// Room for `groups` groups: musterd refuses to create more than `max_groups` (50 000 by
+/// default), and the fill makes one group per commit.
+fn room_for(groups: usize) -> Vec<OsString> {
+    vec!["--max-groups".into(), groups.max(50_000).to_string().into()]
 }
 
 #[derive(Debug, Serialize)]
@@ -79,6 +89,10 @@ struct Figures {
     /// Each configuration's readings, in the order taken.
     rss_live: Vec<u64>,
     rss_parked: Vec<u64>,
+    /// Each restart's time, in the order taken: from killing the server to the last group's
+    /// offset fetched from the new one (its every group loaded).
+    restart_s_live: Vec<f64>,
+    restart_s_parked: Vec<f64>,
     bytes_per_group_live: f64,
     bytes_per_group_parked: f64,
     /// (live − parked) / groups: what parking saves per group.
@@ -92,19 +106,29 @@ pub async fn run(common: &Common, target: &mut Target, opts: &Options) -> Result
     }
     let groups = opts.groups.max(1);
     let pid = |target: &Target| target.pid.context("a spawned server has a process id");
+    target.restart_on_same_data(room_for(groups))?;
     tokio::time::sleep(opts.pause).await;
     let rss_empty = rss_bytes(pid(target)?)?;
 
     let started = Instant::now();
-    fill(common, groups).await.context("fill")?;
+    fill(target.addr, &common.run_id, groups)
+        .await
+        .context("fill")?;
     let fill_s = started.elapsed().as_secs_f64();
     eprintln!("filled {groups} groups in {fill_s:.1} s");
 
     let mut readings: [Vec<u64>; 2] = [Vec::new(), Vec::new()];
+    let mut restarts: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     let mut load_averages = Vec::new();
+    let last = group_id(&common.run_id, groups - 1);
     for round in 0..opts.rounds.max(1) {
         for (i, mode) in Mode::BOTH.into_iter().enumerate() {
-            target.restart_on_same_data(mode.flags())?;
+            let restarted = Instant::now();
+            target.restart_on_same_data(mode.flags(groups))?;
+            answering(target.addr, &last).await?;
+            let restart_s = restarted.elapsed().as_secs_f64();
+            eprintln!("round {round} {:<6} restart {restart_s:.2} s", mode.name());
+            restarts[i].push(restart_s);
             tokio::time::sleep(opts.pause).await;
             let rss = rss_bytes(pid(target)?)?;
             load_averages.push(load_average()?);
@@ -113,6 +137,7 @@ pub async fn run(common: &Common, target: &mut Target, opts: &Options) -> Result
         }
     }
     let [rss_live, rss_parked] = readings;
+    let [restart_s_live, restart_s_parked] = restarts;
     let per_group = |readings: &[u64]| {
         let values = readings.iter().map(|&r| r as f64).collect();
         (median(values) - rss_empty as f64) / groups as f64
@@ -127,6 +152,8 @@ pub async fn run(common: &Common, target: &mut Target, opts: &Options) -> Result
         rss_empty,
         rss_live,
         rss_parked,
+        restart_s_live,
+        restart_s_parked,
         bytes_per_group_live: live,
         bytes_per_group_parked: parked,
         bytes_saved_per_group: live - parked,
@@ -135,14 +162,18 @@ pub async fn run(common: &Common, target: &mut Target, opts: &Options) -> Result
     Ok(Report::new(text(&figures), &figures))
 }
 
+fn group_id(run_id: &str, i: usize) -> String {
+    format!("{run_id}-parked-{i}")
+}
+
 /// Makes `groups` groups, one simple commit each, over a few connections with several commits
 /// in flight on each.
-async fn fill(common: &Common, groups: usize) -> Result<()> {
-    let conns = connect_many(common.addr, FILL_CONNECTIONS, CLIENT_ID).await?;
+async fn fill(addr: SocketAddr, run_id: &str, groups: usize) -> Result<()> {
+    let conns = connect_many(addr, FILL_CONNECTIONS, CLIENT_ID).await?;
     stream::iter(0..groups)
         .map(|i| {
             let conn = conns[i % conns.len()].clone();
-            let group_id = format!("{}-parked-{i}", common.run_id);
+            let group_id = group_id(run_id, i);
             async move {
                 let answer = conn
                     .call(simple_commit(&group_id, FILL_TOPIC, 1, 1))
@@ -156,6 +187,29 @@ async fn fill(common: &Common, groups: usize) -> Result<()> {
         .buffer_unordered(FILL_CONNECTIONS * FILL_IN_FLIGHT)
         .try_collect::<()>()
         .await
+}
+
+/// Returns once the server at `addr` answers `group_id`'s offset (the one the fill committed):
+/// the supervisor handles requests only once it has registered every group loaded.
+async fn answering(addr: SocketAddr, group_id: &str) -> Result<()> {
+    let conn = Conn::connect(addr, CLIENT_ID).await?;
+    let answer = conn
+        .call(OffsetFetchRequest {
+            group_id: group_id.to_owned(),
+            topics: None,
+        })
+        .await?;
+    match answer {
+        Response::OffsetFetch(r)
+            if r.topics
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .any(|p| p.offset == 1) =>
+        {
+            Ok(())
+        }
+        other => bail!("{group_id}'s offset not loaded: {other:?}"),
+    }
 }
 
 fn text(f: &Figures) -> String {
@@ -172,6 +226,7 @@ fn text(f: &Figures) -> String {
          \x20 live            RSS {live_kib:?} KiB   per group {live:.0} B\n\
          \x20 parked          RSS {parked_kib:?} KiB   per group {parked:.0} B\n\
          \x20 saved per group {saved:.0} B\n\
+         \x20 restart (kill → last group answered): live {restart_live:?} s, parked {restart_parked:?} s\n\
          \x20 load average {lowest:.2}..{highest:.2}\n",
         groups = f.groups,
         rounds = f.rounds,
@@ -181,5 +236,7 @@ fn text(f: &Figures) -> String {
         live = f.bytes_per_group_live,
         parked = f.bytes_per_group_parked,
         saved = f.bytes_saved_per_group,
+        restart_live = f.restart_s_live,
+        restart_parked = f.restart_s_parked,
     )
 }

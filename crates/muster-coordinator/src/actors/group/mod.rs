@@ -32,7 +32,7 @@ mod park;
 mod writes;
 
 pub(crate) use self::insight::summarize;
-pub(crate) use self::park::{Park, Parked};
+pub(crate) use self::park::{Handover, ParkOffer, Parked, TakeEngine};
 
 use self::writes::Waiter;
 
@@ -67,7 +67,9 @@ pub(crate) struct SupervisorLink {
     pub arm_timer: Recipient<ArmTimer>,
     pub status_changed: Recipient<StatusChanged>,
     pub forget: Recipient<Forget>,
-    pub park: Recipient<Park>,
+    pub park: Recipient<ParkOffer>,
+    /// Where a parked group's forwarder re-routes what still reaches it (`park.rs`).
+    pub reroute: Recipient<super::messages::Route>,
 }
 
 /// The actor hosting one group.
@@ -103,6 +105,12 @@ pub struct GroupActor {
     /// Futures spawned on the actor's context and not yet done (writes, assignment jobs): a
     /// group parks only with none, as their outcome comes back to it.
     jobs: u32,
+    /// A [`ParkOffer`] is with the supervisor, not answered yet (`park.rs`).
+    offered: bool,
+    /// The engine went to the supervisor (parked): `group` is an empty stand-in, and the
+    /// actor only forwards what sessions that cached its inbox still send (`park.rs`). The
+    /// supervisor sends it nothing any more, so only GroupCall and GroupBatch reach it.
+    forwarding: bool,
 }
 
 /// The group's share of the insight gauges (groups stuck, groups with unowned partitions,
@@ -139,6 +147,8 @@ impl GroupActor {
             insight: InsightShown::default(),
             quiet_since,
             jobs: 0,
+            offered: false,
+            forwarding: false,
         }
     }
 
@@ -367,6 +377,9 @@ impl Handler<GroupCall> for GroupActor {
     type Result = ();
 
     fn handle(&mut self, call: GroupCall, ctx: &mut Self::Context) {
+        if self.forwarding {
+            return self.forward(call);
+        }
         self.handle_call(call, ctx);
         self.settle(ctx);
     }
@@ -379,6 +392,9 @@ impl Handler<GroupBatch> for GroupActor {
     /// message to the connection's writer; every other request goes through
     /// [`GroupActor::handle_call`] one by one, in order.
     fn handle(&mut self, mut batch: GroupBatch, ctx: &mut Self::Context) {
+        if self.forwarding {
+            return self.forward_batch(batch);
+        }
         let now = self.env.clock.now();
         self.quiet_since = now;
         // Asked once per batch: a batch is handled in one go, at one instant.
@@ -439,7 +455,11 @@ impl Handler<Tick> for GroupActor {
     fn handle(&mut self, _: Tick, ctx: &mut Self::Context) {
         // The supervisor consumed our entry; the tick hands back the full next deadline.
         self.armed = None;
-        if self.reloading || self.relinquished || !self.env.placement.serving(self.shard) {
+        if self.forwarding
+            || self.reloading
+            || self.relinquished
+            || !self.env.placement.serving(self.shard)
+        {
             // The reload arms anew; a relinquished group has nothing left to time; and a node
             // past its lease deadline expires no session (another node may hold the group now:
             // its rebalance here would be a phantom, refused by etcd anyway).
@@ -485,6 +505,10 @@ impl Handler<Delete> for GroupActor {
     type Result = ResponseFuture<ErrorCode>;
 
     fn handle(&mut self, _: Delete, ctx: &mut Self::Context) -> Self::Result {
+        // A forwarder has no group to delete (the supervisor sends it nothing: retriable).
+        if self.forwarding {
+            return Box::pin(std::future::ready(ErrorCode::CoordinatorNotAvailable));
+        }
         if self.relinquished {
             return Box::pin(std::future::ready(ErrorCode::NotCoordinator));
         }
@@ -514,7 +538,7 @@ impl Handler<TopicsChanged> for GroupActor {
     type Result = ();
 
     fn handle(&mut self, msg: TopicsChanged, ctx: &mut Self::Context) {
-        if self.relinquished {
+        if self.relinquished || self.forwarding {
             return;
         }
         if self.reloading {

@@ -138,8 +138,10 @@ impl Supervisor {
                 let denied = admin_access::delete_group_denied(access, &group_id);
                 let refusal = self.admin_refusal(&group_id, denied);
                 // A deletion is a write in the group's order: a parked group gets its actor.
+                // Sent now, not when the future is first polled: a group actor may give its
+                // engine up (park) once the supervisor has sent it everything it will.
                 let target = match (refusal, self.groups.key_of(&group_id)) {
-                    (None, Some(key)) => self.reach(key, ctx).map(|addr| (key, addr)),
+                    (None, Some(key)) => self.reach(key, ctx).map(|addr| (key, addr.send(Delete))),
                     _ => None,
                 };
                 async move {
@@ -148,11 +150,8 @@ impl Supervisor {
                     }
                     match target {
                         None => (group_id, None, ErrorCode::GroupIdNotFound),
-                        Some((key, addr)) => {
-                            let code = addr
-                                .send(Delete)
-                                .await
-                                .unwrap_or(ErrorCode::GroupIdNotFound);
+                        Some((key, deleted)) => {
+                            let code = deleted.await.unwrap_or(ErrorCode::GroupIdNotFound);
                             (group_id, Some(key), code)
                         }
                     }

@@ -144,6 +144,7 @@ impl Supervisor {
                     status_changed: ctx.address().recipient(),
                     forget: ctx.address().recipient(),
                     park: ctx.address().recipient(),
+                    reroute: ctx.address().recipient(),
                 },
             }),
         }

@@ -1,5 +1,5 @@
-//! Parked groups (`group/park.rs`): a group actor that parks hands its engine here and the
-//! registry keeps it as data; whatever needs an actor again — a request routed here, a
+//! Parked groups (`group/park.rs`): a group actor that offers to park is asked for its
+//! engine, and the registry keeps it as data; whatever needs an actor again — a request routed here, a
 //! deadline in the timer queue, a DeleteGroups, a catalog change — gets one started for it
 //! ([`Supervisor::reach`]). Queries are answered from the parked group where they are made
 //! (`Home::ask`).
@@ -9,7 +9,7 @@ use std::sync::Arc;
 use actix::prelude::*;
 
 use super::Supervisor;
-use crate::actors::group::{GroupActor, Park};
+use crate::actors::group::{GroupActor, Handover, ParkOffer, TakeEngine};
 use crate::actors::registry::Home;
 
 impl Supervisor {
@@ -75,11 +75,33 @@ fn dangling() -> Arc<Addr<GroupActor>> {
     Arc::new(Addr::new(tx))
 }
 
-impl Handler<Park> for Supervisor {
+impl Handler<ParkOffer> for Supervisor {
     type Result = ();
 
-    fn handle(&mut self, msg: Park, ctx: &mut Self::Context) {
-        let Park { key, parked, next } = msg;
+    fn handle(&mut self, ParkOffer { key }: ParkOffer, ctx: &mut Self::Context) {
+        let Some(addr) = self.groups.get(key).and_then(|e| e.home.live()).cloned() else {
+            return;
+        };
+        // `wait`: nothing else is handled (and so nothing else sent to the group) until the
+        // actor answers, so TakeEngine is the last message it gets from here if it gives its
+        // engine up; after that only sessions that cached its inbox reach it, and it forwards
+        // what they send back here, in order. A round trip to one actor per group parked.
+        ctx.wait(
+            addr.send(TakeEngine)
+                .into_actor(self)
+                .map(move |taken, act, ctx| {
+                    if let Ok(Some(handover)) = taken {
+                        act.keep_parked(key, handover, ctx);
+                    }
+                }),
+        );
+    }
+}
+
+impl Supervisor {
+    /// Keeps the engine handed over by group `key`'s actor as its parked group.
+    fn keep_parked(&mut self, key: u64, handover: Handover, ctx: &mut Context<Self>) {
+        let Handover { parked, next } = handover;
         let Some(entry) = self.groups.get_mut(key) else {
             // Forgotten meanwhile (its shard given away): nothing to keep.
             parked.forget();
@@ -114,7 +136,7 @@ mod tests {
 
     use super::*;
     use crate::access::Access;
-    use crate::actors::messages::{AdminCall, GroupCall, GroupLink, Route};
+    use crate::actors::messages::{AdminCall, GroupBatch, GroupCall, GroupLink, Route};
     use crate::actors::reply::{ticket, Recorded, ReplyTo};
     use crate::actors::{SingleNode, SupervisorOptions};
     use crate::clock::Clock;
@@ -296,8 +318,10 @@ mod tests {
             let link = link.expect("the group's inbox");
             assert!(link.connected());
             parked_within(&sup, 1).await;
-            // Its actor is gone: a session holding its inbox routes afresh.
-            until(|| !link.connected()).await;
+            // Its engine is gone; the inbox a session holds now reaches a forwarder, which
+            // stops once that inbox is dropped.
+            assert!(link.connected());
+            drop(link);
             // Described from the parked group, which stays parked.
             let described = admin(
                 &sup,
@@ -326,6 +350,112 @@ mod tests {
             assert_eq!(fetched_offset(&fetched), 43);
             // And it parks again once idle.
             parked_within(&sup, 1).await;
+        });
+    }
+
+    /// Sends requests `ids` through a session's cached `link`, without waiting: an
+    /// OffsetCommit (of offset `id`) for an odd id, an OffsetFetch for an even one; alternately
+    /// alone and in batches of three, as a session sends them. Returns their sink.
+    fn send_through(link: &GroupLink, ids: std::ops::Range<u32>) -> Arc<Recorded> {
+        let request = |id: u32| {
+            if id % 2 == 1 {
+                commit(i64::from(id))
+            } else {
+                fetch()
+            }
+        };
+        let sink = Arc::new(Recorded::default());
+        let mut ids = ids.peekable();
+        let mut alone = true;
+        while let Some(first) = ids.next() {
+            if alone {
+                link.call(GroupCall {
+                    request: request(first),
+                    reply: ReplyTo::new(sink.clone(), ticket(first)),
+                    client: client(),
+                });
+            } else {
+                let mut calls = vec![(request(first), ticket(first))];
+                while calls.len() < 3 {
+                    let Some(next) = ids.next() else { break };
+                    calls.push((request(next), ticket(next)));
+                }
+                link.batch(GroupBatch {
+                    replies: sink.clone(),
+                    client: client(),
+                    calls,
+                });
+            }
+            alone = !alone;
+        }
+        sink
+    }
+
+    /// Waits for `count` answers in `sink`: every one a success (none lost), and the
+    /// OffsetFetches — answered as they are handled, unlike commits, answered once durable —
+    /// answered in the order they were sent.
+    async fn all_answered_in_order(sink: &Recorded, count: usize) {
+        let answered = || {
+            sink.sends
+                .lock()
+                .expect("not poisoned")
+                .iter()
+                .flatten()
+                .count()
+        };
+        until(|| answered() >= count).await;
+        let sends = sink.sends.lock().expect("not poisoned");
+        let answers: Vec<_> = sends.iter().flatten().collect();
+        assert_eq!(answers.len(), count);
+        for answer in &answers {
+            assert_eq!(answer.response.error_code(), 0, "{:?}", answer.response);
+        }
+        let fetches: Vec<u32> = answers
+            .iter()
+            .filter(|a| matches!(a.response, Response::OffsetFetch(_)))
+            .map(|a| a.ticket.correlation_id)
+            .collect();
+        assert!(
+            fetches.is_sorted(),
+            "fetches answered out of order: {fetches:?}"
+        );
+    }
+
+    #[test]
+    fn requests_reaching_a_parked_groups_old_inbox_are_forwarded_in_order() {
+        System::new().block_on(async {
+            let sup = start(config(), StoredState::default());
+            let (committed, link) = route(&sup, commit(0)).await;
+            assert_eq!(committed.error_code(), 0, "{committed:?}");
+            let link = link.expect("the group's inbox");
+            parked_within(&sup, 1).await;
+            // A session that cached the inbox sends on: nothing is lost or reordered, and
+            // the group wakes for the commits.
+            let sink = send_through(&link, 1..41);
+            all_answered_in_order(&sink, 40).await;
+            let (fetched, _) = route(&sup, fetch()).await;
+            assert!(fetched_offset(&fetched) > 0, "{fetched:?}");
+        });
+    }
+
+    #[test]
+    fn requests_racing_a_park_are_all_answered_in_order() {
+        System::new().block_on(async {
+            let sup = start(config(), StoredState::default());
+            let (_, link) = route(&sup, commit(0)).await;
+            let link = link.expect("the group's inbox");
+            // Bursts spaced around `park_after_ms`, so that some reach the actor as it offers
+            // to park, hands its engine over, or forwards: each answered as a live group's.
+            let mut next = 1;
+            let mut sinks = Vec::new();
+            for gap in [PARK_AFTER - 4, PARK_AFTER, PARK_AFTER + 4].repeat(4) {
+                actix::clock::sleep(Duration::from_millis(gap)).await;
+                sinks.push(send_through(&link, next..next + 6));
+                next += 6;
+            }
+            for sink in &sinks {
+                all_answered_in_order(sink, 6).await;
+            }
         });
     }
 
