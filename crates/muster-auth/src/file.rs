@@ -10,6 +10,7 @@
 //! max_groups = 100            # optional quotas, absent = unlimited
 //! max_members = 1000
 //! max_requests_per_s = 5000
+//! max_connections = 50        # client connections open at once, over all of its clients
 //!
 //! [[acls]]
 //! principal = "orders-service"   # a principal's name, or "*" for every authenticated principal
@@ -48,6 +49,8 @@ pub struct PrincipalSpec {
     pub max_groups: Option<u32>,
     pub max_members: Option<u32>,
     pub max_requests_per_s: Option<u32>,
+    /// Client connections the principal may have open at once (after Hello).
+    pub max_connections: Option<u32>,
 }
 
 /// Whom an ACL applies to.
@@ -122,6 +125,7 @@ struct RawPrincipal {
     max_groups: Option<Spanned<i64>>,
     max_members: Option<Spanned<i64>>,
     max_requests_per_s: Option<Spanned<i64>>,
+    max_connections: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -256,6 +260,8 @@ fn principal(at: &Locator<'_>, raw: RawPrincipal) -> Result<PrincipalSpec, AuthF
         max_members: quota(raw.max_members, "max_members", 0)?,
         // Zero would stop the principal's connections from being read at all.
         max_requests_per_s: quota(raw.max_requests_per_s, "max_requests_per_s", 1)?,
+        // Zero would refuse every connection: leave the principal out of the file instead.
+        max_connections: quota(raw.max_connections, "max_connections", 1)?,
     })
 }
 

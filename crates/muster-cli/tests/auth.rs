@@ -110,6 +110,7 @@ token_sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
 max_groups = 100
 max_members = 1000
 max_requests_per_s = 5000
+max_connections = 50
 
 [[principals]]
 name = "ops"
@@ -158,11 +159,18 @@ fn check_summarises_a_valid_file() {
         })
         .collect();
     assert!(
-        rows.contains(&vec!["orders-service", "token", "100", "1000", "5000"]),
+        rows.contains(&vec![
+            "orders-service",
+            "token",
+            "100",
+            "1000",
+            "5000",
+            "50"
+        ]),
         "{out}"
     );
     assert!(
-        rows.contains(&vec!["ops", "certificate", "-", "-", "-"]),
+        rows.contains(&vec!["ops", "certificate", "-", "-", "-", "-"]),
         "{out}"
     );
     // Implied operations are shown: group read implies describe.
@@ -190,6 +198,7 @@ fn check_summarises_a_valid_file() {
     assert_eq!(v["principals"][0]["name"], "orders-service");
     assert_eq!(v["principals"][0]["authentication"], "token");
     assert_eq!(v["principals"][0]["max_members"], 1000);
+    assert_eq!(v["principals"][0]["max_connections"], 50);
     assert_eq!(v["principals"][1]["authentication"], "certificate");
     assert_eq!(v["principals"][1]["max_groups"], Value::Null);
     assert_eq!(

@@ -10,6 +10,7 @@ token_sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
 max_groups = 100            # optional quotas, absent = unlimited
 max_members = 1000
 max_requests_per_s = 5000
+max_connections = 50        # client connections open at once, over all of its clients
 
 [[acls]]
 principal = "orders-service"   # a principal's name, or "*" for every authenticated principal
@@ -33,8 +34,13 @@ fn the_documented_example_parses() {
     assert_eq!(p.name, "orders-service");
     assert_eq!(p.token, TokenHash::from_hex(TEST_HASH));
     assert_eq!(
-        (p.max_groups, p.max_members, p.max_requests_per_s),
-        (Some(100), Some(1000), Some(5000))
+        (
+            p.max_groups,
+            p.max_members,
+            p.max_requests_per_s,
+            p.max_connections
+        ),
+        (Some(100), Some(1000), Some(5000), Some(50))
     );
     assert_eq!(
         file.principal_for_token("test").map(|p| p.name.as_str()),
@@ -88,6 +94,7 @@ fn errors_name_the_line_and_the_reason() {
         ("[[principals]]\nname = \"a\"\ntoken_sha256 = \"abc\"\n", 3, "64 hex digits"),
         ("[[principals]]\nname = \"a\"\nmax_members = -1\n", 3, "max_members"),
         ("[[principals]]\nname = \"a\"\nmax_requests_per_s = 0\n", 3, "max_requests_per_s"),
+        ("[[principals]]\nname = \"a\"\nmax_connections = 0\n", 3, "max_connections"),
         (
             "[[acls]]\nprincipal = \"ghost\"\nresource = \"group\"\npattern = \"*\"\noperations = [\"read\"]\n",
             2,

@@ -119,7 +119,7 @@ fn strip_one_newline(text: &str) -> &str {
 }
 
 /// `auth check`: `{"path", "principals": [{"name", "authentication", "max_groups",
-/// "max_members", "max_requests_per_s", "acls": [{"resource", "pattern", "operations"}]}],
+/// "max_members", "max_requests_per_s", "max_connections", "acls": [{"resource", "pattern", "operations"}]}],
 /// "acls_for_everyone": [...]}`. Operations include the implied ones.
 #[derive(Debug, Serialize)]
 pub struct CheckedFile {
@@ -137,6 +137,7 @@ pub struct PrincipalSummary {
     pub max_groups: Option<u32>,
     pub max_members: Option<u32>,
     pub max_requests_per_s: Option<u32>,
+    pub max_connections: Option<u32>,
     /// Its own ACLs, in file order.
     pub acls: Vec<AclSummary>,
 }
@@ -170,6 +171,7 @@ impl PrincipalSummary {
             max_groups: spec.max_groups,
             max_members: spec.max_members,
             max_requests_per_s: spec.max_requests_per_s,
+            max_connections: spec.max_connections,
             acls: file
                 .acls
                 .iter()
@@ -202,6 +204,7 @@ impl Report for CheckedFile {
                     "MAX_GROUPS",
                     "MAX_MEMBERS",
                     "MAX_REQUESTS_PER_S",
+                    "MAX_CONNECTIONS",
                 ],
                 self.principals.iter().map(|p| {
                     [
@@ -210,6 +213,7 @@ impl Report for CheckedFile {
                         limit(p.max_groups),
                         limit(p.max_members),
                         limit(p.max_requests_per_s),
+                        limit(p.max_connections),
                     ]
                 }),
             ));

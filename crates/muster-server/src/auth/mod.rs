@@ -10,6 +10,7 @@
 //! the session (`session/mod.rs`), topics of offset requests in the engine, admin requests in
 //! the supervisor, all through [`muster_coordinator::access::Access`].
 
+mod connections;
 mod failures;
 mod rules;
 
@@ -24,6 +25,7 @@ use muster_auth::{AuthFile, AuthFileError};
 use muster_coordinator::access::Access;
 use muster_coordinator::quota::Quotas;
 
+pub use self::connections::{ConnectionCap, ConnectionSlot};
 pub use self::failures::Failures;
 pub use self::rules::{Identity, RequestRate, Rules};
 
@@ -180,9 +182,9 @@ impl Auth {
             None => current.clone(),
             Some(principal) => {
                 let rules = self.rules();
-                rules.by_name(principal.name()).unwrap_or_else(|| {
-                    Identity::revoked(principal.name(), &self.quotas, current.rate.clone())
-                })
+                rules
+                    .by_name(principal.name())
+                    .unwrap_or_else(|| Identity::revoked(principal.name(), &self.quotas, current))
             }
         }
     }

@@ -13,6 +13,7 @@ use muster_auth::{find_token, AuthFile, TokenHash};
 use muster_coordinator::access::{Access, Principal};
 use muster_coordinator::quota::Quotas;
 
+use super::connections::ConnectionCap;
 use super::Loaded;
 
 /// A principal as a session holds it.
@@ -21,6 +22,8 @@ pub struct Identity {
     pub access: Access,
     /// `max_requests_per_s`, shared by all of the principal's connections.
     pub rate: Option<Arc<RequestRate>>,
+    /// Its open connections and `max_connections` (`None`: no auth file, nobody counted).
+    pub connections: Option<Arc<ConnectionCap>>,
 }
 
 impl Identity {
@@ -31,18 +34,15 @@ impl Identity {
 
     /// A principal the auth file no longer declares: no grants, its quota and its request-rate
     /// limiter kept (cut off, it must not be free to flood the server with denied requests).
-    pub(super) fn revoked(
-        name: &Arc<str>,
-        quotas: &Quotas,
-        rate: Option<Arc<RequestRate>>,
-    ) -> Self {
+    pub(super) fn revoked(name: &Arc<str>, quotas: &Quotas, was: &Identity) -> Self {
         Identity {
             access: Access::principal(Arc::new(Principal::new(
                 Arc::clone(name),
                 Vec::new(),
                 quotas.get(name),
             ))),
-            rate,
+            rate: was.rate.clone(),
+            connections: was.connections.clone(),
         }
     }
 }
@@ -116,10 +116,17 @@ impl Rules {
                     .filter(|old| old.per_second == n.get())
                     .unwrap_or_else(|| Arc::new(RequestRate::new(n)))
             });
+            // Carried over whatever its limit, so that a reload keeps counting the open ones.
+            let connections = previous
+                .and_then(|p| p.principals.get(&name))
+                .and_then(|old| old.connections.clone())
+                .inspect(|cap| cap.set_max(spec.max_connections))
+                .unwrap_or_else(|| Arc::new(ConnectionCap::new(spec.max_connections)));
             let principal = Principal::new(Arc::clone(&name), file.grants_for(&spec.name), quota);
             let identity = Identity {
                 access: Access::principal(Arc::new(principal)),
                 rate,
+                connections: Some(connections),
             };
             if let Some(token) = spec.token {
                 rules.tokens.push(token);

@@ -78,6 +78,24 @@ impl Session {
                 return self.close_with(ToWriter::One(ticket.answer(response)), ctx);
             }
         };
+        if let Some(cap) = &identity.connections {
+            let held = self.principal_slot.take().filter(|slot| slot.is_for(cap));
+            match held.or_else(|| cap.try_open()) {
+                Some(slot) => self.principal_slot = Some(slot),
+                None => {
+                    counter!("muster_connections_rejected_total", "reason" => "principal_max_connections")
+                        .increment(1);
+                    warn!(
+                        parent: &self.span,
+                        principal = %identity.access.name(),
+                        max_connections = cap.max().unwrap_or(u32::MAX),
+                        "connection refused: the principal is at its max_connections"
+                    );
+                    let response = self.hello_answer(ErrorCode::TooManyConnections);
+                    return self.close_with(ToWriter::One(ticket.answer(response)), ctx);
+                }
+            }
+        }
         self.greeted = true;
         self.span.record(
             "client_id",

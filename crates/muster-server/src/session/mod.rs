@@ -200,6 +200,8 @@ pub struct Session {
     certificate_name: Option<String>,
     /// The principal and the auth-file epoch it was looked up at.
     auth: SessionAuth,
+    /// This connection's place in its principal's `max_connections` (from a successful Hello).
+    principal_slot: Option<crate::auth::ConnectionSlot>,
     greeted: bool,
     /// The writer's channel; also the connection's reply sink for the coordinator.
     out: Arc<Outbox>,
@@ -256,6 +258,7 @@ impl Session {
             peer,
             certificate_name,
             auth: SessionAuth::open(),
+            principal_slot: None,
             greeted: false,
             out,
             permits,
