@@ -93,7 +93,7 @@ error_codes! {
     112 => UnsupportedAssignor, "UNSUPPORTED_ASSIGNOR", "the server has no assignor of that name (uniform, range)";
     113 => StaleMemberEpoch, "STALE_MEMBER_EPOCH", "the member's epoch is older than the group's for it";
     200 => IllegalState, "ILLEGAL_STATE", "the server expected Hello first";
-    201 => TooManyConnections, "TOO_MANY_CONNECTIONS", "the server is at its connection limit; try again";
+    201 => TooManyConnections, "TOO_MANY_CONNECTIONS", "the server, or the principal, is at its connection limit; try again";
     202 => QuotaExceeded, "QUOTA_EXCEEDED", "the principal is at its max_groups or max_members quota";
     203 => ResourceLimitReached, "RESOURCE_LIMIT_REACHED", "a server-wide capacity limit is reached; try again later";
     204 => RequestLimitExceeded, "REQUEST_LIMIT_EXCEEDED", "a field of the request is over a server limit";
