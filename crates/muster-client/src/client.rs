@@ -292,11 +292,32 @@ impl Client {
         &self,
         group_id: &str,
     ) -> Result<(Node, Connection), ClientError> {
+        self.find_coordinator_avoiding(group_id, None).await
+    }
+
+    /// As [`Client::find_coordinator`], asking the node at `lost` (the coordinator that just
+    /// went silent or away) last: a stopped node's socket accepts and then says nothing, and
+    /// asking it first would spend a whole lookup timeout of the member's session.
+    pub(crate) async fn find_coordinator_avoiding(
+        &self,
+        group_id: &str,
+        lost: Option<&str>,
+    ) -> Result<(Node, Connection), ClientError> {
         let request = FindCoordinatorRequest {
             key: group_id.to_owned(),
         };
         let mut last = None;
-        for (index, addr) in self.bootstrap_order() {
+        let is_lost = |addr: &str| {
+            lost.is_some_and(|lost| {
+                addr == lost
+                    || lock(&self.inner.nodes)
+                        .get(addr)
+                        .is_some_and(|open| same_socket(lost, open))
+            })
+        };
+        let (healthy, suspect): (Vec<_>, Vec<_>) =
+            self.bootstrap_order().partition(|(_, addr)| !is_lost(addr));
+        for (index, addr) in healthy.into_iter().chain(suspect) {
             let asked = match self.connection_to(addr).await {
                 Ok(connection) => connection,
                 Err(err) if err.is_transport() => {

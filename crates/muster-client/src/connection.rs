@@ -253,8 +253,13 @@ impl Connection {
         request: impl Into<Request>,
         timeout: Duration,
     ) -> Result<Response, ClientError> {
-        self.send_within(request.into(), timeout, Reconnect::UntilDeadline)
-            .await
+        self.send_within(
+            request.into(),
+            timeout,
+            Reconnect::UntilDeadline,
+            SILENT_SOCKET,
+        )
+        .await
     }
 
     /// As [`Connection::send_timeout`], but a broken link gets one reconnect attempt, without
@@ -265,7 +270,21 @@ impl Connection {
         request: impl Into<Request>,
         timeout: Duration,
     ) -> Result<Response, ClientError> {
-        self.send_within(request.into(), timeout, Reconnect::Once)
+        self.send_within(request.into(), timeout, Reconnect::Once, SILENT_SOCKET)
+            .await
+    }
+
+    /// As [`Connection::send_once`], for a request the server answers at once whatever the
+    /// group's state (a Heartbeat): waiting the whole `timeout` with not one frame arriving on
+    /// the socket retires it however short `timeout` is, so that a member behind a cut-off
+    /// coordinator notices within a bound derived from its session timeout (issue #24), not
+    /// [`SILENT_SOCKET`].
+    pub(crate) async fn send_once_expecting_an_answer(
+        &self,
+        request: impl Into<Request>,
+        timeout: Duration,
+    ) -> Result<Response, ClientError> {
+        self.send_within(request.into(), timeout, Reconnect::Once, timeout)
             .await
     }
 
@@ -274,6 +293,7 @@ impl Connection {
         request: Request,
         timeout: Duration,
         reconnect: Reconnect,
+        silent_for: Duration,
     ) -> Result<Response, ClientError> {
         let name = request.name();
         let deadline = Instant::now() + timeout;
@@ -295,7 +315,7 @@ impl Connection {
             Ok(result) => result,
             Err(_) => {
                 let silent = link.shared.received.load(Ordering::Relaxed) == heard_before;
-                if silent && timeout >= SILENT_SOCKET {
+                if silent && timeout >= silent_for {
                     // Not a word from the server on this socket for a long wait: it is likely
                     // dead without the OS knowing (a cut network leaves a TCP connection
                     // "open" for many minutes, and a member on it would never rejoin). Close

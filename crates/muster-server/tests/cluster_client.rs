@@ -105,3 +105,103 @@ async fn a_library_member_follows_its_group_through_a_sigkill_without_rebalancin
     member.close().await?;
     Ok(())
 }
+
+/// Issue #24: a member whose coordinator stops answering (SIGSTOP: its sockets stay open and
+/// silent, as behind a network cut) notices within a bound derived from its 6 s session — not
+/// the client's 10 s silent-socket rule — finds the group's new coordinator and carries on
+/// without a rebalance, 10 cuts out of 10. The stopped node is resumed after each cut (it finds
+/// its shards taken and steps down; the group may move again, and the member follows).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_behind_a_silent_coordinator_moves_on_without_a_rebalance() -> Result<()> {
+    if std::env::var_os("MUSTER_TEST_CLIENT_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("muster_client=debug")
+            .with_test_writer()
+            .try_init();
+    }
+    let etcd = EtcdCluster::single()?;
+    let endpoints = etcd.endpoints().join(",");
+    let nodes: Vec<Node> = (1..=3)
+        .map(|i| Node::start(&endpoints, &format!("s{i}"), TTL_S))
+        .collect::<Result<_>>()?;
+    let first = nodes[0].addr;
+    tokio::task::spawn_blocking(move || wait_settled(first, 3, Duration::from_secs(15))).await??;
+    let bootstrap: Vec<String> = nodes.iter().map(|n| n.addr.to_string()).collect();
+    let config = ClientConfig::new(bootstrap).configure(|c| {
+        c.client_id("silent")
+            .request_timeout(Duration::from_secs(5))
+            .backoff(Backoff::fixed_exponential(
+                Duration::from_millis(50),
+                Duration::from_millis(250),
+            ))
+    });
+    let client = Client::connect(config).await?;
+    Admin::new(client.clone()).create_topic(TOPIC, 2).await?;
+    let member_config = MemberConfig::new("silent-group", [TOPIC])
+        .session_timeout(Duration::from_secs(6))
+        .assignor_names(["range"])?;
+    let (member, mut events) = member_config.start(client.clone())?;
+    let stable = member
+        .wait_for_state(Duration::from_secs(20), |s| s.phase == Phase::Stable)
+        .await?;
+    let identity = (stable.member_id.clone(), stable.generation_id);
+    // The first assignment's event, then nothing more is expected.
+    let first_assignment = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(event) = events.recv().await {
+            if matches!(event, Event::Assigned(_)) {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert!(matches!(first_assignment, Ok(true)), "the first assignment");
+
+    for cut in 0..10 {
+        let coordinator = member.coordinator().context("a coordinator")?;
+        let victim = nodes
+            .iter()
+            .find(|n| n.id == coordinator.node_id)
+            .context("the coordinator is one of ours")?;
+        victim.signal("-STOP");
+        let moved = tokio::time::timeout(Duration::from_secs(TTL_S + 12), async {
+            loop {
+                if let Some(now) = member.coordinator() {
+                    if now.node_id != coordinator.node_id
+                        && member
+                            .commit_offsets([(TopicPartition::new(TOPIC, 0), cut)])
+                            .await
+                            .is_ok()
+                    {
+                        return;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+        victim.signal("-CONT");
+        moved.with_context(|| format!("cut {cut}: the member did not reach a new coordinator"))?;
+        let now = member.state();
+        assert_eq!(
+            (now.member_id.clone(), now.generation_id, now.phase),
+            (identity.0.clone(), identity.1, Phase::Stable),
+            "cut {cut}: same member, same generation"
+        );
+        let mut seen = Vec::new();
+        while let Some(event) = events.try_recv() {
+            seen.push(event);
+        }
+        assert!(
+            !seen
+                .iter()
+                .any(|e| matches!(e, Event::Assigned(_) | Event::Revoked(_) | Event::Lost(_))),
+            "cut {cut}: no rebalance: {seen:?}"
+        );
+        // The resumed node is back in the cluster before the next cut.
+        tokio::task::spawn_blocking(move || wait_settled(first, 3, Duration::from_secs(20)))
+            .await??;
+    }
+    member.close().await?;
+    Ok(())
+}

@@ -10,6 +10,7 @@
 //! an interval, and the member goes on in its generation.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use muster_protocol::{ErrorCode, HeartbeatRequest, Response};
 use tokio::sync::{mpsc, watch};
@@ -21,6 +22,18 @@ use super::{MemberConfig, MemberState, Phase, Signal};
 use crate::client::coordinator_lost;
 use crate::error::ErrorCodeExt;
 
+/// How long a heartbeat waits for its answer: half the session timeout, at least one
+/// heartbeat interval, at most the request timeout. A coordinator answers a heartbeat at once,
+/// so a socket silent that long is taken for dead and closed (`send_once_expecting_an_answer`)
+/// and the coordinator found again: a member behind a cut-off node notices within an interval
+/// plus this bound (5 s with a 6 s session), and the other half of its session is left to
+/// reach the group's new coordinator before the session expires there.
+pub(super) fn silence_limit(config: &MemberConfig, request_timeout: Duration) -> Duration {
+    (config.session_timeout / 2)
+        .max(config.effective_heartbeat_interval())
+        .min(request_timeout)
+}
+
 pub(super) async fn run(
     mut route: RouteView,
     config: Arc<MemberConfig>,
@@ -28,10 +41,7 @@ pub(super) async fn run(
     signals: mpsc::UnboundedSender<Signal>,
 ) {
     let interval = config.effective_heartbeat_interval();
-    // A heartbeat answer later than the session timeout is useless.
-    let timeout = config
-        .session_timeout
-        .min(route.connection().config().request_timeout);
+    let timeout = silence_limit(&config, route.connection().config().request_timeout);
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
     ticker.tick().await; // The first tick is immediate; the first heartbeat waits an interval.
@@ -59,7 +69,10 @@ pub(super) async fn run(
             member_id: member_id.clone(),
             group_instance_id: config.group_instance_id.clone(),
         };
-        let result = route.connection().send_once(request, timeout).await;
+        let result = route
+            .connection()
+            .send_once_expecting_an_answer(request, timeout)
+            .await;
         if coordinator_lost(&result) {
             debug!(group_id = %config.group_id, generation, "heartbeat: coordinator lost; finding it again");
             match route.refind().await {
@@ -103,5 +116,27 @@ pub(super) async fn run(
                 warn!(group_id = %config.group_id, code, "heartbeat refused");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Half the session, at least one heartbeat interval, at most the request timeout.
+    #[test]
+    fn the_silence_limit_follows_the_session_timeout() {
+        let limit = |session_s: u64, interval_ms: Option<u64>, request_s: u64| {
+            let mut config =
+                MemberConfig::new("g", ["t"]).session_timeout(Duration::from_secs(session_s));
+            if let Some(ms) = interval_ms {
+                config = config.heartbeat_interval(Duration::from_millis(ms));
+            }
+            silence_limit(&config, Duration::from_secs(request_s))
+        };
+        assert_eq!(limit(6, None, 30), Duration::from_secs(3));
+        assert_eq!(limit(10, None, 30), Duration::from_secs(5));
+        assert_eq!(limit(6, Some(4_000), 30), Duration::from_secs(4));
+        assert_eq!(limit(45, None, 5), Duration::from_secs(5));
     }
 }

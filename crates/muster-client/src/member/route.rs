@@ -106,7 +106,12 @@ impl Route {
             if attempt > 0 {
                 tokio::time::sleep(self.backoff.next_delay(attempt - 1)).await;
             }
-            match self.client.find_coordinator(&self.group_id).await {
+            let lost = self.node().map(|node| node.address());
+            match self
+                .client
+                .find_coordinator_avoiding(&self.group_id, lost.as_deref())
+                .await
+            {
                 Ok((node, connection)) => {
                     let previous = self.node();
                     if previous.as_ref() != Some(&node) {
