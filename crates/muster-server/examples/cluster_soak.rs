@@ -16,7 +16,7 @@ mod cluster_support;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,7 +40,7 @@ fn main() -> Result<()> {
     let mut members: Vec<Member> = (0..SHARDS)
         .map(|s| Member::start(nodes[0].addr, &group_in_shard(s), 1))
         .collect::<Result<_>>()?;
-    let (node_ends, owner_moves) = watch_moves(etcd.endpoints())?;
+    let (node_ends, owner_moves, watch_failed) = watch_moves(etcd.endpoints())?;
     let started = Instant::now();
     let mut refused = 0usize;
     let mut beats = 0usize;
@@ -64,9 +64,12 @@ fn main() -> Result<()> {
         }
         std::thread::sleep(Duration::from_secs(1).saturating_sub(round.elapsed()));
     }
+    // Read before etcd stops (when `etcd` is dropped, the watch fails, after the soak).
+    let watched_throughout = !watch_failed.load(Ordering::Relaxed);
     println!(
         "lease TTL {ttl} s, {secs} s soak: {} node leases ended, {} owner key changes, \
-         {refused} of {beats} heartbeats not answered NONE",
+         {refused} of {beats} heartbeats not answered NONE; watch intact throughout: \
+         {watched_throughout}",
         node_ends.load(Ordering::Relaxed),
         owner_moves.load(Ordering::Relaxed),
     );
@@ -74,11 +77,15 @@ fn main() -> Result<()> {
 }
 
 /// Counts, from now on, node keys deleted (a lease ended) and owner keys written or deleted
-/// (a shard moved), from a watch on a thread of its own.
-fn watch_moves(endpoints: Vec<String>) -> Result<(Arc<AtomicUsize>, Arc<AtomicUsize>)> {
+/// (a shard moved), from a watch on a thread of its own; the flag says the watch failed (its
+/// counts stopped there).
+type Counts = (Arc<AtomicUsize>, Arc<AtomicUsize>, Arc<AtomicBool>);
+fn watch_moves(endpoints: Vec<String>) -> Result<Counts> {
     let ends = Arc::new(AtomicUsize::new(0));
     let moves = Arc::new(AtomicUsize::new(0));
+    let failed = Arc::new(AtomicBool::new(false));
     let (ends_seen, moves_seen) = (Arc::clone(&ends), Arc::clone(&moves));
+    let failed_seen = Arc::clone(&failed);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -109,12 +116,12 @@ fn watch_moves(endpoints: Vec<String>) -> Result<(Arc<AtomicUsize>, Arc<AtomicUs
             }
         });
         if let Err(e) = watched {
-            // The counts stop here: the soak's figures are then not to be trusted.
-            eprintln!("SOAK WATCH FAILED, COUNTS INCOMPLETE: {e}");
+            failed_seen.store(true, Ordering::Relaxed);
+            eprintln!("{}: soak watch failed: {e}", unix_now());
         }
     });
     ready_rx.recv_timeout(Duration::from_secs(10))?;
-    Ok((ends, moves))
+    Ok((ends, moves, failed))
 }
 
 /// Seconds since the Unix epoch, for log lines to match with the nodes' (UTC) logs.
