@@ -63,6 +63,14 @@ run join-one-10x900 join-one --members 10 --partitions 900 --protocol both --rep
 # or etcd on PATH).
 run one-join-1000 one-join --members 1000 --repeats 5 --compare --rounds 3
 run one-join-10000 one-join --members 10000 --repeats 3 --compare --rounds 2
+# Issue #23 target 5: failover, 10 SIGKILLs at lease TTL 5 s with each one's timeline (the
+# example's text, not JSON). The 10-minute false-failover soak is not run here:
+# target/release/examples/cluster_soak 600 5.
+if [ -z "${ONLY:-}" ] || [[ failover =~ $ONLY ]]; then
+    cargo build --release -p muster-server --example cluster_failover
+    echo "== failover ($(uptime | sed 's/.*load average/load average/'))"
+    MUSTERD="$RELEASE/musterd" "$RELEASE/examples/cluster_failover" 10 5 >"$OUT/failover.txt"
+fi
 # One run: its figures are per attack, not medians. Each attack meets a fresh server; a
 # watchdog kills the server at 4 GiB RSS.
 runs 1 hostile hostile --groups 50 --members 4 --phase 5 --fresh-server

@@ -65,6 +65,11 @@ fn three_nodes_share_the_groups_and_survive_a_sigkill_without_rebalancing() -> R
         moved.len(),
         killed_at.elapsed()
     );
+    // The survivors claimed the dead node's shards all at once each, and between them
+    // exactly all of them: 8 and 8.
+    let settled = wait_settled(survivors[0], 2, Duration::from_secs(5))?;
+    let counts: Vec<usize> = settled.nodes.iter().map(|n| n.shards.len()).collect();
+    assert_eq!(counts, vec![8, 8], "16 shards over 2 nodes: {settled:?}");
     // Every acknowledged offset is there; no group rebalanced.
     for (shard, m) in members.iter_mut().enumerate() {
         let coordinator = find(survivors[0], &m.group)

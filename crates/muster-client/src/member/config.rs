@@ -200,7 +200,8 @@ impl MemberConfig {
     }
 
     /// Delays between retries of a failed JoinGroup / SyncGroup, and between consecutive
-    /// lookups of the coordinator.
+    /// lookups of the coordinator (those capped at 250 ms: a failover ends at an instant the
+    /// client cannot know, and any wait past it adds to the member's failover time).
     pub fn retry_backoff(mut self, backoff: Backoff) -> Self {
         self.retry_backoff = backoff;
         self

@@ -12,8 +12,8 @@
 //! One lookup at a time: callers that met the same lost coordinator wait for the first one's
 //! lookup and then use its result (the *epoch* of the coordinator they failed on tells). The
 //! first lookup after requests were answered is immediate; the following ones back off (the
-//! member's `retry_backoff`) until the coordinator answers a request again, so that nodes
-//! disagreeing about an owner are not asked in a tight loop.
+//! member's `retry_backoff`, capped at 250 ms) until the coordinator answers a request again,
+//! so that nodes disagreeing about an owner are not asked in a tight loop.
 //!
 //! The heartbeat path stays as cheap as before: a [`RouteView`] keeps its own clone of the
 //! current connection and checks one atomic (the watch channel's version) per request.
@@ -24,6 +24,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use muster_protocol::{ErrorCode, Request, Response};
 use tokio::sync::watch;
@@ -58,6 +59,7 @@ pub(crate) struct Route {
 
 impl Route {
     pub(crate) fn new(client: Client, group_id: String, backoff: Backoff) -> Arc<Route> {
+        let backoff = lookup_backoff(backoff);
         let target = Target {
             epoch: 0,
             connection: client.primary().clone(),
@@ -237,10 +239,37 @@ fn describe(result: &Result<Response, ClientError>) -> String {
     }
 }
 
+/// The longest pause between two lookups of the coordinator.
+const LOOKUP_MAX: Duration = Duration::from_millis(250);
+
+/// The member's backoff as coordinator lookups use it: capped at [`LOOKUP_MAX`]. A failover
+/// ends at an instant the client cannot know (when etcd expires the dead node's lease, up to
+/// a lease TTL after it died), and every moment a lookup waits past it adds to the member's
+/// failover time: doubling up to the member's 2 s would add up to 2 s. Any node answers
+/// FindCoordinator from memory, so four lookups a second per member cost the cluster little.
+fn lookup_backoff(member: Backoff) -> Backoff {
+    Backoff {
+        max: member.max.min(LOOKUP_MAX),
+        ..member
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use muster_protocol::ConsumerGroupHeartbeatResponse;
+
+    #[test]
+    fn coordinator_lookups_pause_at_most_a_quarter_second() {
+        let member = Backoff::fixed_exponential(Duration::from_millis(50), Duration::from_secs(2));
+        let lookups = lookup_backoff(member);
+        let delays: Vec<_> = (0..6).map(|n| lookups.delay(n).as_millis()).collect();
+        assert_eq!(delays, [50, 100, 200, 250, 250, 250]);
+        // A member that asked for shorter pauses keeps them.
+        let short =
+            Backoff::fixed_exponential(Duration::from_millis(10), Duration::from_millis(40));
+        assert_eq!(lookup_backoff(short), short);
+    }
 
     #[test]
     fn a_consumer_heartbeat_answered_with_a_coordinator_code_loses_the_coordinator() {

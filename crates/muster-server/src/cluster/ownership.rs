@@ -5,7 +5,9 @@
 //!
 //! - **take** a shard: claim its owner key on our lease (etcd decides races), fence the store's
 //!   writes on the claim's revision, mark it loading (COORDINATOR_LOAD_IN_PROGRESS), read its
-//!   groups and offsets, hand them to the supervisor, mark it owned;
+//!   groups and offsets, hand them to the supervisor, mark it owned (a round's claims are
+//!   sent all at once, and the shards it won are read all at once: after a node dies each
+//!   survivor takes several);
 //! - **give** a shard away: mark it not owned (NOT_COORDINATOR for new requests), let its
 //!   groups finish the writes they have in flight, forget it in the store, and delete the owner
 //!   key (only if it is still ours) so that the node taking it over can claim it at once;
@@ -19,6 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::Addr;
+use futures_util::future::join_all;
 use muster_coordinator::actors::{AdoptShard, Drain, ReleaseShard, Supervisor};
 use muster_etcd::{balance, EtcdClient, EtcdError, EtcdStore, KeyLayout};
 use tracing::{debug, info, warn};
@@ -123,17 +126,27 @@ impl Ownership {
         for shard in moves.release {
             self.give(shard).await;
         }
-        for shard in moves.claim {
-            let claimed = self
-                .client
-                .claim(&self.keys.owner(shard), self.me.as_bytes(), self.lease)
-                .await?;
-            match claimed {
-                Some(revision) => self.take(shard, revision).await,
-                None => debug!(shard, "another node claimed the shard first"),
+        // All claims at once, then all loads at once: after a node dies its survivors each
+        // take several shards, and one round trip after another would add up (failover time,
+        // docs/benchmarks.md).
+        let claims = join_all(moves.claim.iter().map(|&shard| {
+            let key = self.keys.owner(shard);
+            let (client, me, lease) = (&self.client, self.me.as_bytes(), self.lease);
+            async move { (shard, client.claim(&key, me, lease).await) }
+        }))
+        .await;
+        let mut claimed = Vec::new();
+        let mut failed = None;
+        for (shard, claim) in claims {
+            match claim {
+                Ok(Some(revision)) => claimed.push((shard, revision)),
+                Ok(None) => debug!(shard, "another node claimed the shard first"),
+                // A claim that landed unanswered is found by the next round (orphans above).
+                Err(e) => failed = Some(e),
             }
         }
-        Ok(())
+        self.take_all(claimed).await;
+        failed.map_or(Ok(()), Err)
     }
 
     /// Sends the supervisor `ReleaseShard` and returns the drain of its groups (`None`: the
@@ -157,32 +170,49 @@ impl Ownership {
 
     /// Loads a shard we have just claimed and starts serving it.
     async fn take(&mut self, shard: u32, revision: i64) {
-        self.table.set(shard, ShardState::Loading);
-        // Groups of the shard still here from an earlier ownership stop first: nothing they
-        // write may pass under the new claim (the store also fences each batch on the claim
-        // it was made under).
-        let stale = self.release_groups(shard).await;
-        Self::drained(shard, stale).await;
-        self.store.own_shard(shard, revision);
-        self.mine.insert(shard, revision);
-        match self.store.read_shard(shard).await {
-            Ok(state) => {
-                let groups = state.groups.len();
-                if self
-                    .supervisor
-                    .send(AdoptShard { shard, state })
-                    .await
-                    .is_err()
-                {
-                    // The supervisor is gone: the server is stopping.
-                    return;
+        self.take_all(vec![(shard, revision)]).await;
+    }
+
+    /// Loads shards we have just claimed (`(shard, claim revision)`), reading them from etcd
+    /// all at once, and starts serving each as soon as it is read.
+    async fn take_all(&mut self, claimed: Vec<(u32, i64)>) {
+        for &(shard, revision) in &claimed {
+            self.table.set(shard, ShardState::Loading);
+            // Groups of the shard still here from an earlier ownership stop first: nothing
+            // they write may pass under the new claim (the store also fences each batch on
+            // the claim it was made under).
+            let stale = self.release_groups(shard).await;
+            Self::drained(shard, stale).await;
+            self.store.own_shard(shard, revision);
+            self.mine.insert(shard, revision);
+        }
+        let store = &self.store;
+        let reads = join_all(
+            claimed
+                .iter()
+                .map(|&(shard, _)| async move { (shard, store.read_shard(shard).await) }),
+        )
+        .await;
+        for (shard, read) in reads {
+            match read {
+                Ok(state) => {
+                    let groups = state.groups.len();
+                    if self
+                        .supervisor
+                        .send(AdoptShard { shard, state })
+                        .await
+                        .is_err()
+                    {
+                        // The supervisor is gone: the server is stopping.
+                        return;
+                    }
+                    self.table.set(shard, ShardState::Owned);
+                    info!(shard, groups, "shard owned");
                 }
-                self.table.set(shard, ShardState::Owned);
-                info!(shard, groups, "shard owned");
-            }
-            Err(e) => {
-                warn!(shard, error = %e, "cannot read the shard's groups; giving it back");
-                self.give(shard).await;
+                Err(e) => {
+                    warn!(shard, error = %e, "cannot read the shard's groups; giving it back");
+                    self.give(shard).await;
+                }
             }
         }
     }
