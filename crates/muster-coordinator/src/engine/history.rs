@@ -159,8 +159,8 @@ const MAX_UNWRITTEN: usize = 4_096;
 /// Partitions whose newest entries are in memory but not written yet
 /// (`offset_history_flush_ms`): one write carries many commits' entries, and an entry the
 /// history drops before the write (more commits than it keeps within one interval) is never
-/// written at all. Writing them with each commit cost 75–83 % of commit throughput
-/// (docs/benchmarks.md): every commit rewrote each partition's history leaf.
+/// written at all. Writing them with each commit cost 75–83 % of commit throughput with one
+/// store row per entry (store format 5; 12 % with format 6's runs, docs/benchmarks.md).
 #[derive(Debug, Default)]
 pub(super) struct Unwritten {
     partitions: Vec<(Arc<str>, i32)>,
