@@ -250,13 +250,11 @@ impl<R> Group<R> {
 
         self.shed_over_size(out);
         let barrier = self.barrier.take();
-        let step = if self.skip_generation { 2 } else { 1 };
-        let Some(next) = self.generation.checked_add(step) else {
+        let Some(next) = self.generation.checked_add(1) else {
             self.exhaust_generation(now, out);
             return;
         };
         self.generation = next;
-        self.skip_generation = false;
         // The new generation is written with the leader's assignment (`apply_assignment`),
         // once per generation; the JoinGroup answers need only the barrier's opening to be
         // durable (a restart from it skips this generation), so they wait for no write of their

@@ -454,10 +454,6 @@ pub struct Group<R> {
     /// write (built from the latest state when the one in flight is done) carries them. Boxed:
     /// only a group written twice within one write's time has one.
     record_owed: Option<Box<Owed<R>>>,
-    /// Restored from a record written mid-rebalance: the generation after the recorded one may
-    /// have been answered before the restart without being written, so the next barrier skips
-    /// it (protocol §6.6).
-    skip_generation: bool,
     /// The group has a creator its durable record may not hold yet: a group made by an
     /// OffsetCommit has offsets but no record until a member joins, and a restart would then
     /// charge no one for it. Its first commit writes the (member-less) record too.
@@ -508,7 +504,6 @@ impl<R> Group<R> {
             commits_in_flight: 0,
             record_in_flight: false,
             record_owed: None,
-            skip_generation: false,
             owner_unrecorded: false,
             created_by: None,
             insight: None,

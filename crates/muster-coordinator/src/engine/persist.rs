@@ -131,9 +131,11 @@ impl<R> Group<R> {
         };
         if group.state == GroupState::PreparingRebalance {
             // A barrier was open: its JoinGroup answers may have handed out the next
-            // generation without it being written (protocol §6.6), so the next barrier skips
-            // it and no member ever sees one generation number with two meanings.
-            group.skip_generation = true;
+            // generation without it being written (protocol §6.6). The restored group counts
+            // it as used at once — the generation is never seen to go back, even across the
+            // restart — and the next barrier makes the one after it: no member ever sees one
+            // generation number with two meanings.
+            group.generation = group.generation.saturating_add(1);
             // Held requests were lost with the old process; members rejoin within the
             // rebalance timeout or are evicted as at any barrier.
             let mut barrier = Barrier::new(now, RebalanceTrigger::MetadataChange);
