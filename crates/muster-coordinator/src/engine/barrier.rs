@@ -255,12 +255,7 @@ impl<R> Group<R> {
             return;
         };
         self.generation = next;
-        // The new generation is written with the leader's assignment (`apply_assignment`),
-        // once per generation; the JoinGroup answers need only the barrier's opening to be
-        // durable (a restart from it skips this generation), so they wait for no write of their
-        // own (protocol §6.6). Evicting or shedding members above did ask for one, and then
-        // they wait for it.
-        out.after_record = true;
+        out.persist = true;
         let trigger = barrier
             .as_ref()
             .map_or(RebalanceTrigger::Join, |b| b.trigger);
@@ -275,8 +270,6 @@ impl<R> Group<R> {
         self.members_at_last_generation = self.members.len();
 
         if self.members.is_empty() {
-            // Nobody to answer: the group is Empty at the new generation.
-            out.persist = true;
             self.assignor = None;
             self.leader = None;
             self.set_state(GroupState::Empty, now);

@@ -52,11 +52,6 @@ pub struct Effects<R> {
     /// Set while the call runs: the group's record changed in a way that must survive a crash.
     /// Sealing the call turns it into a [`Write::Record`] holding every reply.
     pub(super) persist: bool,
-    /// Set while the call runs: its replies hand out something that is safe only once the
-    /// group's last record write is durable, but change nothing that must be written
-    /// themselves (a barrier's JoinGroup answers: protocol §6.6). Sealing sends them at once
-    /// when no record write is in flight, else with the next one.
-    pub(super) after_record: bool,
     /// Offsets past retention, gathered while the call runs; sealed into a
     /// [`Write::BestEffort`].
     pub(super) expired_offsets: Vec<(String, i32)>,
@@ -78,7 +73,6 @@ impl<R> Default for Effects<R> {
             ledger: Vec::new(),
             assignment: None,
             persist: false,
-            after_record: false,
             expired_offsets: Vec::new(),
             quarantined: Vec::new(),
             record_changed: false,

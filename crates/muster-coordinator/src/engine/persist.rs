@@ -130,12 +130,6 @@ impl<R> Group<R> {
             _ => GroupState::PreparingRebalance,
         };
         if group.state == GroupState::PreparingRebalance {
-            // A barrier was open: its JoinGroup answers may have handed out the next
-            // generation without it being written (protocol §6.6). The restored group counts
-            // it as used at once — the generation is never seen to go back, even across the
-            // restart — and the next barrier makes the one after it: no member ever sees one
-            // generation number with two meanings.
-            group.generation = group.generation.saturating_add(1);
             // Held requests were lost with the old process; members rejoin within the
             // rebalance timeout or are evicted as at any barrier.
             let mut barrier = Barrier::new(now, RebalanceTrigger::MetadataChange);
@@ -178,16 +172,7 @@ impl<R> Group<R> {
                 self.record_in_flight = true;
                 out.writes.push(Write::Record { batch, replies });
             }
-        } else if out.after_record && self.record_in_flight {
-            // The write in flight may be what makes these replies safe (the barrier's opening):
-            // they leave with the next one.
-            let replies = std::mem::take(&mut out.replies);
-            self.record_owed
-                .get_or_insert_with(|| Box::new(Owed(Vec::new())))
-                .0
-                .extend(replies);
         }
-        out.after_record = false;
         if !out.expired_offsets.is_empty() {
             out.writes
                 .push(Write::BestEffort(vec![Mutation::DeleteOffsets {
