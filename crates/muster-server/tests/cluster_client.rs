@@ -15,26 +15,35 @@ use muster_client::{
 };
 use muster_etcd::testkit::EtcdCluster;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_library_member_follows_its_group_through_a_sigkill_without_rebalancing() -> Result<()> {
+/// An etcd, three settled nodes named `{prefix}1..3` (lease TTL [`TTL_S`]) and a client
+/// bootstrapped on all three, with a short request timeout and quick retries.
+async fn three_nodes_and_a_client(
+    prefix: &str,
+    client_id: &str,
+) -> Result<(EtcdCluster, Vec<Node>, Client)> {
     let etcd = EtcdCluster::single()?;
     let endpoints = etcd.endpoints().join(",");
-    let mut nodes: Vec<Node> = (1..=3)
-        .map(|i| Node::start(&endpoints, &format!("n{i}"), TTL_S))
+    let nodes: Vec<Node> = (1..=3)
+        .map(|i| Node::start(&endpoints, &format!("{prefix}{i}"), TTL_S))
         .collect::<Result<_>>()?;
     let first = nodes[0].addr;
     tokio::task::spawn_blocking(move || wait_settled(first, 3, Duration::from_secs(15))).await??;
-
     let bootstrap: Vec<String> = nodes.iter().map(|n| n.addr.to_string()).collect();
+    let client_id = client_id.to_owned();
     let config = ClientConfig::new(bootstrap).configure(|c| {
-        c.client_id("lib")
+        c.client_id(client_id)
             .request_timeout(Duration::from_secs(5))
             .backoff(Backoff::fixed_exponential(
                 Duration::from_millis(50),
                 Duration::from_millis(250),
             ))
     });
-    let client = Client::connect(config).await?;
+    Ok((etcd, nodes, Client::connect(config).await?))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_library_member_follows_its_group_through_a_sigkill_without_rebalancing() -> Result<()> {
+    let (_etcd, mut nodes, client) = three_nodes_and_a_client("n", "lib").await?;
     Admin::new(client.clone()).create_topic(TOPIC, 4).await?;
     let member_config = MemberConfig::new("lib-group", [TOPIC])
         .session_timeout(Duration::from_secs(20))
@@ -119,23 +128,8 @@ async fn a_member_behind_a_silent_coordinator_moves_on_without_a_rebalance() -> 
             .with_test_writer()
             .try_init();
     }
-    let etcd = EtcdCluster::single()?;
-    let endpoints = etcd.endpoints().join(",");
-    let nodes: Vec<Node> = (1..=3)
-        .map(|i| Node::start(&endpoints, &format!("s{i}"), TTL_S))
-        .collect::<Result<_>>()?;
+    let (_etcd, nodes, client) = three_nodes_and_a_client("s", "silent").await?;
     let first = nodes[0].addr;
-    tokio::task::spawn_blocking(move || wait_settled(first, 3, Duration::from_secs(15))).await??;
-    let bootstrap: Vec<String> = nodes.iter().map(|n| n.addr.to_string()).collect();
-    let config = ClientConfig::new(bootstrap).configure(|c| {
-        c.client_id("silent")
-            .request_timeout(Duration::from_secs(5))
-            .backoff(Backoff::fixed_exponential(
-                Duration::from_millis(50),
-                Duration::from_millis(250),
-            ))
-    });
-    let client = Client::connect(config).await?;
     Admin::new(client.clone()).create_topic(TOPIC, 2).await?;
     let member_config = MemberConfig::new("silent-group", [TOPIC])
         .session_timeout(Duration::from_secs(6))

@@ -4,12 +4,12 @@
 
 mod support;
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
-use muster_protocol::*;
+use muster_protocol::ErrorCode;
 
 const TOKEN_A: &str = "token-of-principal-a";
 const TOKEN_B: &str = "token-of-principal-b";
@@ -31,27 +31,8 @@ fn auth_file(max_a: u32) -> String {
 fn hello(addr: SocketAddr, token: &str) -> Result<(TcpStream, i16)> {
     let mut stream = TcpStream::connect(addr)?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut buf = Vec::new();
-    encode_request(
-        &RequestFrame {
-            correlation_id: 1,
-            request: Request::Hello(HelloRequest {
-                protocol_version: 1,
-                client_id: "limits".into(),
-                auth_token: Some(token.into()),
-            }),
-        },
-        &mut buf,
-    )?;
-    stream.write_all(&buf)?;
-    let mut len = [0u8; 4];
-    stream.read_exact(&mut len)?;
-    let mut payload = vec![0u8; u32::from_be_bytes(len) as usize];
-    stream.read_exact(&mut payload)?;
-    match decode_response(&payload)?.response {
-        Response::Hello(h) => Ok((stream, h.error_code)),
-        other => bail!("not a Hello answer: {other:?}"),
-    }
+    let code = support::hello_over(&mut stream, Some(token))?;
+    Ok((stream, code))
 }
 
 /// Hellos until one gets `code` (a place frees once the server has seen the close).

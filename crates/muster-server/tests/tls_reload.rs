@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
-use muster_protocol::*;
 use rcgen::{CertificateParams, DnType, Issuer, KeyPair};
 use rustls_pki_types::{CertificateDer, ServerName};
 
@@ -74,32 +73,12 @@ fn connect(
 }
 
 /// One Hello over `stream`, answered NONE.
-fn hello(stream: &mut impl ReadWrite) -> Result<()> {
-    let mut buf = Vec::new();
-    encode_request(
-        &RequestFrame {
-            correlation_id: 7,
-            request: Request::Hello(HelloRequest {
-                protocol_version: 1,
-                client_id: "reload".into(),
-                auth_token: None,
-            }),
-        },
-        &mut buf,
-    )?;
-    stream.write_all(&buf)?;
-    let mut len = [0u8; 4];
-    stream.read_exact(&mut len)?;
-    let mut payload = vec![0u8; u32::from_be_bytes(len) as usize];
-    stream.read_exact(&mut payload)?;
-    match decode_response(&payload)?.response {
-        Response::Hello(h) if h.error_code == 0 => Ok(()),
-        other => bail!("hello refused: {other:?}"),
+fn hello(stream: &mut (impl Read + Write)) -> Result<()> {
+    match support::hello_over(stream, None)? {
+        0 => Ok(()),
+        code => bail!("hello refused: {code}"),
     }
 }
-
-trait ReadWrite: Read + Write {}
-impl<T: Read + Write> ReadWrite for T {}
 
 fn sighup(child: &std::process::Child) -> Result<()> {
     let status = std::process::Command::new("kill")

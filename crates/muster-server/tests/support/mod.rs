@@ -148,3 +148,29 @@ impl Conn {
         Ok(decode_response(&payload)?)
     }
 }
+
+/// Sends one Hello (with `token`, if any) over any stream (plain TCP or TLS) and returns its
+/// answer's error code.
+pub fn hello_over(stream: &mut (impl Read + Write), token: Option<&str>) -> Result<i16> {
+    let mut buf = Vec::new();
+    encode_request(
+        &RequestFrame {
+            correlation_id: 1,
+            request: Request::Hello(HelloRequest {
+                protocol_version: 1,
+                client_id: "test".into(),
+                auth_token: token.map(str::to_owned),
+            }),
+        },
+        &mut buf,
+    )?;
+    stream.write_all(&buf)?;
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len)?;
+    let mut payload = vec![0u8; u32::from_be_bytes(len) as usize];
+    stream.read_exact(&mut payload)?;
+    match decode_response(&payload)?.response {
+        Response::Hello(h) => Ok(h.error_code),
+        other => bail!("not a Hello answer: {other:?}"),
+    }
+}
