@@ -282,7 +282,7 @@ impl EtcdClient {
                         && self.auth.invalidate(current.generation) =>
                 {
                     reauthentications += 1;
-                    tracing::debug!(member = index, %status, "etcd refused the token: authenticating again");
+                    tracing::info!(member = index, %status, "etcd refused the token: authenticating again");
                 }
                 refusal => return Err(Failure::Final(self.refused(status, refusal))),
             }

@@ -59,8 +59,15 @@ pub enum EtcdSecurityError {
 #[derive(Clone)]
 pub struct EtcdTls {
     ca_pem: Arc<[u8]>,
-    /// Certificate chain and key, PEM, for etcd's `--client-cert-auth`.
-    identity: Option<(Arc<[u8]>, Arc<[u8]>)>,
+    /// For etcd's `--client-cert-auth`.
+    identity: Option<ClientIdentity>,
+}
+
+/// A client certificate chain and its key, PEM.
+#[derive(Clone)]
+struct ClientIdentity {
+    cert_pem: Arc<[u8]>,
+    key_pem: Arc<[u8]>,
 }
 
 impl std::fmt::Debug for EtcdTls {
@@ -90,7 +97,10 @@ impl EtcdTls {
                 let cert_pem = read(cert)?;
                 let key_pem = read(key)?;
                 check_pair(roots, cert, &cert_pem, key, &key_pem)?;
-                Some((Arc::from(cert_pem), Arc::from(key_pem)))
+                Some(ClientIdentity {
+                    cert_pem: Arc::from(cert_pem),
+                    key_pem: Arc::from(key_pem),
+                })
             }
         };
         Ok(EtcdTls {
@@ -108,7 +118,9 @@ impl EtcdTls {
     pub(crate) fn client_config(&self) -> ClientTlsConfig {
         let config = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&*self.ca_pem));
         match &self.identity {
-            Some((cert, key)) => config.identity(Identity::from_pem(&**cert, &**key)),
+            Some(identity) => {
+                config.identity(Identity::from_pem(&*identity.cert_pem, &*identity.key_pem))
+            }
             None => config,
         }
     }

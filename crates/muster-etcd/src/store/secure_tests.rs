@@ -1,9 +1,11 @@
 //! EtcdStore against an etcd as production runs it (testkit's secure cluster: TLS with client
 //! certificates, authentication on, a user that may read and write only under the store's
-//! prefix): the generic storage suite, tokens expiring and going stale, and each way the
-//! connection can be refused (wrong password, no rights, read-only rights, no user, a client
-//! certificate of another CA, a server certificate of an untrusted CA), every one a clear
-//! error at connect, within the request timeout.
+//! prefix): the generic storage suite, a token expiring, TLS without authentication (also with
+//! a user configured before etcd's authentication is enabled), the client certificate's
+//! common name as the user, and each way the connection can be refused (wrong password, no
+//! rights, read-only rights, no user, a client certificate of another CA, a server
+//! certificate of an untrusted CA), every one a clear error at connect, within the request
+//! timeout.
 
 use std::time::{Duration, Instant};
 
@@ -13,7 +15,7 @@ use muster_coordinator::storage::{Mutation, Store};
 use super::{EtcdStore, EtcdStoreConfig};
 use crate::error::EtcdError;
 use crate::security::{EtcdSecurity, EtcdTls};
-use crate::testkit::{EtcdCluster, SecureOptions, TestUser, ROOT_PASSWORD};
+use crate::testkit::{EtcdCluster, SecureOptions, TestUser, CLIENT_COMMON_NAME, ROOT_PASSWORD};
 
 const SHARDS: u32 = 4;
 const USER: &str = "muster";
@@ -279,4 +281,46 @@ fn schemes_must_match_the_tls_settings() {
         ..EtcdStoreConfig::new(bare, "t", SHARDS)
     })
     .expect("host:port with TLS settings is https");
+}
+
+#[test]
+fn tls_alone_a_user_before_auth_is_enabled_and_a_certificate_named_user_work() {
+    // TLS with client certificates, no authentication.
+    let cluster = EtcdCluster::secure(1, &SecureOptions::default()).expect("etcd starts with TLS");
+    let security = EtcdSecurity {
+        tls: Some(cluster.tls().expect("TLS files")),
+        credentials: None,
+    };
+    let store = EtcdStore::connect(config(&cluster, security)).expect("connects over TLS");
+    own_all_shards(&store);
+    write_and_read(&store, "g1", 1);
+    drop(store);
+    // Credentials deployed before etcd's authentication is enabled: requests go without a
+    // token (and a WARN says so).
+    let store = connect_as(&cluster, USER, PASSWORD).expect("connects with a user");
+    own_all_shards(&store);
+    write_and_read(&store, "g2", 2);
+    drop(store);
+
+    // Authentication on, no user configured: etcd takes the client certificate's common
+    // name as the user, here one whose role has readwrite on /t/.
+    let cluster = EtcdCluster::secure(
+        1,
+        &SecureOptions {
+            users: vec![TestUser::new(
+                CLIENT_COMMON_NAME,
+                "unused-password",
+                Some("/t/"),
+            )],
+            auth_token_ttl_s: None,
+        },
+    )
+    .expect("etcd starts with TLS and auth");
+    let security = EtcdSecurity {
+        tls: Some(cluster.tls().expect("TLS files")),
+        credentials: None,
+    };
+    let store = EtcdStore::connect(config(&cluster, security)).expect("connects as the CN");
+    own_all_shards(&store);
+    write_and_read(&store, "g1", 1);
 }
