@@ -63,6 +63,20 @@ pub(crate) fn classify(status: &tonic::Status) -> Refusal {
     }
 }
 
+/// Whether a watch's cancel reason (etcd's error as text) may be cured by authenticating
+/// again: a token etcd no longer knows or that predates the auth store, no token, or a
+/// permission refusal (which etcd 3.4 also gives for some token failures).
+pub(crate) fn refused_for_authentication(reason: &str) -> bool {
+    [
+        "invalid auth token",
+        "revision of auth store is old",
+        "user name is empty",
+        "permission denied",
+    ]
+    .iter()
+    .any(|known| reason.contains(known))
+}
+
 /// The token requests carry now, and which refresh it came from.
 #[derive(Debug, Clone)]
 pub(crate) struct Current {
@@ -255,5 +269,16 @@ mod tests {
         for (code, message, refusal) in cases {
             assert_eq!(classify(&Status::new(code, message)), refusal, "{message}");
         }
+    }
+
+    /// A watch's cancel reason as etcd 3.4 writes it for an expired token.
+    #[test]
+    fn watch_refusals_for_the_token_are_recognised() {
+        assert!(super::refused_for_authentication(
+            "rpc error: code = Unauthenticated desc = etcdserver: invalid auth token"
+        ));
+        assert!(!super::refused_for_authentication(
+            "mvcc: required revision has been compacted"
+        ));
     }
 }

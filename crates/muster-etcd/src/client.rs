@@ -348,8 +348,8 @@ impl EtcdClient {
         self.auth.current().generation
     }
 
-    /// Makes the next request authenticate first (a watch refused as "permission denied",
-    /// which is how etcd 3.4 refuses a watch whose token has expired too).
+    /// Makes the next request authenticate first (a watch refused for its token: etcd says
+    /// so in the watch's cancel reason, not in a status the request loop would see).
     pub(crate) fn reauthenticate(&self) -> bool {
         self.auth.invalidate(self.auth.current().generation)
     }
@@ -359,6 +359,8 @@ impl EtcdClient {
         let status = tonic::Status::permission_denied(reason.to_owned());
         if reason.contains("permission denied") {
             self.refused(status, Refusal::PermissionDenied)
+        } else if reason.contains("user name is empty") {
+            self.refused(status, Refusal::NoUser)
         } else {
             EtcdError::Status(tonic::Status::failed_precondition(format!(
                 "etcd refused the watch: {reason}"

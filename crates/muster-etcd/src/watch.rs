@@ -42,8 +42,10 @@ impl EtcdClient {
                 ..WatchCreateRequest::default()
             })),
         };
-        // etcd 3.4 refuses a watch whose token has expired as it refuses one the user may not
-        // make ("permission denied"): the first such refusal authenticates again and retries.
+        // etcd refuses a watch whose token has expired in the watch's cancel reason, not as a
+        // gRPC status ("invalid auth token"; some versions say "permission denied" as for a
+        // watch the user may not make): the first such refusal authenticates again and
+        // retries.
         let mut retried = false;
         loop {
             let mut responses = self
@@ -60,7 +62,7 @@ impl EtcdClient {
                 }
                 Some(refused)
                     if !retried
-                        && refused.cancel_reason.contains("permission denied")
+                        && crate::auth::refused_for_authentication(&refused.cancel_reason)
                         && self.reauthenticate() =>
                 {
                     retried = true;

@@ -128,6 +128,37 @@ fn an_expired_token_is_replaced_without_the_caller_noticing() {
     );
 }
 
+/// etcd 3.4 refuses a watch whose token expired as "permission denied": the client
+/// authenticates again and the watch is made; a lease is granted and renewed the same way.
+#[test]
+fn a_watch_and_a_lease_after_the_token_expired_are_made() {
+    let cluster = secure_etcd(Some(1));
+    let store = connect_as(&cluster, USER, PASSWORD).expect("connects");
+    let client = store.client().clone();
+    let before = client.authentications();
+    std::thread::sleep(Duration::from_millis(2_600));
+    let prefix = store.keys().topics_prefix();
+    let watched = store
+        .block_on(async move {
+            let watch = client.watch_prefix(&prefix, 0).await;
+            let lease = client.lease_grant(5).await;
+            let renewed = match &lease {
+                Ok(lease) => client
+                    .lease_keep_alive_once(lease.id, Duration::from_secs(2))
+                    .await
+                    .map(|ttl| ttl.is_some()),
+                Err(_) => Ok(false),
+            };
+            (watch.map(drop), lease.map(drop), renewed)
+        })
+        .expect("the runtime runs");
+    let (watch, lease, renewed) = watched;
+    watch.expect("the watch is made");
+    lease.expect("the lease is granted");
+    assert!(renewed.expect("the lease is renewed"));
+    assert!(store.client().authentications() > before);
+}
+
 /// Connecting fails with an error whose text has every one of `expected`, within the
 /// request timeout (no hang), and never shows `secret`.
 fn refused(result: Result<EtcdStore, EtcdError>, started: Instant, expected: &[&str]) -> String {
