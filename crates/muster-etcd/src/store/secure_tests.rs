@@ -128,7 +128,36 @@ fn an_expired_token_is_replaced_without_the_caller_noticing() {
     );
 }
 
-/// etcd 3.4 refuses a watch whose token expired as "permission denied": the client
+/// On a three-member etcd, the member in use dies: requests go on on the others over TLS with
+/// the same token, and once it expires the client authenticates again on a survivor.
+#[test]
+fn the_token_carries_over_to_other_members_and_is_renewed_there() {
+    let mut cluster = EtcdCluster::secure(
+        3,
+        &SecureOptions {
+            users: vec![TestUser::new(USER, PASSWORD, Some("/t/"))],
+            auth_token_ttl_s: Some(1),
+        },
+    )
+    .expect("three etcd members start with TLS and auth");
+    let store = connect_as(&cluster, USER, PASSWORD).expect("connects");
+    own_all_shards(&store);
+    write_and_read(&store, "g1", 1);
+    let first = store.client().authentications();
+    // The client starts with the first endpoint: kill it.
+    cluster.kill_member(0);
+    write_and_read(&store, "g2", 2);
+    assert_eq!(
+        store.client().authentications(),
+        first,
+        "the token is good on every member"
+    );
+    std::thread::sleep(Duration::from_millis(2_600));
+    write_and_read(&store, "g3", 3);
+    assert!(store.client().authentications() > first);
+}
+
+/// etcd refuses a watch whose token expired in the watch's cancel reason: the client
 /// authenticates again and the watch is made; a lease is granted and renewed the same way.
 #[test]
 fn a_watch_and_a_lease_after_the_token_expired_are_made() {
