@@ -33,6 +33,7 @@ fn secure_etcd(token_ttl_s: u64) -> Result<EtcdCluster> {
                 TestUser::new("stranger", "stranger-password", Some("/elsewhere/")),
             ],
             auth_token_ttl_s: Some(token_ttl_s),
+            jwt: false,
         },
     )?)
 }

@@ -1,6 +1,7 @@
 //! EtcdStore against an etcd as production runs it (testkit's secure cluster: TLS with client
 //! certificates, authentication on, a user that may read and write only under the store's
-//! prefix): the generic storage suite, a token expiring, TLS without authentication (also with
+//! prefix): the generic storage suite, simple and JWT tokens expiring or going stale, the
+//! token across members, TLS without authentication (also with
 //! a user configured before etcd's authentication is enabled), the client certificate's
 //! common name as the user, and each way the connection can be refused (wrong password, no
 //! rights, read-only rights, no user, a client certificate of another CA, a server
@@ -32,6 +33,7 @@ fn secure_etcd(auth_token_ttl_s: Option<u64>) -> EtcdCluster {
                 TestUser::read_only("reader", "reader-password", "/t/"),
             ],
             auth_token_ttl_s,
+            jwt: false,
         },
     )
     .expect("etcd starts with TLS and auth (see the message to install it)")
@@ -137,6 +139,7 @@ fn the_token_carries_over_to_other_members_and_is_renewed_there() {
         &SecureOptions {
             users: vec![TestUser::new(USER, PASSWORD, Some("/t/"))],
             auth_token_ttl_s: Some(1),
+            jwt: false,
         },
     )
     .expect("three etcd members start with TLS and auth");
@@ -373,6 +376,7 @@ fn tls_alone_a_user_before_auth_is_enabled_and_a_certificate_named_user_work() {
                 Some("/t/"),
             )],
             auth_token_ttl_s: None,
+            jwt: false,
         },
     )
     .expect("etcd starts with TLS and auth");
@@ -383,4 +387,41 @@ fn tls_alone_a_user_before_auth_is_enabled_and_a_certificate_named_user_work() {
     let store = EtcdStore::connect(config(&cluster, security)).expect("connects as the CN");
     own_all_shards(&store);
     write_and_read(&store, "g1", 1);
+}
+
+/// JWT tokens (what etcd recommends in production): they expire after their TTL whether used
+/// or not, and carry the auth store's revision, so a user or role edited while Muster runs
+/// makes etcd refuse them as old. Either way the client authenticates again.
+#[test]
+fn jwt_tokens_expired_or_older_than_the_auth_store_are_replaced() {
+    let cluster = EtcdCluster::secure(
+        1,
+        &SecureOptions {
+            users: vec![TestUser::new(USER, PASSWORD, Some("/t/"))],
+            auth_token_ttl_s: Some(2),
+            jwt: true,
+        },
+    )
+    .expect("etcd starts with TLS and JWT auth");
+    let store = connect_as(&cluster, USER, PASSWORD).expect("connects");
+    own_all_shards(&store);
+    write_and_read(&store, "g1", 1);
+    let first = store.client().authentications();
+    cluster
+        .add_user(&TestUser::new("late", "late-password", Some("/late/")))
+        .expect("root adds a user");
+    let started = Instant::now();
+    write_and_read(&store, "g2", 2);
+    eprintln!(
+        "first write after the auth change took {:?}",
+        started.elapsed()
+    );
+    assert!(store.client().authentications() > first, "renewed as old");
+    let second = store.client().authentications();
+    std::thread::sleep(Duration::from_millis(2_600));
+    write_and_read(&store, "g3", 3);
+    assert!(
+        store.client().authentications() > second,
+        "renewed as expired"
+    );
 }

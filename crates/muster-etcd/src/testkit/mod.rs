@@ -190,7 +190,15 @@ impl EtcdCluster {
                     .arg(&pki.ca)
                     // Fast password checks: tests authenticate often.
                     .args(["--bcrypt-cost", "4"]);
-                if let Some(ttl) = secure.auth_token_ttl_s {
+                if secure.jwt {
+                    let (private, public) = pki::jwt_keys(cluster._dir.path())?;
+                    let ttl = secure.auth_token_ttl_s.unwrap_or(300);
+                    command.arg("--auth-token").arg(format!(
+                        "jwt,pub-key={},priv-key={},sign-method=ES256,ttl={ttl}s",
+                        public.display(),
+                        private.display()
+                    ));
+                } else if let Some(ttl) = secure.auth_token_ttl_s {
                     command.args(["--auth-token-ttl", &ttl.to_string()]);
                 }
             }

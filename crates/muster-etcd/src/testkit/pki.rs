@@ -107,6 +107,16 @@ impl Ca {
     }
 }
 
+/// Writes an ES256 key pair for etcd's JWT tokens to `dir`: `(private, public)` PEM paths.
+pub(crate) fn jwt_keys(dir: &Path) -> Result<(PathBuf, PathBuf), TestkitError> {
+    let key = KeyPair::generate().map_err(|e| failed("JWT key", e))?;
+    let private = dir.join("jwt-key.pem");
+    let public = dir.join("jwt-pub.pem");
+    std::fs::write(&private, key.serialize_pem()).map_err(|e| failed("JWT key", e))?;
+    std::fs::write(&public, key.public_key_pem()).map_err(|e| failed("JWT key", e))?;
+    Ok((private, public))
+}
+
 impl Pki {
     /// Makes every file in `dir`.
     pub(crate) fn new(dir: &Path) -> Result<Pki, TestkitError> {

@@ -54,8 +54,11 @@ impl TestUser {
 pub struct SecureOptions {
     /// Users to create; authentication is enabled when there are any.
     pub users: Vec<TestUser>,
-    /// etcd's `--auth-token-ttl` in seconds: how long a token lives unused (etcd: 300).
+    /// etcd's `--auth-token-ttl` in seconds: how long a token lives unused (etcd: 300). With
+    /// `jwt`, how long a token lives at all (etcd: 5 minutes).
     pub auth_token_ttl_s: Option<u64>,
+    /// JWT tokens (ES256, a key pair made with rcgen) instead of etcd's simple tokens.
+    pub jwt: bool,
 }
 
 fn setup_failed(e: impl std::fmt::Display) -> TestkitError {
