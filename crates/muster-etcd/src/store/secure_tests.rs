@@ -1,12 +1,11 @@
 //! EtcdStore against an etcd as production runs it (testkit's secure cluster: TLS with client
 //! certificates, authentication on, a user that may read and write only under the store's
-//! prefix): the generic storage suite, simple and JWT tokens expiring or going stale, the
-//! token across members, TLS without authentication (also with
-//! a user configured before etcd's authentication is enabled), the client certificate's
-//! common name as the user, and each way the connection can be refused (wrong password, no
-//! rights, read-only rights, no user, a client certificate of another CA, a server
-//! certificate of an untrusted CA), every one a clear error at connect, within the request
-//! timeout.
+//! prefix): the generic storage suite; simple and JWT tokens expiring or going stale, and the
+//! token across members; TLS without authentication (also with a user configured before
+//! etcd's authentication is enabled); the client certificate's common name as the user; and
+//! each way the connection can be refused (wrong password, no rights, read-only rights, no
+//! user, a client certificate of another CA, a server certificate of an untrusted CA), every
+//! one a clear error at connect, within the request timeout.
 
 use std::time::{Duration, Instant};
 
