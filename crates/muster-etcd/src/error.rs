@@ -1,9 +1,12 @@
 //! Failures talking to etcd.
 
+use crate::security::EtcdSecurityError;
+
 /// An etcd request that failed, or an endpoint that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum EtcdError {
-    /// An endpoint is not a usable URL (`http://host:port` or `host:port`).
+    /// An endpoint is not a usable URL (`http://host:port`, `https://host:port` or
+    /// `host:port`), or its scheme does not match the TLS settings.
     #[error("invalid etcd endpoint {endpoint:?}: {reason}")]
     InvalidEndpoint { endpoint: String, reason: String },
     /// The cluster name cannot be a key prefix.
@@ -12,10 +15,62 @@ pub enum EtcdError {
     /// No endpoints were given.
     #[error("no etcd endpoints given")]
     NoEndpoints,
-    /// etcd answered with an error, or could not be reached (the gRPC status says which).
-    #[error("etcd request failed: {0}")]
+    /// The TLS files or the credentials cannot be used.
+    #[error(transparent)]
+    Security(#[from] EtcdSecurityError),
+    /// etcd refused the user name or password.
+    #[error(
+        "etcd refused user {user:?}: wrong user name or password (etcd: authentication failed)"
+    )]
+    AuthFailed { user: String },
+    /// etcd has authentication enabled and the client has no user to authenticate as.
+    #[error(
+        "etcd has authentication enabled and no etcd user is configured (etcd: user name is \
+         empty): give the etcd user and its password"
+    )]
+    AuthRequired,
+    /// The user's roles do not allow reading and writing under the cluster's prefix.
+    #[error(
+        "{who} may not read and write under {prefix} (etcd: permission denied): grant its role \
+         readwrite on that prefix (etcdctl role grant-permission ROLE readwrite {prefix} \
+         --prefix=true; docs/cluster.md \"etcd users and roles\")"
+    )]
+    PermissionDenied { who: String, prefix: String },
+    /// No member answered within the request timeout; the last member's failure is given.
+    /// Over TLS it says how a refused certificate shows.
+    #[error(
+        "no etcd member answered: {}{}",
+        describe(status),
+        if *tls { TLS_HINT } else { "" }
+    )]
+    Unreachable { status: tonic::Status, tls: bool },
+    /// etcd answered with an error, or could not be reached (the gRPC status says which, and
+    /// its causes: a TLS handshake refused says why).
+    #[error("etcd request failed: {}", describe(.0))]
     Status(#[from] tonic::Status),
     /// The client's runtime could not be started.
     #[error("cannot start the etcd client's runtime: {0}")]
     Runtime(String),
+}
+
+/// How refused certificates show over TLS, for an operator reading why etcd was unreachable.
+const TLS_HINT: &str = " (over TLS: \"invalid peer certificate\" means etcd's certificate is not \
+     signed by the etcd CA given, or does not name the endpoint's host; a connection closed \
+     right after the handshake (broken pipe, reset, alert BadCertificate) means etcd refused this client's \
+     certificate: it must be signed by a CA in etcd's --trusted-ca-file)";
+
+/// A status's code, message and chain of causes (where a connection or TLS failure says what
+/// went wrong), without its metadata.
+fn describe(status: &tonic::Status) -> String {
+    let mut out = format!("{}: {}", status.code(), status.message());
+    let mut source = std::error::Error::source(status);
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !out.contains(&cause_text) {
+            out.push_str(": ");
+            out.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    out
 }

@@ -42,22 +42,38 @@ impl EtcdClient {
                 ..WatchCreateRequest::default()
             })),
         };
-        let mut responses = self
-            .call(|channel| {
-                // The request stream stays open after the create: closing it would end the
-                // watch.
-                let requests = stream::iter([create.clone()]).chain(stream::pending());
-                async move { WatchClient::new(channel).watch(requests).await }
-            })
-            .await?;
-        match responses.message().await? {
-            Some(created) if created.created && !created.canceled => Ok(Watch { responses }),
-            Some(refused) => Err(EtcdError::Status(tonic::Status::failed_precondition(
-                format!("etcd refused the watch: {}", refused.cancel_reason),
-            ))),
-            None => Err(EtcdError::Status(tonic::Status::unavailable(
-                "the watch stream ended before it was created",
-            ))),
+        // etcd refuses a watch whose token has expired in the watch's cancel reason, not as a
+        // gRPC status ("invalid auth token"; some versions say "permission denied" as for a
+        // watch the user may not make): the first such refusal authenticates again and
+        // retries.
+        let mut retried = false;
+        loop {
+            let mut responses = self
+                .call(|channel| {
+                    // The request stream stays open after the create: closing it would end the
+                    // watch.
+                    let requests = stream::iter([create.clone()]).chain(stream::pending());
+                    async move { WatchClient::new(channel).watch(requests).await }
+                })
+                .await?;
+            match responses.message().await? {
+                Some(created) if created.created && !created.canceled => {
+                    return Ok(Watch { responses })
+                }
+                Some(refused)
+                    if !retried
+                        && crate::auth::refused_for_authentication(&refused.cancel_reason)
+                        && self.reauthenticate() =>
+                {
+                    retried = true;
+                }
+                Some(refused) => return Err(self.watch_refused(&refused.cancel_reason)),
+                None => {
+                    return Err(EtcdError::Status(tonic::Status::unavailable(
+                        "the watch stream ended before it was created",
+                    )))
+                }
+            }
         }
     }
 }

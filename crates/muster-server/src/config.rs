@@ -22,6 +22,7 @@
 //! default.
 
 mod checks;
+mod etcd;
 mod table;
 
 use std::path::{Path, PathBuf};
@@ -244,6 +245,26 @@ settings! {
     /// a single node storing everything in --data-dir.
     cluster_etcd: String = "", check(etcd_endpoints);
 
+    /// Cluster mode: PEM CA bundle that signed etcd's server certificates. Needed for https://
+    /// etcd endpoints (a bare host:port then means https://); refused with http:// ones.
+    etcd_ca: OptionalPath = "";
+
+    /// Cluster mode: PEM client certificate chain for etcd's --client-cert-auth (with
+    /// --etcd-key; needs --etcd-ca).
+    etcd_cert: OptionalPath = "";
+
+    /// Cluster mode: PEM private key of --etcd-cert.
+    etcd_key: OptionalPath = "";
+
+    /// Cluster mode: etcd user to authenticate as (its role needs readwrite on
+    /// /<cluster-name>/ with --prefix=true, docs/cluster.md); its password comes from
+    /// --etcd-password-file or the MUSTER_ETCD_PASSWORD environment variable.
+    etcd_user: String = "";
+
+    /// Cluster mode: file holding the password of --etcd-user (one trailing line end is
+    /// ignored). Never given on the command line or in the config file itself.
+    etcd_password_file: OptionalPath = "";
+
     /// Cluster mode: shards groups are spread over; fixed when the cluster is first created
     /// (a node started with another value refuses to start).
     shards: u32 = "64", range(1 ..= 4096);
@@ -368,7 +389,7 @@ impl Settings {
                 "client certificates need TLS: give --tls-cert and --tls-key too",
             ));
         }
-        Ok(())
+        self.validate_etcd()
     }
 
     /// The auth file, if one is set.

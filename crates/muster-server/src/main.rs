@@ -59,16 +59,33 @@ fn run(settings: Settings) -> anyhow::Result<()> {
         }
         (settings.store.open(&settings.data_dir)?, None)
     } else {
-        let config = EtcdStoreConfig::new(
-            endpoints.clone(),
-            settings.cluster_name.clone(),
-            settings.shards,
+        // Bad TLS files or a missing password stop startup naming the setting; a refused
+        // certificate, password or right stops it at the first request, with what to fix.
+        let security = settings.etcd_security(Settings::etcd_password_from_env()?)?;
+        let tls = security.tls.as_ref().map_or("off", |tls| {
+            if tls.has_client_certificate() {
+                "on, client certificate"
+            } else {
+                "on"
+            }
+        });
+        let user = security
+            .credentials
+            .as_ref()
+            .map_or_else(|| "none".to_owned(), |c| c.user().to_owned());
+        let config = EtcdStoreConfig {
+            security,
+            ..EtcdStoreConfig::new(
+                endpoints.clone(),
+                settings.cluster_name.clone(),
+                settings.shards,
+            )
+        };
+        let store = Arc::new(
+            EtcdStore::connect(config)
+                .map_err(|e| anyhow::anyhow!("etcd at {}: {e}", endpoints.join(",")))?,
         );
-        let store =
-            Arc::new(EtcdStore::connect(config).map_err(|e| {
-                anyhow::anyhow!("cannot reach etcd at {}: {e}", endpoints.join(","))
-            })?);
-        info!(etcd = %endpoints.join(","), cluster = %settings.cluster_name, shards = settings.shards, "cluster mode");
+        info!(etcd = %endpoints.join(","), tls, etcd_user = %user, cluster = %settings.cluster_name, shards = settings.shards, "cluster mode");
         let setup = ClusterSetup {
             store: Arc::clone(&store),
             lease_ttl: settings.lease_ttl(),

@@ -20,6 +20,8 @@
 mod load;
 mod plan;
 #[cfg(test)]
+mod secure_tests;
+#[cfg(test)]
 mod tests;
 mod writer;
 
@@ -34,9 +36,10 @@ use muster_coordinator::storage::{
 use muster_protocol::TopicInfo;
 use tokio::sync::{mpsc, watch};
 
-use crate::client::EtcdClient;
+use crate::client::{EtcdClient, EtcdClientOptions};
 use crate::error::EtcdError;
 use crate::keys::KeyLayout;
+use crate::security::EtcdSecurity;
 use crate::shard::shard_of;
 
 pub use plan::TxnLimits;
@@ -44,8 +47,10 @@ pub use plan::TxnLimits;
 /// How to reach etcd and which cluster to store.
 #[derive(Debug, Clone)]
 pub struct EtcdStoreConfig {
-    /// etcd client URLs (`http://host:port` or `host:port`).
+    /// etcd client URLs (`http://host:port`, `https://host:port` or `host:port`).
     pub endpoints: Vec<String>,
+    /// TLS and the etcd user (none by default).
+    pub security: EtcdSecurity,
     /// The cluster name: the key prefix (`/<cluster>/`).
     pub cluster: String,
     /// How many shards groups are spread over ([`shard_of`]).
@@ -59,6 +64,7 @@ impl EtcdStoreConfig {
     pub fn new(endpoints: Vec<String>, cluster: impl Into<String>, shards: u32) -> Self {
         EtcdStoreConfig {
             endpoints,
+            security: EtcdSecurity::default(),
             cluster: cluster.into(),
             shards,
             request_timeout: Duration::from_secs(5),
@@ -172,8 +178,8 @@ pub struct EtcdStore {
 }
 
 impl EtcdStore {
-    /// Connects to etcd and starts the writer. Fails if the cluster name is unusable or etcd
-    /// does not answer a first read.
+    /// Connects to etcd and starts the writer. Fails if the cluster name is unusable, etcd
+    /// does not answer, or its user may not read and write under the cluster's prefix.
     pub fn connect(config: EtcdStoreConfig) -> Result<Self, EtcdError> {
         let keys = KeyLayout::new(&config.cluster)?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -184,7 +190,12 @@ impl EtcdStore {
             .map_err(|e| EtcdError::Runtime(e.to_string()))?;
         let client = {
             let _entered = runtime.enter();
-            EtcdClient::connect(&config.endpoints, config.request_timeout)?
+            let options = EtcdClientOptions {
+                request_timeout: config.request_timeout,
+                security: config.security.clone(),
+                key_prefix: String::from_utf8_lossy(&keys.cluster_prefix()).into_owned(),
+            };
+            EtcdClient::connect_with(&config.endpoints, &options)?
         };
         let shared = Arc::new(Shared {
             keys,
@@ -203,11 +214,12 @@ impl EtcdStore {
             writer: Mutex::new(Some(writer)),
             runtime: Some(runtime),
         };
-        // A first read: a wrong endpoint or a down etcd shows at startup, not at first write.
-        let probe_key = store.shared.keys.owner(0);
+        // A first request: a wrong endpoint, a down etcd, a refused certificate or password, or
+        // a user without rights on the prefix shows at startup, not at the first write.
+        let keys = store.shared.keys.clone();
         let client = store.client.clone();
         store
-            .block_on(async move { client.get(&probe_key).await })
+            .block_on(async move { client.check_access(&keys).await })
             .map_err(|e| EtcdError::Runtime(e.to_string()))??;
         Ok(store)
     }

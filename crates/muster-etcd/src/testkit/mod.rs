@@ -1,6 +1,7 @@
 //! A real etcd for tests: [`EtcdCluster::single`] or [`EtcdCluster::three`] members on free
 //! loopback ports, each with a temporary data directory, ready (healthy, with a leader) when
-//! returned, and killed when dropped.
+//! returned, and killed when dropped. [`EtcdCluster::secure`] starts one as production runs
+//! it: TLS with client certificates (`pki.rs`) and etcd users (`secure.rs`).
 //!
 //! The binary is `$MUSTER_ETCD_BIN` or `etcd` on `PATH` (Debian: `apt-get install
 //! etcd-server`; `.ci/run` installs it). When it is missing, starting a cluster fails with a
@@ -13,6 +14,12 @@ use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod pki;
+mod secure;
+
+pub use pki::{Issued, Pki, CLIENT_COMMON_NAME};
+pub use secure::{SecureOptions, TestUser, ROOT_PASSWORD};
 
 /// How long a cluster may take to elect a leader and answer `/health`.
 const READY_DEADLINE: Duration = Duration::from_secs(30);
@@ -38,6 +45,8 @@ struct Member {
     name: String,
     client_port: u16,
     peer_port: u16,
+    /// Plain HTTP `/health` (etcd's metrics listener), whatever the client port speaks.
+    health_port: u16,
     child: Option<Child>,
     log: PathBuf,
 }
@@ -46,6 +55,8 @@ struct Member {
 #[derive(Debug)]
 pub struct EtcdCluster {
     members: Vec<Member>,
+    /// Set: the client port speaks TLS with these certificates.
+    pki: Option<Pki>,
     _dir: tempfile::TempDir,
 }
 
@@ -98,11 +109,28 @@ impl EtcdCluster {
         Self::start(3)
     }
 
+    /// `size` members serving TLS with client certificates required, with the users of
+    /// `options` and authentication enabled if it has any.
+    pub fn secure(size: usize, options: &SecureOptions) -> Result<Self, TestkitError> {
+        let cluster = Self::start_with(size, Some(options))?;
+        cluster.set_up_auth(options)?;
+        Ok(cluster)
+    }
+
+    /// The certificates of a secure cluster.
+    pub fn pki(&self) -> Option<&Pki> {
+        self.pki.as_ref()
+    }
+
     fn start(size: usize) -> Result<Self, TestkitError> {
+        Self::start_with(size, None)
+    }
+
+    fn start_with(size: usize, secure: Option<&SecureOptions>) -> Result<Self, TestkitError> {
         let binary = etcd_binary()?;
         let mut last = None;
         for _attempt in 0..3 {
-            match Self::start_once(&binary, size) {
+            match Self::start_once(&binary, size, secure) {
                 Ok(cluster) => return Ok(cluster),
                 Err(e) => last = Some(e),
             }
@@ -110,14 +138,20 @@ impl EtcdCluster {
         Err(last.unwrap_or_else(|| TestkitError::Start("no attempt made".into())))
     }
 
-    fn start_once(binary: &PathBuf, size: usize) -> Result<Self, TestkitError> {
+    fn start_once(
+        binary: &PathBuf,
+        size: usize,
+        secure: Option<&SecureOptions>,
+    ) -> Result<Self, TestkitError> {
         let dir = tempfile::tempdir().map_err(|e| TestkitError::Start(e.to_string()))?;
+        let pki = secure.map(|_| Pki::new(dir.path())).transpose()?;
         let mut members = Vec::with_capacity(size);
         for i in 0..size {
             members.push(Member {
                 name: format!("m{i}"),
                 client_port: free_port()?,
                 peer_port: free_port()?,
+                health_port: free_port()?,
                 child: None,
                 log: dir.path().join(format!("m{i}.log")),
             });
@@ -128,17 +162,47 @@ impl EtcdCluster {
             .collect::<Vec<_>>()
             .join(",");
         let token = format!("muster-test-{}", std::process::id());
-        let mut cluster = EtcdCluster { members, _dir: dir };
+        let mut cluster = EtcdCluster {
+            members,
+            pki,
+            _dir: dir,
+        };
+        let scheme = cluster.scheme();
         for member in &mut cluster.members {
             let log = std::fs::File::create(&member.log)
                 .map_err(|e| TestkitError::Start(format!("log file: {e}")))?;
             let log_err = log
                 .try_clone()
                 .map_err(|e| TestkitError::Start(format!("log file: {e}")))?;
-            let client = format!("http://127.0.0.1:{}", member.client_port);
+            let client = format!("{scheme}://127.0.0.1:{}", member.client_port);
             let peer = format!("http://127.0.0.1:{}", member.peer_port);
+            let health = format!("http://127.0.0.1:{}", member.health_port);
             let data = cluster._dir.path().join(&member.name);
-            let child = Command::new(binary)
+            let mut command = Command::new(binary);
+            if let (Some(pki), Some(secure)) = (&cluster.pki, secure) {
+                command
+                    .arg("--cert-file")
+                    .arg(&pki.server.cert)
+                    .arg("--key-file")
+                    .arg(&pki.server.key)
+                    .arg("--client-cert-auth")
+                    .arg("--trusted-ca-file")
+                    .arg(&pki.ca)
+                    // Fast password checks: tests authenticate often.
+                    .args(["--bcrypt-cost", "4"]);
+                if secure.jwt {
+                    let (private, public) = pki::jwt_keys(cluster._dir.path())?;
+                    let ttl = secure.auth_token_ttl_s.unwrap_or(300);
+                    command.arg("--auth-token").arg(format!(
+                        "jwt,pub-key={},priv-key={},sign-method=ES256,ttl={ttl}s",
+                        public.display(),
+                        private.display()
+                    ));
+                } else if let Some(ttl) = secure.auth_token_ttl_s {
+                    command.args(["--auth-token-ttl", &ttl.to_string()]);
+                }
+            }
+            let child = command
                 .arg("--name")
                 .arg(&member.name)
                 .arg("--data-dir")
@@ -150,6 +214,7 @@ impl EtcdCluster {
                 .args(["--initial-cluster", &initial_cluster])
                 .args(["--initial-cluster-state", "new"])
                 .args(["--initial-cluster-token", &token])
+                .args(["--listen-metrics-urls", &health])
                 // Fast elections on loopback: tests wait less for a leader.
                 .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
                 .stdin(Stdio::null())
@@ -178,7 +243,7 @@ impl EtcdCluster {
                         )));
                     }
                 }
-                if healthy(member.client_port) {
+                if healthy(member.health_port) {
                     break;
                 }
                 if Instant::now() > deadline {
@@ -194,13 +259,22 @@ impl EtcdCluster {
         Ok(())
     }
 
-    /// Client URLs of the members still running.
+    /// Client URLs of the members still running (`https://` for a secure cluster).
     pub fn endpoints(&self) -> Vec<String> {
+        let scheme = self.scheme();
         self.members
             .iter()
             .filter(|m| m.child.is_some())
-            .map(|m| format!("http://127.0.0.1:{}", m.client_port))
+            .map(|m| format!("{scheme}://127.0.0.1:{}", m.client_port))
             .collect()
+    }
+
+    fn scheme(&self) -> &'static str {
+        if self.pki.is_some() {
+            "https"
+        } else {
+            "http"
+        }
     }
 
     /// Kills member `index` (SIGKILL) and waits for it to exit.
@@ -278,7 +352,7 @@ mod tests {
         assert!(cluster
             .members
             .iter()
-            .all(|m| super::healthy(m.client_port)));
+            .all(|m| super::healthy(m.health_port)));
         let ports: Vec<u16> = cluster.members.iter().map(|m| m.client_port).collect();
         drop(cluster);
         for port in ports {
