@@ -20,5 +20,5 @@ pub use error::EtcdError;
 pub use keys::KeyLayout;
 pub use lease::Lease;
 pub use shard::shard_of;
-pub use store::{EtcdStore, EtcdStoreConfig, ShardStatus, TxnLimits};
+pub use store::{EtcdStore, EtcdStoreConfig, ShardLoad, ShardStatus, TxnLimits, UnreadableKey};
 pub use watch::{Watch, WatchEvent};

@@ -21,6 +21,7 @@ mod load;
 mod plan;
 #[cfg(test)]
 mod tests;
+mod unreadable;
 mod writer;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -40,6 +41,7 @@ use crate::keys::KeyLayout;
 use crate::shard::shard_of;
 
 pub use plan::TxnLimits;
+pub use unreadable::{ShardLoad, UnreadableKey};
 
 /// How to reach etcd and which cluster to store.
 #[derive(Debug, Clone)]
@@ -261,8 +263,9 @@ impl EtcdStore {
     }
 
     /// Everything stored for one shard (how a node taking a shard over loads it); topics are
-    /// not included (see [`Store::load`]).
-    pub fn load_shard(&self, shard: u32) -> Result<StoredState, StoreError> {
+    /// not included (see [`Store::load`]). Keys that cannot be decoded quarantine their groups
+    /// ([`ShardLoad`]); only a failed read is an error.
+    pub fn load_shard(&self, shard: u32) -> Result<ShardLoad, StoreError> {
         let client = self.client.clone();
         let shared = Arc::clone(&self.shared);
         self.block_on(async move { load::shard(&client, &shared.keys, shard).await })?
@@ -283,8 +286,15 @@ impl EtcdStore {
     }
 
     /// As [`EtcdStore::load_shard`], awaited (from any tokio runtime: the ownership loop's).
-    pub async fn read_shard(&self, shard: u32) -> Result<StoredState, StoreError> {
+    pub async fn read_shard(&self, shard: u32) -> Result<ShardLoad, StoreError> {
         load::shard(&self.client, &self.shared.keys, shard).await
+    }
+
+    /// One group of a shard, read as [`EtcdStore::read_shard`] reads it: how a quarantined
+    /// group is checked again (its keys fixed or removed since).
+    pub async fn read_group(&self, group_id: &str) -> Result<ShardLoad, StoreError> {
+        let shard = self.shard_of(group_id);
+        load::group_in_shard(&self.client, &self.shared.keys, shard, group_id).await
     }
 
     /// The topic catalog and the etcd revision it was read at (watch from the one after).
