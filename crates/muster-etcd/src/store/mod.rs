@@ -290,10 +290,10 @@ impl EtcdStore {
         load::shard(&self.client, &self.shared.keys, shard).await
     }
 
-    /// One group of a shard, read as [`EtcdStore::read_shard`] reads it: how a quarantined
-    /// group is checked again (its keys fixed or removed since).
-    pub async fn read_group(&self, group_id: &str) -> Result<ShardLoad, StoreError> {
-        let shard = self.shard_of(group_id);
+    /// One group's keys under `shard`'s prefixes, read as [`EtcdStore::read_shard`] reads
+    /// them: how a quarantined group is checked again (its keys fixed or removed since). The
+    /// shard is the one it was found in, not recomputed: the same keys are read again.
+    pub async fn read_group(&self, shard: u32, group_id: &str) -> Result<ShardLoad, StoreError> {
         load::group_in_shard(&self.client, &self.shared.keys, shard, group_id).await
     }
 

@@ -249,7 +249,7 @@ impl Ownership {
             if !self.mine.contains_key(&shard) {
                 continue;
             }
-            let load = match self.store.read_group(&group_id).await {
+            let load = match self.store.read_group(shard, &group_id).await {
                 Ok(load) => load,
                 Err(e) => {
                     debug!(shard, group_id = %logsafe(&group_id), error = %e, "cannot read a quarantined group again");
