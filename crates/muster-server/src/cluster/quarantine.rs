@@ -16,8 +16,17 @@ use std::time::{Duration, Instant};
 
 use muster_etcd::UnreadableKey;
 
-/// How often a quarantined group is read again from etcd.
+/// How often a quarantined group is read again from etcd (at most).
 pub const RECHECK: Duration = Duration::from_secs(2);
+
+/// Most quarantined groups read again per round of the ownership loop (one a second), the
+/// longest unread first: many groups held back at once (values of a newer release, say) must
+/// not turn into a storm of reads against etcd; each is then read again every
+/// `groups / RECHECK_BATCH` seconds or so.
+pub const RECHECK_BATCH: usize = 16;
+
+/// Most lines [`Quarantine::describe`] gives (the `/readyz` body); the rest are counted.
+pub const DESCRIBE_LINES: usize = 100;
 
 /// One shard's quarantined groups and unattributable keys.
 #[derive(Debug, Default)]
@@ -116,19 +125,29 @@ impl Quarantine {
     }
 
     /// The quarantined groups due to be read again at `now` (last read [`RECHECK`] ago or
-    /// more), as `(shard, group id)`; each is counted as read at `now`.
+    /// more), at most [`RECHECK_BATCH`], the longest unread first, as `(shard, group id)`;
+    /// each is counted as read at `now`.
     pub fn due(&self, now: Instant) -> Vec<(u32, String)> {
-        let mut due = Vec::new();
         let mut shards = self.shards.write().unwrap_or_else(PoisonError::into_inner);
-        for (&shard, entry) in shards.iter_mut() {
-            for (group_id, group) in &mut entry.groups {
+        let mut due: Vec<(Instant, u32, String)> = Vec::new();
+        for (&shard, entry) in shards.iter() {
+            for (group_id, group) in &entry.groups {
                 if now.saturating_duration_since(group.checked_at) >= RECHECK {
-                    group.checked_at = now;
-                    due.push((shard, group_id.clone()));
+                    due.push((group.checked_at, shard, group_id.clone()));
                 }
             }
         }
-        due
+        due.sort();
+        due.truncate(RECHECK_BATCH);
+        for (_, shard, group_id) in &due {
+            if let Some(group) = shards
+                .get_mut(shard)
+                .and_then(|e| e.groups.get_mut(group_id))
+            {
+                group.checked_at = now;
+            }
+        }
+        due.into_iter().map(|(_, s, g)| (s, g)).collect()
     }
 
     /// A quarantined group read again and still undecodable: its keys now are `unreadable`.
@@ -166,21 +185,35 @@ impl Quarantine {
         Some(count)
     }
 
-    /// Every quarantined key, one line each (`/readyz`): shard, group (or none) and why.
+    /// Every quarantined key, one line each (`/readyz`): shard, group (or none) and why; past
+    /// [`DESCRIBE_LINES`], one last line counts the rest.
     pub fn describe(&self) -> Vec<String> {
         let shards = self.shards.read().unwrap_or_else(PoisonError::into_inner);
         let mut lines = Vec::new();
+        let mut more = 0usize;
+        let mut line = |text: String| {
+            if lines.len() < DESCRIBE_LINES {
+                lines.push(text);
+            } else {
+                more += 1;
+            }
+        };
         for (shard, entry) in shards.iter() {
             for (group_id, group) in &entry.groups {
                 for key in &group.keys {
-                    lines.push(format!(
+                    line(format!(
                         "shard {shard} group {group_id:?} quarantined: {key}"
                     ));
                 }
             }
             for key in &entry.stray {
-                lines.push(format!("shard {shard} key skipped (no group): {key}"));
+                line(format!("shard {shard} key skipped (no group): {key}"));
             }
+        }
+        if more > 0 {
+            lines.push(format!(
+                "... and {more} more keys (muster_quarantined_keys)"
+            ));
         }
         lines
     }
@@ -245,5 +278,39 @@ mod tests {
         // A load with nothing bad leaves nothing behind.
         assert_eq!(q.set(2, &[], t0), 0);
         assert!(q.describe().is_empty());
+    }
+
+    /// Many groups held back at once are read again a batch at a time, the longest unread
+    /// first, and described in a bounded number of lines.
+    #[test]
+    fn many_quarantined_groups_are_rechecked_a_batch_at_a_time_and_described_briefly() {
+        let q = Quarantine::new(4);
+        let t0 = Instant::now();
+        let groups = RECHECK_BATCH + DESCRIBE_LINES;
+        let keys: Vec<_> = (0..groups)
+            .map(|i| bad(&format!("/c/group/3/g{i:04}"), Some(&format!("g{i:04}"))))
+            .collect();
+        assert_eq!(q.set(3, &keys, t0), groups);
+        let lines = q.describe();
+        assert_eq!(lines.len(), DESCRIBE_LINES + 1);
+        assert_eq!(
+            lines[DESCRIBE_LINES],
+            format!("... and {RECHECK_BATCH} more keys (muster_quarantined_keys)")
+        );
+
+        let first = q.due(t0 + RECHECK);
+        assert_eq!(first.len(), RECHECK_BATCH);
+        // The next round takes the others, not the ones just read.
+        let second = q.due(t0 + RECHECK + Duration::from_secs(1));
+        assert_eq!(second.len(), RECHECK_BATCH);
+        assert!(second.iter().all(|g| !first.contains(g)));
+        // The rest are read in later rounds; then the longest unread (the first batch) come
+        // first again.
+        let mut t = t0 + RECHECK + Duration::from_secs(1);
+        while q.due(t).len() == RECHECK_BATCH {
+            t += Duration::from_millis(1);
+        }
+        let again = q.due(t0 + 2 * RECHECK + Duration::from_secs(1));
+        assert_eq!(again, first);
     }
 }
