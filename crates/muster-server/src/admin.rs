@@ -1,8 +1,8 @@
 //! The operators' HTTP listener (`--admin-listen`): Prometheus text at `/metrics`, `/healthz`
 //! (the process is up) and `/readyz` (state is loaded, client connections are accepted, and
 //! storage takes writes: a full or failing disk makes the server not ready until it recovers;
-//! in a cluster, its body names the keys in etcd this node could not decode, while it stays
-//! ready for every other group);
+//! in a cluster, its body counts, per shard, the keys in etcd this node could not decode, while
+//! it stays ready for every other group);
 //! every other path is the read-only dashboard's (`dashboard/`: its pages and JSON).
 //! Deliberately tiny: HTTP/1.1, GET only, one request per connection. With `--tls-cert` it
 //! speaks HTTPS with the server's certificate, but never asks for a client certificate (even
@@ -44,7 +44,7 @@ use crate::telemetry::{metrics_handle, render_metrics};
 use crate::tls::{self, ClientStream, TlsSettings};
 
 /// Whether the server is ready for clients (`/readyz`): it is up (set by startup and
-/// shutdown) and the store it watches, if any, takes writes. In a cluster it also shows the
+/// shutdown) and the store it watches, if any, takes writes. In a cluster it also counts the
 /// shard table's quarantined keys (detail only: readiness does not depend on them).
 #[derive(Default, Clone)]
 pub struct Readiness {
@@ -72,19 +72,30 @@ impl Readiness {
         *self.storage.write().unwrap_or_else(PoisonError::into_inner) = Some(store);
     }
 
-    /// Makes `/readyz` name the keys `table` holds quarantined.
+    /// Makes `/readyz` count the keys `table` holds quarantined.
     pub fn watch_shards(&self, table: Arc<ShardTable>) {
         *self.shards.write().unwrap_or_else(PoisonError::into_inner) = Some(table);
     }
 
-    /// One line per quarantined key (none on a single node).
+    /// One line per shard with quarantined keys (none on a single node). Counts only: these
+    /// endpoints expose no group data (module docs); the dashboard's `/api/quarantine` names
+    /// the keys to a principal that may see them.
     pub fn quarantined(&self) -> Vec<String> {
-        self.shards
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-            .map(|table| table.quarantine().describe())
-            .unwrap_or_default()
+        let table = self.shards.read().unwrap_or_else(PoisonError::into_inner);
+        let Some(table) = table.as_ref() else {
+            return Vec::new();
+        };
+        table
+            .quarantine()
+            .counts()
+            .into_iter()
+            .map(|(shard, keys)| {
+                format!(
+                    "shard {shard}: {keys} key(s) in etcd cannot be decoded; their groups are \
+                     held back (the ERROR log and /api/quarantine name them)"
+                )
+            })
+            .collect()
     }
 
     /// Whether the watched store (if any) takes writes.

@@ -1,7 +1,8 @@
 //! Corrupt shard quarantine (issue #24 item 5) against a real etcd and real `musterd` nodes: a
 //! group whose record in etcd is garbage is held back on the node that claims its shard —
 //! answered COORDINATOR_NOT_AVAILABLE, never recreated nor written over, one ERROR naming the
-//! key, `muster_quarantined_keys` and the `/readyz` detail showing it — while the other group
+//! key, `muster_quarantined_keys`, the `/readyz` count and the dashboard's `/api/quarantine`
+//! showing it — while the other group
 //! of the same shard is served; the shard is claimed once and kept (no give-back loop), the
 //! next node quarantines it the same way after a failover, and once the key is deleted the
 //! group is served again with its offsets.
@@ -169,9 +170,22 @@ fn check_quarantined(
     let stored = etcd(endpoints, async |c| c.get(key.as_bytes()).await)?;
     ensure!(stored.map(|kv| kv.value).as_deref() == Some(GARBAGE));
 
+    // Ready (every other group is served); the body counts, the dashboard names.
     let (status, body) = get(admin, "/readyz")?;
     ensure!(status == 200, "readyz {status}: {body}");
-    ensure!(body.starts_with("ready\n") && body.contains(key), "{body}");
+    let counted = format!("ready\nshard {SHARD}: 1 key(s) in etcd cannot be decoded");
+    ensure!(
+        body.starts_with(&counted) && !body.contains(&bad.group),
+        "{body}"
+    );
+    let (status, body) = get(admin, "/api/quarantine")?;
+    ensure!(status == 200, "/api/quarantine {status}: {body}");
+    ensure!(
+        body.contains(&format!(r#""key":"{key}""#))
+            && body.contains(&format!(r#""group_id":"{}""#, bad.group))
+            && body.contains(&format!(r#""shard":{SHARD}"#)),
+        "{body}"
+    );
     let series = format!("muster_quarantined_keys{{shard=\"{SHARD}\"}}");
     ensure!(metric(admin, &series)? == Some(1.0));
 
@@ -231,6 +245,8 @@ fn a_corrupt_group_is_quarantined_once_per_claim_and_served_again_once_its_key_i
     let admin = admin_addr(&third)?;
     let (status, body) = get(admin, "/readyz")?;
     ensure!(status == 200 && body == "ready\n", "{status}: {body}");
+    let (_, body) = get(admin, "/api/quarantine")?;
+    ensure!(body == r#"{"keys":[],"more":0}"#, "{body}");
     let series = format!("muster_quarantined_keys{{shard=\"{SHARD}\"}}");
     ensure!(metric(admin, &series)? == Some(0.0));
     let owned = format!("shard={SHARD} ");

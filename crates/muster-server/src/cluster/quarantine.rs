@@ -1,8 +1,9 @@
 //! The groups this node holds back because a key of theirs in etcd cannot be decoded (issue
 //! #24 item 5, docs/cluster.md "Unreadable keys"), per owned shard: which groups (requests for
 //! them are refused with COORDINATOR_NOT_AVAILABLE through the shard table, so they are never
-//! recreated empty nor written over), which keys and why (the `/readyz` detail and the
-//! `muster_quarantined_keys` gauge), and when each group was last read again.
+//! recreated empty nor written over), which keys and why (the `/readyz` counts, the
+//! dashboard's `/api/quarantine` and the `muster_quarantined_keys` gauge), and when each
+//! group was last read again.
 //!
 //! The ownership loop fills it when it loads a shard, reads each quarantined group again every
 //! [`RECHECK`] (a key fixed or removed with etcdctl lets the group load), and empties a
@@ -24,9 +25,6 @@ pub const RECHECK: Duration = Duration::from_secs(2);
 /// not turn into a storm of reads against etcd; each is then read again every
 /// `groups / RECHECK_BATCH` seconds or so.
 pub const RECHECK_BATCH: usize = 16;
-
-/// Most lines [`Quarantine::describe`] gives (the `/readyz` body); the rest are counted.
-pub const DESCRIBE_LINES: usize = 100;
 
 /// One shard's quarantined groups and unattributable keys.
 #[derive(Debug, Default)]
@@ -185,38 +183,49 @@ impl Quarantine {
         Some(count)
     }
 
-    /// Every quarantined key, one line each (`/readyz`): shard, group (or none) and why; past
-    /// [`DESCRIBE_LINES`], one last line counts the rest.
-    pub fn describe(&self) -> Vec<String> {
-        let shards = self.shards.read().unwrap_or_else(PoisonError::into_inner);
-        let mut lines = Vec::new();
-        let mut more = 0usize;
-        let mut line = |text: String| {
-            if lines.len() < DESCRIBE_LINES {
-                lines.push(text);
-            } else {
-                more += 1;
-            }
-        };
-        for (shard, entry) in shards.iter() {
-            for (group_id, group) in &entry.groups {
-                for key in &group.keys {
-                    line(format!(
-                        "shard {shard} group {group_id:?} quarantined: {key}"
-                    ));
-                }
-            }
-            for key in &entry.stray {
-                line(format!("shard {shard} key skipped (no group): {key}"));
-            }
-        }
-        if more > 0 {
-            lines.push(format!(
-                "... and {more} more keys (muster_quarantined_keys)"
-            ));
-        }
-        lines
+    /// The bad keys per shard that has any, in shard order (`/readyz`: counts only, no
+    /// group data there).
+    pub fn counts(&self) -> Vec<(u32, usize)> {
+        self.shards
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(&shard, entry)| (shard, entry.key_count()))
+            .collect()
     }
+
+    /// Every quarantined key (the dashboard's `/api/quarantine`, which filters them by the
+    /// principal's rights), in shard, group, key order; stray keys last in their shard.
+    pub fn entries(&self) -> Vec<QuarantinedKey> {
+        let shards = self.shards.read().unwrap_or_else(PoisonError::into_inner);
+        let mut out = Vec::new();
+        for (&shard, entry) in shards.iter() {
+            let keys = entry
+                .groups
+                .values()
+                .flat_map(|g| g.keys.iter())
+                .chain(entry.stray.iter());
+            out.extend(keys.map(|bad| QuarantinedKey {
+                shard,
+                group_id: bad.group_id.clone(),
+                key: bad.key_text(),
+                error: bad.reason.clone(),
+            }));
+        }
+        out
+    }
+}
+
+/// One quarantined key, as shown to operators.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct QuarantinedKey {
+    pub shard: u32,
+    /// The group held back; `None` for a key that names no group (skipped).
+    pub group_id: Option<String>,
+    /// The full etcd key.
+    pub key: String,
+    /// Why it could not be decoded.
+    pub error: String,
 }
 
 #[cfg(test)]
@@ -244,8 +253,19 @@ mod tests {
         assert!(q.holds(1, "g"));
         assert!(!q.holds(1, "h"));
         assert!(!q.holds(2, "g"));
-        assert_eq!(q.describe().len(), 3);
-        assert!(q.describe()[0].contains("\"/c/group/1/g\": garbage"));
+        assert_eq!(q.counts(), vec![(1, 3)]);
+        let entries = q.entries();
+        assert_eq!(entries.len(), 3);
+        assert_eq!(
+            entries[0],
+            QuarantinedKey {
+                shard: 1,
+                group_id: Some("g".into()),
+                key: "/c/group/1/g".into(),
+                error: "garbage".into(),
+            }
+        );
+        assert_eq!(entries[2].group_id, None);
 
         assert!(q.due(t0 + RECHECK / 2).is_empty());
         assert_eq!(q.due(t0 + RECHECK), vec![(1, "g".to_owned())]);
@@ -270,33 +290,27 @@ mod tests {
         assert!(!q.holds(1, "g"));
         assert_eq!(q.lift(1, "g"), None);
         // The stray key stays until the shard goes.
-        assert_eq!(q.describe().len(), 1);
+        assert_eq!(q.counts(), vec![(1, 1)]);
         assert!(q.clear(1));
-        assert!(q.describe().is_empty());
+        assert!(q.entries().is_empty());
         assert!(!q.clear(1));
 
         // A load with nothing bad leaves nothing behind.
         assert_eq!(q.set(2, &[], t0), 0);
-        assert!(q.describe().is_empty());
+        assert!(q.counts().is_empty());
     }
 
     /// Many groups held back at once are read again a batch at a time, the longest unread
-    /// first, and described in a bounded number of lines.
+    /// first.
     #[test]
-    fn many_quarantined_groups_are_rechecked_a_batch_at_a_time_and_described_briefly() {
+    fn many_quarantined_groups_are_rechecked_a_batch_at_a_time() {
         let q = Quarantine::new(4);
         let t0 = Instant::now();
-        let groups = RECHECK_BATCH + DESCRIBE_LINES;
+        let groups = 7 * RECHECK_BATCH + 4;
         let keys: Vec<_> = (0..groups)
             .map(|i| bad(&format!("/c/group/3/g{i:04}"), Some(&format!("g{i:04}"))))
             .collect();
         assert_eq!(q.set(3, &keys, t0), groups);
-        let lines = q.describe();
-        assert_eq!(lines.len(), DESCRIBE_LINES + 1);
-        assert_eq!(
-            lines[DESCRIBE_LINES],
-            format!("... and {RECHECK_BATCH} more keys (muster_quarantined_keys)")
-        );
 
         let first = q.due(t0 + RECHECK);
         assert_eq!(first.len(), RECHECK_BATCH);
