@@ -41,6 +41,9 @@ use crate::node::HostPort;
 /// takes at most etcd's request timeout).
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long one round's re-reads of quarantined groups may take in all.
+const RECHECK_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// The owner keys as read: shard → (owner node id, mod revision, lease).
 type Owners = BTreeMap<u32, (String, i64, i64)>;
 
@@ -241,18 +244,40 @@ impl Ownership {
         }
     }
 
-    /// Reads every quarantined group due again ([`Quarantine::due`]): one whose keys all decode
-    /// now (fixed, or removed) is handed to the supervisor and served; one still bad stays,
-    /// and only keys not seen before are logged. A read that fails is tried at the next due.
+    /// Reads every quarantined group due again ([`Quarantine::due`]), all at once and for at
+    /// most [`RECHECK_TIMEOUT`] in all (a slow etcd must not hold up the loop: they are due
+    /// again later): one whose keys all decode now (fixed, or removed) is handed to the
+    /// supervisor and served; one still bad stays, and only keys not seen before are logged.
     async fn recheck_quarantined(&mut self, now: Instant) {
-        for (shard, group_id) in self.table.quarantine().due(now) {
-            if !self.mine.contains_key(&shard) {
-                continue;
-            }
-            let load = match self.store.read_group(shard, &group_id).await {
+        let due: Vec<(u32, String)> = self
+            .table
+            .quarantine()
+            .due(now)
+            .into_iter()
+            .filter(|(shard, _)| self.mine.contains_key(shard))
+            .collect();
+        if due.is_empty() {
+            return;
+        }
+        let store = &self.store;
+        let reads = join_all(due.into_iter().map(|(shard, group_id)| async move {
+            let read = store.read_group(shard, &group_id).await;
+            (shard, group_id, read)
+        }));
+        let Ok(reads) = tokio::time::timeout(RECHECK_TIMEOUT, reads).await else {
+            debug!("quarantined groups not read again in time; trying later");
+            return;
+        };
+        for (shard, group_id, read) in reads {
+            let load = match read {
                 Ok(load) => load,
                 Err(e) => {
-                    debug!(shard, group_id = %logsafe(&group_id), error = %e, "cannot read a quarantined group again");
+                    debug!(
+                        shard,
+                        group_id = %logsafe(&group_id),
+                        error = %e,
+                        "cannot read a quarantined group again"
+                    );
                     continue;
                 }
             };
