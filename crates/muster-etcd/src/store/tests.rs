@@ -662,9 +662,9 @@ fn once_a_lease_expires_the_new_owner_fences_the_old_one() {
 /// A shard with a damaged group record, a damaged offset of another group and a key that names
 /// no group loads its healthy group whole; the two damaged groups are quarantined whole (none
 /// of their keys loaded) and every bad key is named. `load_group` of a damaged group, and the
-/// store's `load`, still fail: only the shard load is lenient.
+/// store's `load`, still fail: only the shard load is lenient. etcd gone, it fails.
 #[test]
-fn a_shard_load_quarantines_only_the_groups_of_undecodable_keys() {
+fn a_shard_load_quarantines_only_the_groups_of_undecodable_keys_and_fails_only_to_read() {
     let backend = EtcdBackend::new();
     let store = &backend.store;
     let shard = store.shard_of("healthy");
@@ -752,6 +752,13 @@ fn a_shard_load_quarantines_only_the_groups_of_undecodable_keys() {
         "{error:?}"
     );
     assert!(matches!(store.load(), Err(StoreError::Corrupt(_))));
+
+    // A read that fails is still an error, and a different one: the ownership loop gives
+    // such a shard back to be claimed again, and keeps a shard it could read.
+    let mut backend = backend;
+    backend.cluster.kill_member(0);
+    let error = backend.store.load_shard(shard).expect_err("etcd is gone");
+    assert!(matches!(error, StoreError::Unavailable(_)), "{error:?}");
 }
 
 fn block_on_read(store: &EtcdStore, group_id: &str) -> super::ShardLoad {
