@@ -137,8 +137,9 @@ fn join_code(addr: SocketAddr, group: &str) -> Result<i16> {
     }
 }
 
-/// The shard is owned by `node`, `bad` is held back there with one ERROR naming `key`, and
-/// `good` is served at once; watched for [`WATCH`]: one claim of the shard, one ERROR.
+/// `node`, alone in the cluster, owns the shard, `bad` is held back there with one ERROR
+/// naming `key`, and `good` is served; watched for [`WATCH`]: one claim of the shard, one
+/// ERROR, no claim at all.
 fn check_quarantined(
     node: &Node,
     bad: &Member,
@@ -148,6 +149,9 @@ fn check_quarantined(
 ) -> Result<()> {
     let admin = admin_addr(node)?;
     let owned = format!("shard={SHARD} ");
+    // Alone in the cluster by now: it holds every shard, so no other claim can land in the
+    // window watched below.
+    wait_settled(node.addr, 1, Duration::from_secs(10))?;
     wait_for(Duration::from_secs(10), "the shard owned", || {
         (!node.log_lines(&["shard owned", &owned]).is_empty()).then_some(())
     })?;
