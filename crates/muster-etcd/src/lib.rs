@@ -26,5 +26,5 @@ pub use keys::KeyLayout;
 pub use lease::Lease;
 pub use security::{EtcdCredentials, EtcdSecurity, EtcdSecurityError, EtcdTls};
 pub use shard::shard_of;
-pub use store::{EtcdStore, EtcdStoreConfig, ShardStatus, TxnLimits};
+pub use store::{EtcdStore, EtcdStoreConfig, ShardLoad, ShardStatus, TxnLimits, UnreadableKey};
 pub use watch::{Watch, WatchEvent};

@@ -1,6 +1,8 @@
 //! The operators' HTTP listener (`--admin-listen`): Prometheus text at `/metrics`, `/healthz`
 //! (the process is up) and `/readyz` (state is loaded, client connections are accepted, and
-//! storage takes writes: a full or failing disk makes the server not ready until it recovers);
+//! storage takes writes: a full or failing disk makes the server not ready until it recovers;
+//! in a cluster, its body counts, per shard, the keys in etcd this node could not decode, while
+//! it stays ready for every other group);
 //! every other path is the read-only dashboard's (`dashboard/`: its pages and JSON).
 //! Deliberately tiny: HTTP/1.1, GET only, one request per connection. With `--tls-cert` it
 //! speaks HTTPS with the server's certificate, but never asks for a client certificate (even
@@ -34,6 +36,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tracing::{debug, info, warn};
 
+use crate::cluster::placement::ShardTable;
 use crate::connection_limits::ConnectionLimits;
 use crate::dashboard::Dashboard;
 use crate::listener::AcceptBackoff;
@@ -41,11 +44,13 @@ use crate::telemetry::{metrics_handle, render_metrics};
 use crate::tls::{self, ClientStream, TlsSettings};
 
 /// Whether the server is ready for clients (`/readyz`): it is up (set by startup and
-/// shutdown) and the store it watches, if any, takes writes.
+/// shutdown) and the store it watches, if any, takes writes. In a cluster it also counts the
+/// shard table's quarantined keys (detail only: readiness does not depend on them).
 #[derive(Default, Clone)]
 pub struct Readiness {
     up: Arc<AtomicBool>,
     storage: Arc<RwLock<Option<Arc<dyn Store>>>>,
+    shards: Arc<RwLock<Option<Arc<ShardTable>>>>,
 }
 
 impl std::fmt::Debug for Readiness {
@@ -65,6 +70,32 @@ impl Readiness {
     /// Makes readiness follow `store`'s health too.
     pub fn watch_storage(&self, store: Arc<dyn Store>) {
         *self.storage.write().unwrap_or_else(PoisonError::into_inner) = Some(store);
+    }
+
+    /// Makes `/readyz` count the keys `table` holds quarantined.
+    pub fn watch_shards(&self, table: Arc<ShardTable>) {
+        *self.shards.write().unwrap_or_else(PoisonError::into_inner) = Some(table);
+    }
+
+    /// One line per shard with quarantined keys (none on a single node). Counts only: these
+    /// endpoints expose no group data (module docs); the dashboard's `/api/quarantine` names
+    /// the keys to a principal that may see them.
+    pub fn quarantined(&self) -> Vec<String> {
+        let table = self.shards.read().unwrap_or_else(PoisonError::into_inner);
+        let Some(table) = table.as_ref() else {
+            return Vec::new();
+        };
+        table
+            .quarantine()
+            .counts()
+            .into_iter()
+            .map(|(shard, keys)| {
+                format!(
+                    "shard {shard}: {keys} key(s) in etcd cannot be decoded; their groups are \
+                     held back (the ERROR log and /api/quarantine name them)"
+                )
+            })
+            .collect()
     }
 
     /// Whether the watched store (if any) takes writes.
@@ -272,7 +303,15 @@ async fn route(
             StatusCode::SERVICE_UNAVAILABLE,
             "not ready: storage failing\n",
         ),
-        "/readyz" => text(StatusCode::OK, "ready\n"),
+        // Still ready: every other group is served. The detail is for the operator.
+        "/readyz" => {
+            let mut body = String::from("ready\n");
+            for line in readiness.quarantined() {
+                body.push_str(&line);
+                body.push('\n');
+            }
+            text(StatusCode::OK, &body)
+        }
         _ => dashboard.serve(req, peer).await,
     }
 }

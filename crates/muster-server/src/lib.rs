@@ -157,6 +157,12 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
         .cluster
         .as_ref()
         .map(|setup| Cluster::new(&options.node.cluster_name, setup.store.shards()));
+    if let Some(cluster) = &cluster {
+        // `/readyz` counts the keys in etcd this node could not decode; the dashboard's
+        // `/api/quarantine` names them.
+        readiness.watch_shards(Arc::clone(&cluster.table));
+        dashboard.watch_shards(Arc::clone(&cluster.table));
+    }
     let supervisor = start_supervisor(&options, cluster.as_ref(), handles.clone(), initial);
     // One count for the sessions and the dashboard: admin requests in flight server-wide.
     let admin_gate = AdminGate::new(options.group.limits.max_admin_requests_in_flight);

@@ -117,6 +117,15 @@ fn describe() {
         "muster_requests_total",
         "Requests answered, by type and error"
     );
+    describe_counter!(
+        "muster_shard_claims_total",
+        "Shards this node claimed in a cluster (a shard read and kept is claimed once)"
+    );
+    describe_gauge!(
+        "muster_quarantined_keys",
+        "Keys in etcd this node could not decode, by shard: their groups are held back \
+         (COORDINATOR_NOT_AVAILABLE) until the keys are fixed or deleted; /readyz names them"
+    );
     muster_coordinator::metrics::describe();
 }
 

@@ -225,6 +225,17 @@ pub struct AdoptShard {
     pub state: crate::storage::StoredState,
 }
 
+/// Start some groups of a shard already held, as the store holds them: groups that were held
+/// back when the shard was taken over (a key of theirs could not be decoded) and read whole
+/// since. Groups already in the registry are left as they are. The answer comes once they are
+/// in the registry.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct AdoptGroups {
+    pub shard: u32,
+    pub state: crate::storage::StoredState,
+}
+
 /// Give a shard's groups up. The answer comes as soon as they are out of the registry (new
 /// requests for them are routed afresh, and the placement refuses them); it is a [`Drain`],
 /// which resolves once every write they had in flight is done. Waiting for the answer itself

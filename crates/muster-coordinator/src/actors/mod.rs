@@ -30,8 +30,8 @@ pub use group::GroupActor;
 pub use ledger::{Ledger, PendingBudget};
 pub use messages::GroupSummary;
 pub use messages::{
-    AdminCall, AdoptShard, CatalogChanged, Drain, GroupBatch, GroupCall, GroupInbox, GroupLink,
-    ReleaseShard, Route, Shutdown,
+    AdminCall, AdoptGroups, AdoptShard, CatalogChanged, Drain, GroupBatch, GroupCall, GroupInbox,
+    GroupLink, ReleaseShard, Route, Shutdown,
 };
 pub use overview::{ListOverview, OverviewPage, OverviewQuery, MAX_OVERVIEW_PAGE};
 pub use reply::{Answer, Replies, ReplySink, ReplyTo, Ticket};

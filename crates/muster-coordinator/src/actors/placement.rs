@@ -5,11 +5,13 @@
 use muster_protocol::ErrorCode;
 
 /// Which groups this node coordinates. A single node owns every group; a clustered node
-/// answers NOT_COORDINATOR for the groups of shards another node owns, and
-/// COORDINATOR_LOAD_IN_PROGRESS for those of a shard it is loading.
+/// answers NOT_COORDINATOR for the groups of shards another node owns,
+/// COORDINATOR_LOAD_IN_PROGRESS for those of a shard it is loading, and
+/// COORDINATOR_NOT_AVAILABLE for a group of its own shards whose stored state could not be
+/// decoded (held back, never recreated empty).
 pub trait Placement: Send + Sync + 'static {
-    /// Why this node cannot serve `group_id` now (NOT_COORDINATOR or
-    /// COORDINATOR_LOAD_IN_PROGRESS), if it cannot.
+    /// Why this node cannot serve `group_id` now (NOT_COORDINATOR,
+    /// COORDINATOR_LOAD_IN_PROGRESS or COORDINATOR_NOT_AVAILABLE), if it cannot.
     fn refusal(&self, group_id: &str) -> Option<ErrorCode>;
     /// The shard `group_id` belongs to (a single node has one: 0).
     fn shard_of(&self, group_id: &str) -> u32;

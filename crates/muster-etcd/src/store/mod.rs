@@ -23,6 +23,7 @@ mod plan;
 mod secure_tests;
 #[cfg(test)]
 mod tests;
+mod unreadable;
 mod writer;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -43,6 +44,7 @@ use crate::security::EtcdSecurity;
 use crate::shard::shard_of;
 
 pub use plan::TxnLimits;
+pub use unreadable::{ShardLoad, UnreadableKey};
 
 /// How to reach etcd and which cluster to store.
 #[derive(Debug, Clone)]
@@ -273,8 +275,9 @@ impl EtcdStore {
     }
 
     /// Everything stored for one shard (how a node taking a shard over loads it); topics are
-    /// not included (see [`Store::load`]).
-    pub fn load_shard(&self, shard: u32) -> Result<StoredState, StoreError> {
+    /// not included (see [`Store::load`]). Keys that cannot be decoded quarantine their groups
+    /// ([`ShardLoad`]); only a failed read is an error.
+    pub fn load_shard(&self, shard: u32) -> Result<ShardLoad, StoreError> {
         let client = self.client.clone();
         let shared = Arc::clone(&self.shared);
         self.block_on(async move { load::shard(&client, &shared.keys, shard).await })?
@@ -295,8 +298,15 @@ impl EtcdStore {
     }
 
     /// As [`EtcdStore::load_shard`], awaited (from any tokio runtime: the ownership loop's).
-    pub async fn read_shard(&self, shard: u32) -> Result<StoredState, StoreError> {
+    pub async fn read_shard(&self, shard: u32) -> Result<ShardLoad, StoreError> {
         load::shard(&self.client, &self.shared.keys, shard).await
+    }
+
+    /// One group's keys under `shard`'s prefixes, read as [`EtcdStore::read_shard`] reads
+    /// them: how a quarantined group is checked again (its keys fixed or removed since). The
+    /// shard is the one it was found in, not recomputed: the same keys are read again.
+    pub async fn read_group(&self, shard: u32, group_id: &str) -> Result<ShardLoad, StoreError> {
+        load::group_in_shard(&self.client, &self.shared.keys, shard, group_id).await
     }
 
     /// The topic catalog and the etcd revision it was read at (watch from the one after).

@@ -155,7 +155,9 @@ fn group_values_of_earlier_releases_read_as_they_were_written() {
             .filter(|g| store.shard_of(&g.group_id) == shard)
             .cloned()
             .collect();
-        assert_eq!(store.load_shard(shard).expect("loads").groups, in_shard);
+        let loaded = store.load_shard(shard).expect("loads");
+        assert!(loaded.unreadable.is_empty());
+        assert_eq!(loaded.state.groups, in_shard);
     }
 
     commit(store, vec![Mutation::PutGroup(consumer_group("old", 4))]);
@@ -301,7 +303,7 @@ fn load_shard_reads_only_that_shard() {
     commit(store, batch);
     let mut seen = 0;
     for shard in 0..SHARDS {
-        let state = store.load_shard(shard).expect("loads");
+        let state = store.load_shard(shard).expect("loads").state;
         for record in &state.groups {
             assert_eq!(store.shard_of(&record.group_id), shard);
         }
@@ -655,4 +657,118 @@ fn once_a_lease_expires_the_new_owner_fences_the_old_one() {
         }),
     );
     assert_eq!(freed, None);
+}
+
+/// A shard with a damaged group record, a damaged offset of another group and a key that names
+/// no group loads its healthy group whole; the two damaged groups are quarantined whole (none
+/// of their keys loaded) and every bad key is named. `load_group` of a damaged group, and the
+/// store's `load`, still fail: only the shard load is lenient. etcd gone, it fails.
+#[test]
+fn a_shard_load_quarantines_only_the_groups_of_undecodable_keys_and_fails_only_to_read() {
+    let backend = EtcdBackend::new();
+    let store = &backend.store;
+    let shard = store.shard_of("healthy");
+    let in_shard: Vec<String> = (0..)
+        .map(|i| format!("g{i}"))
+        .filter(|g| store.shard_of(g) == shard)
+        .take(2)
+        .collect();
+    let (bad_record, bad_offset) = (in_shard[0].as_str(), in_shard[1].as_str());
+    let batch = ["healthy", bad_record, bad_offset]
+        .iter()
+        .flat_map(|g| {
+            [
+                Mutation::PutGroup(group(g, 1)),
+                put_offsets(g, vec![offset("t", 0, 1), offset("t", 1, 2)]),
+                put_history(g, vec![history("t", 0, 1)], vec![]),
+            ]
+        })
+        .collect();
+    commit(store, batch);
+    let record_key = store.keys().group(shard, bad_record);
+    put_raw(store, &record_key, b"\xffgarbage");
+    let offset_key = store.keys().offset(shard, bad_offset, "t", 1);
+    put_raw(store, &offset_key, b"");
+    let mut stray = store.keys().shard_groups_prefix(shard);
+    stray.extend_from_slice(b"%ZZ");
+    put_raw(store, &stray, b"whatever");
+
+    let loaded = store
+        .load_shard(shard)
+        .expect("a damaged value is no read failure");
+    assert_eq!(loaded.state.groups, vec![group("healthy", 1)]);
+    let with_offsets: Vec<_> = loaded
+        .state
+        .offsets
+        .iter()
+        .map(|(g, _)| g.as_str())
+        .collect();
+    assert_eq!(with_offsets, ["healthy"]);
+    assert_eq!(loaded.state.offsets[0].1.len(), 2);
+    let with_history: Vec<_> = loaded
+        .state
+        .history
+        .iter()
+        .map(|(g, _)| g.as_str())
+        .collect();
+    assert_eq!(with_history, ["healthy"]);
+    assert_eq!(
+        loaded.quarantined(),
+        BTreeSet::from([bad_record, bad_offset])
+    );
+    let named: BTreeSet<(Vec<u8>, Option<&str>)> = loaded
+        .unreadable
+        .iter()
+        .map(|u| (u.key.clone(), u.group_id.as_deref()))
+        .collect();
+    assert_eq!(
+        named,
+        BTreeSet::from([
+            (record_key.clone(), Some(bad_record)),
+            (offset_key.clone(), Some(bad_offset)),
+            (stray.clone(), None),
+        ])
+    );
+
+    // Read again one group at a time (how a quarantined group is checked): still bad until
+    // fixed; once its key is removed, it loads without it.
+    let again = block_on_read(store, bad_offset);
+    assert_eq!(again.quarantined(), BTreeSet::from([bad_offset]));
+    assert!(again.state.groups.is_empty());
+    let client = store.client().clone();
+    let key = offset_key.clone();
+    store
+        .block_on(async move { client.delete(&key).await })
+        .expect("the runtime runs")
+        .expect("deleted");
+    let fixed = block_on_read(store, bad_offset);
+    assert!(fixed.unreadable.is_empty());
+    assert_eq!(fixed.state.groups, vec![group(bad_offset, 1)]);
+    assert_eq!(fixed.state.offsets[0].1, vec![offset("t", 0, 1)]);
+
+    let error = store.load_group(bad_record).expect_err("a damaged record");
+    assert!(
+        matches!(&error, StoreError::Corrupt(r) if r.contains("/group/")),
+        "{error:?}"
+    );
+    assert!(matches!(store.load(), Err(StoreError::Corrupt(_))));
+
+    // A read that fails is still an error, and a different one: the ownership loop gives
+    // such a shard back to be claimed again, and keeps a shard it could read.
+    let mut backend = backend;
+    backend.cluster.kill_member(0);
+    let error = backend.store.load_shard(shard).expect_err("etcd is gone");
+    assert!(matches!(error, StoreError::Unavailable(_)), "{error:?}");
+}
+
+fn block_on_read(store: &EtcdStore, group_id: &str) -> super::ShardLoad {
+    let client = store.client().clone();
+    let keys = store.keys().clone();
+    let (shard, group_id) = (store.shard_of(group_id), group_id.to_owned());
+    store
+        .block_on(
+            async move { super::load::group_in_shard(&client, &keys, shard, &group_id).await },
+        )
+        .expect("the runtime runs")
+        .expect("etcd answers")
 }

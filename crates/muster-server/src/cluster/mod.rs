@@ -8,6 +8,7 @@
 mod lease;
 mod ownership;
 pub mod placement;
+pub mod quarantine;
 pub mod view;
 mod watches;
 

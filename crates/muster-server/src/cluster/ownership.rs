@@ -7,7 +7,10 @@
 //!   writes on the claim's revision, mark it loading (COORDINATOR_LOAD_IN_PROGRESS), read its
 //!   groups and offsets, hand them to the supervisor, mark it owned (a round's claims are
 //!   sent all at once, and the shards it won are read all at once: after a node dies each
-//!   survivor takes several);
+//!   survivor takes several). A shard that cannot be *read* (etcd does not answer) is given
+//!   back, to be claimed again; a shard read whole is kept whatever it holds: a value that
+//!   cannot be *decoded* holds back only its group (the [`Quarantine`], one ERROR per key),
+//!   which is read again every few seconds and served once its keys decode or are gone;
 //! - **give** a shard away: mark it not owned (NOT_COORDINATOR for new requests), let its
 //!   groups finish the writes they have in flight, forget it in the store, and delete the owner
 //!   key (only if it is still ours) so that the node taking it over can claim it at once;
@@ -18,21 +21,28 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix::Addr;
 use futures_util::future::join_all;
-use muster_coordinator::actors::{AdoptShard, Drain, ReleaseShard, Supervisor};
-use muster_etcd::{balance, EtcdClient, EtcdError, EtcdStore, KeyLayout};
-use tracing::{debug, info, warn};
+use metrics::{counter, gauge};
+use muster_coordinator::actors::{AdoptGroups, AdoptShard, Drain, ReleaseShard, Supervisor};
+use muster_coordinator::logsafe::logsafe;
+use muster_etcd::{balance, EtcdClient, EtcdError, EtcdStore, KeyLayout, UnreadableKey};
+use tracing::{debug, error, info, warn};
 
 use super::placement::{ShardState, ShardTable};
+#[cfg(doc)]
+use super::quarantine::Quarantine;
 use super::view::{ClusterView, Snapshot};
 use crate::node::HostPort;
 
 /// How long a shard's groups may take to finish their writes when it is given away (a write
 /// takes at most etcd's request timeout).
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long one round's re-reads of quarantined groups may take in all.
+const RECHECK_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The owner keys as read: shard → (owner node id, mod revision, lease).
 type Owners = BTreeMap<u32, (String, i64, i64)>;
@@ -146,6 +156,7 @@ impl Ownership {
             }
         }
         self.take_all(claimed).await;
+        self.recheck_quarantined(Instant::now()).await;
         failed.map_or(Ok(()), Err)
     }
 
@@ -177,6 +188,7 @@ impl Ownership {
     /// all at once, and starts serving each as soon as it is read.
     async fn take_all(&mut self, claimed: Vec<(u32, i64)>) {
         for &(shard, revision) in &claimed {
+            counter!("muster_shard_claims_total").increment(1);
             self.table.set(shard, ShardState::Loading);
             // Groups of the shard still here from an earlier ownership stop first: nothing
             // they write may pass under the new claim (the store also fences each batch on
@@ -195,8 +207,21 @@ impl Ownership {
         .await;
         for (shard, read) in reads {
             match read {
-                Ok(state) => {
-                    let groups = state.groups.len();
+                Ok(load) => {
+                    for bad in &load.unreadable {
+                        log_unreadable(shard, bad);
+                    }
+                    // Held back before the shard is served: no request may create one of these
+                    // groups empty in between.
+                    let keys = self
+                        .table
+                        .quarantine()
+                        .set(shard, &load.unreadable, Instant::now());
+                    if keys > 0 {
+                        quarantined_keys(shard, keys);
+                    }
+                    let groups = load.state.groups.len();
+                    let state = load.state;
                     if self
                         .supervisor
                         .send(AdoptShard { shard, state })
@@ -207,8 +232,10 @@ impl Ownership {
                         return;
                     }
                     self.table.set(shard, ShardState::Owned);
-                    info!(shard, groups, "shard owned");
+                    info!(shard, groups, quarantined_keys = keys, "shard owned");
                 }
+                // Not read at all (etcd did not answer): given back and claimed again, here or
+                // elsewhere. A value that does not decode is no error here (quarantined above).
                 Err(e) => {
                     warn!(shard, error = %e, "cannot read the shard's groups; giving it back");
                     self.give(shard).await;
@@ -217,9 +244,85 @@ impl Ownership {
         }
     }
 
+    /// Reads every quarantined group due again ([`Quarantine::due`]), all at once and for at
+    /// most [`RECHECK_TIMEOUT`] in all (a slow etcd must not hold up the loop: they are due
+    /// again later): one whose keys all decode now (fixed, or removed) is handed to the
+    /// supervisor and served; one still bad stays, and only keys not seen before are logged.
+    async fn recheck_quarantined(&mut self, now: Instant) {
+        let due: Vec<(u32, String)> = self
+            .table
+            .quarantine()
+            .due(now)
+            .into_iter()
+            .filter(|(shard, _)| self.mine.contains_key(shard))
+            .collect();
+        if due.is_empty() {
+            return;
+        }
+        let store = &self.store;
+        let reads = join_all(due.into_iter().map(|(shard, group_id)| async move {
+            let read = store.read_group(shard, &group_id).await;
+            (shard, group_id, read)
+        }));
+        let Ok(reads) = tokio::time::timeout(RECHECK_TIMEOUT, reads).await else {
+            debug!("quarantined groups not read again in time; trying later");
+            return;
+        };
+        for (shard, group_id, read) in reads {
+            let load = match read {
+                Ok(load) => load,
+                Err(e) => {
+                    debug!(
+                        shard,
+                        group_id = %logsafe(&group_id),
+                        error = %e,
+                        "cannot read a quarantined group again"
+                    );
+                    continue;
+                }
+            };
+            if load.unreadable.is_empty() {
+                // Started before the quarantine is lifted: no request finds it absent between.
+                let adopt = AdoptGroups {
+                    shard,
+                    state: load.state,
+                };
+                if self.supervisor.send(adopt).await.is_err() {
+                    return;
+                }
+                if let Some(keys) = self.table.quarantine().lift(shard, &group_id) {
+                    quarantined_keys(shard, keys);
+                    info!(
+                        shard,
+                        group_id = %logsafe(&group_id),
+                        "the group's keys in etcd decode again (fixed or removed): quarantine \
+                         lifted, group served"
+                    );
+                }
+            } else if let Some((new, keys)) =
+                self.table
+                    .quarantine()
+                    .still_bad(shard, &group_id, load.unreadable)
+            {
+                for bad in &new {
+                    log_unreadable(shard, bad);
+                }
+                quarantined_keys(shard, keys);
+            }
+        }
+    }
+
+    /// Forgets what was quarantined of a shard that is going.
+    fn unquarantine(&self, shard: u32) {
+        if self.table.quarantine().clear(shard) {
+            quarantined_keys(shard, 0);
+        }
+    }
+
     /// Hands a shard over cleanly (module docs).
     pub(super) async fn give(&mut self, shard: u32) {
         self.table.set(shard, ShardState::NotOwned);
+        self.unquarantine(shard);
         let drain = self.release_groups(shard).await;
         Self::drained(shard, drain).await;
         self.store.release_shard(shard);
@@ -240,6 +343,7 @@ impl Ownership {
     /// Drops a shard another node owns now (or may own: the lease is lost), writing nothing.
     pub(super) async fn lose(&mut self, shard: u32) {
         self.table.set(shard, ShardState::NotOwned);
+        self.unquarantine(shard);
         self.mine.remove(&shard);
         // Nothing to wait for: whatever the groups still write is fenced (another node holds
         // the owner key) or refused (released here).
@@ -277,4 +381,32 @@ impl Ownership {
             self.give(shard).await;
         }
     }
+}
+
+/// The one ERROR of an undecodable key (logged when the key is first found on this node: at
+/// the shard's load, or when a quarantined group read again has a new bad key).
+fn log_unreadable(shard: u32, bad: &UnreadableKey) {
+    match &bad.group_id {
+        Some(group_id) => error!(
+            shard,
+            key = ?bad.key_text(),
+            group_id = %logsafe(group_id),
+            error = %bad.reason,
+            "a value in etcd cannot be decoded: its group is quarantined (requests answer \
+             COORDINATOR_NOT_AVAILABLE, nothing is written) until the key is fixed or deleted; \
+             the shard's other groups are served"
+        ),
+        None => error!(
+            shard,
+            key = ?bad.key_text(),
+            error = %bad.reason,
+            "a key in etcd names no group: skipped; the shard's groups are served"
+        ),
+    }
+}
+
+/// The `muster_quarantined_keys` gauge of a shard (a series only for shards that have had
+/// one: the shard count bounds the labels).
+fn quarantined_keys(shard: u32, keys: usize) {
+    gauge!("muster_quarantined_keys", "shard" => shard.to_string()).set(keys as f64);
 }

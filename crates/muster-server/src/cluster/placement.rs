@@ -1,13 +1,16 @@
 //! Which shards this node serves right now, as the supervisor asks for every group request it
 //! routes: a table of per-shard states the ownership loop writes and the supervisor reads
 //! (atomics: no lock on the routing path), plus the local lease deadline past which nothing is
-//! served at all.
+//! served at all, and the groups of owned shards held back because a key of theirs cannot be
+//! decoded ([`Quarantine`]: COORDINATOR_NOT_AVAILABLE).
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::time::Instant;
 
 use muster_coordinator::actors::Placement;
 use muster_protocol::ErrorCode;
+
+use super::quarantine::Quarantine;
 
 /// A shard as this node stands with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +34,7 @@ pub struct ShardTable {
     /// keep-alive was *sent* plus the TTL etcd granted. Past it another node may own our shards
     /// already, so none is served, whatever the table says.
     lease_valid_ms: AtomicU64,
+    quarantine: Quarantine,
 }
 
 impl ShardTable {
@@ -39,11 +43,17 @@ impl ShardTable {
             states: (0..shards.max(1)).map(|_| AtomicU8::new(0)).collect(),
             epoch: Instant::now(),
             lease_valid_ms: AtomicU64::new(0),
+            quarantine: Quarantine::new(shards),
         }
     }
 
     pub fn shards(&self) -> u32 {
         self.states.len() as u32
+    }
+
+    /// The groups of owned shards held back (unreadable keys).
+    pub fn quarantine(&self) -> &Quarantine {
+        &self.quarantine
     }
 
     pub fn set(&self, shard: u32, state: ShardState) {
@@ -92,7 +102,16 @@ impl ShardTable {
 
 impl Placement for ShardTable {
     fn refusal(&self, group_id: &str) -> Option<ErrorCode> {
-        match self.state(self.shard_of(group_id)) {
+        let shard = self.shard_of(group_id);
+        match self.state(shard) {
+            // Its state could not be read: retriable, and never recreated empty meanwhile
+            // (docs/cluster.md "Unreadable keys").
+            ShardState::Owned
+                if self.lease_valid_at(Instant::now())
+                    && self.quarantine.holds(shard, group_id) =>
+            {
+                Some(ErrorCode::CoordinatorNotAvailable)
+            }
             ShardState::Owned if self.lease_valid_at(Instant::now()) => None,
             ShardState::Owned | ShardState::NotOwned => Some(ErrorCode::NotCoordinator),
             ShardState::Loading => Some(ErrorCode::CoordinatorLoadInProgress),
@@ -136,5 +155,35 @@ mod tests {
         table.clear();
         assert_eq!(table.refusal("orders"), Some(ErrorCode::NotCoordinator));
         assert_eq!(table.shard_of("orders"), 12);
+    }
+
+    #[test]
+    fn a_quarantined_group_of_an_owned_shard_is_refused_and_its_neighbours_served() {
+        let table = ShardTable::new(64);
+        let shard = table.shard_of("orders");
+        let neighbour = (0..)
+            .map(|i| format!("g{i}"))
+            .find(|g| table.shard_of(g) == shard)
+            .unwrap_or_default();
+        table.set(shard, ShardState::Owned);
+        table.lease_valid_until(Instant::now() + Duration::from_secs(5));
+        let bad = muster_etcd::UnreadableKey {
+            key: b"/c/group/12/orders".to_vec(),
+            group_id: Some("orders".into()),
+            reason: "garbage".into(),
+        };
+        table.quarantine().set(shard, &[bad], Instant::now());
+        assert_eq!(
+            table.refusal("orders"),
+            Some(ErrorCode::CoordinatorNotAvailable)
+        );
+        assert_eq!(table.refusal(&neighbour), None);
+        assert!(table.serving(shard));
+        // Not ours: NOT_COORDINATOR as for any group (the new owner decides).
+        table.set(shard, ShardState::NotOwned);
+        assert_eq!(table.refusal("orders"), Some(ErrorCode::NotCoordinator));
+        table.set(shard, ShardState::Owned);
+        table.quarantine().lift(shard, "orders");
+        assert_eq!(table.refusal("orders"), None);
     }
 }

@@ -1,6 +1,7 @@
 //! The dashboard on the admin listener (docs/operations.md, "Dashboard"): the pages (`/`, the
 //! group list; `/groups/<id>`, one group) and the JSON behind them (`/api/groups`,
-//! `/api/groups/<id>`). The pages are plain HTML, CSS and JavaScript embedded in the binary
+//! `/api/groups/<id>`), and in a cluster the keys in etcd held back as undecodable
+//! (`/api/quarantine`, `quarantine.rs`). The pages are plain HTML, CSS and JavaScript embedded in the binary
 //! (`index.html`, `dashboard.css`, `dashboard.js` beside this file): no build step, nothing
 //! fetched from elsewhere. The script fetches the JSON and builds the page with `textContent`
 //! only, so group ids, client ids and hosts (chosen by clients) are never markup; every answer
@@ -18,6 +19,7 @@ mod ask;
 mod consumer;
 mod http;
 mod insight;
+mod quarantine;
 
 use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
@@ -34,6 +36,7 @@ use self::ask::Backend;
 use self::http::{json_error, page, percent_decode};
 use crate::admin_gate::AdminGate;
 use crate::auth::Auth;
+use crate::cluster::placement::ShardTable;
 
 const INDEX_HTML: &str = include_str!("index.html");
 const DASHBOARD_CSS: &str = include_str!("dashboard.css");
@@ -44,6 +47,8 @@ const DASHBOARD_JS: &str = include_str!("dashboard.js");
 pub struct Dashboard {
     backend: OnceLock<Backend>,
     auth: Arc<Auth>,
+    /// A cluster node's shard table (its quarantine); unset on a single node.
+    shards: OnceLock<Arc<ShardTable>>,
 }
 
 impl std::fmt::Debug for Dashboard {
@@ -60,6 +65,7 @@ impl Dashboard {
         Arc::new(Dashboard {
             backend: OnceLock::new(),
             auth,
+            shards: OnceLock::new(),
         })
     }
 
@@ -67,6 +73,11 @@ impl Dashboard {
     /// one the client connections' pass.
     pub fn connect(&self, supervisor: Addr<Supervisor>, gate: AdminGate) {
         let _ = self.backend.set(Backend { supervisor, gate });
+    }
+
+    /// A cluster node: `/api/quarantine` answers from `table`'s quarantine.
+    pub fn watch_shards(&self, table: Arc<ShardTable>) {
+        let _ = self.shards.set(table);
     }
 
     /// Answers a GET of `path` (any path the admin listener does not serve itself).
@@ -94,6 +105,9 @@ impl Dashboard {
         let query = req.uri().query().unwrap_or("");
         if path == "/api/groups" {
             return api::list(backend, access, query).await;
+        }
+        if path == "/api/quarantine" {
+            return quarantine::answer(self.shards.get().map(Arc::as_ref), &access);
         }
         let Some(encoded) = path.strip_prefix("/api/groups/") else {
             return json_error(StatusCode::NOT_FOUND, "not found");

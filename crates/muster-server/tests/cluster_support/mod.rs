@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use muster_protocol::*;
 
-use crate::support::{start_with, Conn};
+use crate::support::{start_logged, Conn, Log};
 
 /// The lease TTL the tests run with: failover within TTL + 2 s is what they check.
 pub const TTL_S: u64 = 3;
@@ -20,6 +20,8 @@ pub const TOPIC: &str = "orders";
 pub struct Node {
     pub id: String,
     pub addr: SocketAddr,
+    /// Its log so far.
+    pub log: Log,
     child: Option<Child>,
     _dir: tempfile::TempDir,
 }
@@ -53,13 +55,25 @@ impl Node {
             &shards,
         ];
         args.extend_from_slice(extra);
-        let (child, addr) = start_with(dir.path(), &args)?;
+        let (child, addr, log) = start_logged(dir.path(), &args)?;
         Ok(Node {
             id: id.to_owned(),
             addr,
+            log,
             child: Some(child),
             _dir: dir,
         })
+    }
+
+    /// The lines of its log so far that contain every one of `words`.
+    pub fn log_lines(&self, words: &[&str]) -> Vec<String> {
+        self.log
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .filter(|line| words.iter().all(|w| line.contains(w)))
+            .cloned()
+            .collect()
     }
 
     pub fn pid(&self) -> u32 {

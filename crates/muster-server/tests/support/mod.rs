@@ -26,9 +26,20 @@ pub fn start(data_dir: &std::path::Path) -> Result<(Child, SocketAddr)> {
     start_with(data_dir, &[])
 }
 
+/// Every line a server wrote to stderr so far ([`start_logged`]).
+pub type Log = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
 /// [`start`] with extra flags. The admin listener is off unless `extra` names
 /// `--admin-listen`; clients are accepted on `127.0.0.1:0` unless it names `--listen`.
 pub fn start_with(data_dir: &std::path::Path, extra: &[&str]) -> Result<(Child, SocketAddr)> {
+    start_logged(data_dir, extra).map(|(child, addr, _)| (child, addr))
+}
+
+/// [`start_with`], keeping every line of the server's log.
+pub fn start_logged(
+    data_dir: &std::path::Path,
+    extra: &[&str],
+) -> Result<(Child, SocketAddr, Log)> {
     let admin_off: &[&str] = if extra.contains(&"--admin-listen") {
         &[]
     } else {
@@ -53,6 +64,8 @@ pub fn start_with(data_dir: &std::path::Path, extra: &[&str]) -> Result<(Child, 
         .context("spawn musterd")?;
     let stderr = child.stderr.take().context("stderr")?;
     let (tx, rx) = std::sync::mpsc::channel();
+    let log = Log::default();
+    let kept = std::sync::Arc::clone(&log);
     std::thread::spawn(move || {
         let mut sent = false;
         let echo = std::env::var_os("MUSTER_TEST_SERVER_LOG").is_some();
@@ -60,6 +73,9 @@ pub fn start_with(data_dir: &std::path::Path, extra: &[&str]) -> Result<(Child, 
             if echo {
                 eprintln!("[musterd] {line}");
             }
+            kept.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(line.clone());
             // The client listener's line (the admin listener logs a `local_addr` of its own).
             if !sent && line.contains("musterd listening") {
                 if let Some(addr) = line
@@ -81,7 +97,7 @@ pub fn start_with(data_dir: &std::path::Path, extra: &[&str]) -> Result<(Child, 
             return Err(e).context("musterd did not report its address");
         }
     };
-    Ok((child, addr.parse()?))
+    Ok((child, addr.parse()?, log))
 }
 
 /// A blocking, one-request-at-a-time connection.

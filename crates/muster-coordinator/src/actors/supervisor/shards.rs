@@ -1,4 +1,6 @@
-//! Cluster mode's part of the supervisor: taking a shard's groups over, giving them up, and
+//! Cluster mode's part of the supervisor: taking a shard's groups over (all at once, or, for
+//! groups held back by an unreadable key and read again later, a few at a time), giving them
+//! up, and
 //! installing topic catalog changes made on other nodes. The ownership loop (musterd's
 //! `cluster` module) decides which shards this node holds and sends these messages; the
 //! placement it shares answers requests for the shards in between (loading, given away).
@@ -7,10 +9,12 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use futures_util::future::join_all;
-use tracing::info;
+use tracing::{info, warn};
 
 use super::Supervisor;
-use crate::actors::messages::{AdoptShard, CatalogChanged, Drain, ReleaseShard, Relinquish};
+use crate::actors::messages::{
+    AdoptGroups, AdoptShard, CatalogChanged, Drain, ReleaseShard, Relinquish,
+};
 use crate::logsafe::logsafe_list;
 use crate::types::TopicLookup;
 
@@ -59,6 +63,43 @@ impl Handler<AdoptShard> for Supervisor {
         let groups = msg.state.groups.len();
         self.load(msg.state, ctx);
         info!(shard = msg.shard, groups, "shard taken over");
+    }
+}
+
+impl Handler<AdoptGroups> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, mut msg: AdoptGroups, ctx: &mut Self::Context) {
+        // A group already here is live and may have written since the read: it stays as it
+        // is (the placement refuses a held-back group, so this is never expected).
+        let state = &msg.state;
+        let mut skipped: Vec<String> = state
+            .groups
+            .iter()
+            .map(|g| &g.group_id)
+            .chain(state.offsets.iter().map(|(id, _)| id))
+            .chain(state.journals.iter().map(|(id, _)| id))
+            .chain(state.history.iter().map(|(id, _)| id))
+            .chain(state.quarantine.iter().map(|(id, _)| id))
+            .filter(|id| self.groups.key_of(id).is_some())
+            .cloned()
+            .collect();
+        skipped.sort_unstable();
+        skipped.dedup();
+        if !skipped.is_empty() {
+            warn!(
+                shard = msg.shard,
+                groups = %logsafe_list(&skipped),
+                "groups to adopt are here already; kept as they are"
+            );
+            let keep = |id: &String| !skipped.contains(id);
+            msg.state.groups.retain(|g| keep(&g.group_id));
+            msg.state.offsets.retain(|(id, _)| keep(id));
+            msg.state.journals.retain(|(id, _)| keep(id));
+            msg.state.history.retain(|(id, _)| keep(id));
+            msg.state.quarantine.retain(|(id, _)| keep(id));
+        }
+        self.load(msg.state, ctx);
     }
 }
 
