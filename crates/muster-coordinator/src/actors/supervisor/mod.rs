@@ -91,6 +91,9 @@ pub struct Supervisor {
     /// A catalog change is being made durable: later CreateTopics wait in `topics_waiting`.
     topics_busy: bool,
     topics_waiting: VecDeque<(AdminCall, Vec<muster_protocol::TopicInfo>)>,
+    /// Groups whose creator's quota unit is being charged cluster-wide (`creation.rs`), with
+    /// the requests for them that arrived meanwhile.
+    creating: HashMap<Arc<str>, Vec<super::messages::GroupCall>>,
 }
 
 impl Supervisor {
@@ -116,6 +119,7 @@ impl Supervisor {
             parked: 0,
             topics_busy: false,
             topics_waiting: VecDeque::new(),
+            creating: HashMap::new(),
         }
     }
 
