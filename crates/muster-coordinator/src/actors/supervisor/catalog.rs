@@ -28,7 +28,7 @@ const MAX_TOPIC_CHANGES_WAITING: usize = 1024;
 
 /// Conflicting plans of one CreateTopics before it is answered COORDINATOR_NOT_AVAILABLE:
 /// each conflict means another node's change landed, so the catalog converges long before.
-const MAX_TOPIC_ATTEMPTS: u32 = 8;
+const MAX_TOPIC_ATTEMPTS: u32 = 32;
 
 /// A CreateTopics being planned and written.
 struct TopicRequest {
