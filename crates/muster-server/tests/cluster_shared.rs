@@ -60,19 +60,25 @@ fn two_nodes(etcd: &EtcdCluster, extra: &[&str], token: Option<&str>) -> Result<
     let nodes: Vec<Node> = (1..=2)
         .map(|i| Node::start_with(&endpoints, &format!("n{i}"), TTL_S, SHARDS, extra))
         .collect::<Result<_>>()?;
-    wait_for(Duration::from_secs(10), "two nodes sharing the shards", || {
-        let described = call_as(
-            nodes[0].addr,
-            token,
-            Request::DescribeCluster(DescribeClusterRequest {}),
-        );
-        match described.ok()? {
-            Response::DescribeCluster(d) => (d.nodes.len() == 2
-                && d.nodes.iter().all(|n| n.shards.len() == SHARDS as usize / 2))
-            .then_some(()),
-            _ => None,
-        }
-    })?;
+    wait_for(
+        Duration::from_secs(10),
+        "two nodes sharing the shards",
+        || {
+            let described = call_as(
+                nodes[0].addr,
+                token,
+                Request::DescribeCluster(DescribeClusterRequest {}),
+            );
+            match described.ok()? {
+                Response::DescribeCluster(d) => (d.nodes.len() == 2
+                    && d.nodes
+                        .iter()
+                        .all(|n| n.shards.len() == SHARDS as usize / 2))
+                .then_some(()),
+                _ => None,
+            }
+        },
+    )?;
     Ok(nodes)
 }
 
@@ -102,19 +108,47 @@ fn topic(name: &str, partitions: i32) -> TopicInfo {
 
 const INVALID_PARTITIONS: i16 = ErrorCode::InvalidPartitions.code();
 
+/// Rounds of the race, each on topics of its own: one round's loser under last-writer-wins
+/// lands last only some of the time.
+const ROUNDS: usize = 6;
+
 #[test]
 fn concurrent_creates_and_grows_of_topics_from_two_nodes_lose_nothing() -> Result<()> {
     let etcd = EtcdCluster::single()?;
     let nodes = two_nodes(&etcd, &[], None)?;
     let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
-    // 16 requests, 8 on each node, all at once: request k asks `up` for k + 1 partitions and
-    // `down` for 16 - k, so each topic is created by one of them and grown by others.
+    let mut expected = Vec::new();
+    for round in 0..ROUNDS {
+        let (up, down) = (format!("up-{round}"), format!("down-{round}"));
+        race(&addrs, &up, &down)?;
+        expected.extend([topic(&down, 16), topic(&up, 16)]);
+    }
+    expected.sort_by(|a, b| a.topic.cmp(&b.topic));
+    // etcd holds the largest count asked for...
+    let store = EtcdStore::connect(EtcdStoreConfig::new(etcd.endpoints(), "muster", SHARDS))?;
+    let stored = store.load()?.topics;
+    ensure!(stored == expected, "etcd: {stored:?}");
+    // ...and every node converges to it.
+    for addr in &addrs {
+        wait_for(Duration::from_secs(5), "the catalog on every node", || {
+            (described_topics(*addr, None)? == expected).then_some(())
+        })?;
+    }
+    Ok(())
+}
+
+/// 16 CreateTopics, 8 on each node, all at once: request k asks `up` for k + 1 partitions
+/// and `down` for 16 - k, so each topic is created by one of them and grown by others. Each
+/// is answered NONE, or INVALID_PARTITIONS for a count lower than one made before it; the
+/// largest count never is.
+fn race(addrs: &[SocketAddr], up: &str, down: &str) -> Result<()> {
     let threads: Vec<_> = (0..16)
         .map(|k: i32| {
             let addr = addrs[k as usize % 2];
+            let asked = vec![topic(up, k + 1), topic(down, 16 - k)];
             std::thread::spawn(move || -> Result<(i32, Vec<TopicResult>)> {
-                let asked = vec![topic("up", k + 1), topic("down", 16 - k)];
-                match call_as(addr, None, Request::CreateTopics(CreateTopicsRequest { topics: asked }))? {
+                let request = Request::CreateTopics(CreateTopicsRequest { topics: asked });
+                match call_as(addr, None, request)? {
                     Response::CreateTopics(c) => Ok((k, c.results)),
                     other => bail!("request {k}: {other:?}"),
                 }
@@ -134,19 +168,12 @@ fn concurrent_creates_and_grows_of_topics_from_two_nodes_lose_nothing() -> Resul
                 result.topic
             );
             if asked == 16 {
-                ensure!(result.error_code == 0, "the largest count is never refused: {result:?}");
+                ensure!(
+                    result.error_code == 0,
+                    "the largest count is never refused: {result:?}"
+                );
             }
         }
-    }
-    let expected = vec![topic("down", 16), topic("up", 16)];
-    // etcd holds the largest count asked for...
-    let store = EtcdStore::connect(EtcdStoreConfig::new(etcd.endpoints(), "muster", SHARDS))?;
-    ensure!(store.load()?.topics == expected, "etcd: {:?}", store.load()?.topics);
-    // ...and every node converges to it.
-    for addr in &addrs {
-        wait_for(Duration::from_secs(5), "the catalog on every node", || {
-            (described_topics(*addr, None)? == expected).then_some(())
-        })?;
     }
     Ok(())
 }
@@ -177,14 +204,18 @@ fn create_as_alpha(ask: SocketAddr, group: &str, request: &Request) -> Result<i1
         ErrorCode::CoordinatorLoadInProgress.code(),
         ErrorCode::CoordinatorNotAvailable.code(),
     ];
-    wait_for(Duration::from_secs(10), "an answer from the coordinator", || {
-        let addr = coordinator(ask, group)?;
-        let code = match call_as(addr, Some(ALPHA), request.clone()).ok()? {
-            Response::JoinGroup(j) => j.error_code,
-            other => commit_code(&other),
-        };
-        (!retried.contains(&code)).then_some(code)
-    })
+    wait_for(
+        Duration::from_secs(10),
+        "an answer from the coordinator",
+        || {
+            let addr = coordinator(ask, group)?;
+            let code = match call_as(addr, Some(ALPHA), request.clone()).ok()? {
+                Response::JoinGroup(j) => j.error_code,
+                other => commit_code(&other),
+            };
+            (!retried.contains(&code)).then_some(code)
+        },
+    )
 }
 
 fn simple_commit(group: &str) -> Request {
@@ -301,10 +332,15 @@ fn max_groups_holds_across_nodes_under_concurrent_creation() -> Result<()> {
             other => bail!("{group}: {other}"),
         }
     }
-    ensure!(created.len() == MAX, "created across the cluster: {created:?}");
+    ensure!(
+        created.len() == MAX,
+        "created across the cluster: {created:?}"
+    );
 
     // A group deleted on one node frees a unit for the other node, and only one.
-    let on_first = created.iter().find(|g| coordinator(ask, g) == Some(addrs[0]));
+    let on_first = created
+        .iter()
+        .find(|g| coordinator(ask, g) == Some(addrs[0]));
     let (deleted, other) = match on_first {
         Some(g) => (g.clone(), addrs[1]),
         None => (created[0].clone(), addrs[0]),
@@ -333,7 +369,10 @@ fn a_sigkilled_node_neither_leaks_nor_double_counts_units() -> Result<()> {
     let mut recorded = groups_on(survivor, survivor, 1, "kept")?;
     recorded.extend(groups_on(survivor, victim, 2, "kept")?);
     for group in &recorded {
-        ensure!(create_as_alpha(survivor, group, &simple_commit(group))? == 0, "{group}");
+        ensure!(
+            create_as_alpha(survivor, group, &simple_commit(group))? == 0,
+            "{group}"
+        );
     }
     let unrecorded = groups_on(survivor, victim, 1, "memory")?;
     ensure!(
@@ -348,20 +387,29 @@ fn a_sigkilled_node_neither_leaks_nor_double_counts_units() -> Result<()> {
 
     nodes[1].kill();
     let killed = Instant::now();
-    wait_for(Duration::from_secs(TTL_S + 5), "the survivor owning every shard", || {
-        match call_as(survivor, Some(ADMIN), Request::DescribeCluster(DescribeClusterRequest {}))
-            .ok()?
+    wait_for(
+        Duration::from_secs(TTL_S + 5),
+        "the survivor owning every shard",
+        || match call_as(
+            survivor,
+            Some(ADMIN),
+            Request::DescribeCluster(DescribeClusterRequest {}),
+        )
+        .ok()?
         {
-            Response::DescribeCluster(d) => (d.nodes.len() == 1
-                && d.nodes[0].shards.len() == SHARDS as usize)
-                .then_some(()),
+            Response::DescribeCluster(d) => {
+                (d.nodes.len() == 1 && d.nodes[0].shards.len() == SHARDS as usize).then_some(())
+            }
             _ => None,
-        }
-    })?;
+        },
+    )?;
     // The survivor serves the recorded groups, and their units are counted once: the one
     // unit the in-memory group held is free again, and no more.
     for group in &recorded {
-        ensure!(fetch_offset_as(survivor, group)? == Some(1), "{group} after failover");
+        ensure!(
+            fetch_offset_as(survivor, group)? == Some(1),
+            "{group} after failover"
+        );
     }
     ensure!(create_as_alpha(survivor, &more[1], &simple_commit(&more[1]))? == 0);
     ensure!(create_as_alpha(survivor, &more[2], &simple_commit(&more[2]))? == OVER);
