@@ -398,20 +398,33 @@ pub(super) async fn reconcile(
         found.insert(group, principal);
     }
     let plan = reconciliation(&found, state);
-    let mut ops = Vec::with_capacity(2 * (plan.release.len() + plan.charge.len()));
+    // One operation per key (etcd refuses a transaction naming a key twice): a group charged
+    // to another principal than found loses its old unit and its charge key is put anew.
+    let mut writes: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
     for (group, principal) in &plan.release {
-        ops.extend(release_ops(keys, shard, group, principal).map(|op| request_op(op.op)));
+        for op in release_ops(keys, shard, group, principal) {
+            if let KeyOp::Delete { key } = op.op {
+                writes.insert(key, None);
+            }
+        }
     }
     for (group, principal) in &plan.charge {
-        ops.push(put_op(
+        writes.insert(
             keys.principal_group(principal, group),
-            shard.to_string().into_bytes(),
-        ));
-        ops.push(put_op(
+            Some(shard.to_string().into_bytes()),
+        );
+        writes.insert(
             keys.charge(shard, group),
-            principal.as_bytes().to_vec(),
-        ));
+            Some(principal.as_bytes().to_vec()),
+        );
     }
+    let ops: Vec<RequestOp> = writes
+        .into_iter()
+        .map(|(key, value)| match value {
+            Some(value) => request_op(KeyOp::Put { key, value }),
+            None => request_op(KeyOp::Delete { key }),
+        })
+        .collect();
     // Recorded whatever the writes do: the units the groups hold are theirs to give back.
     charges.forget_shard(shard);
     for group in &state.groups {
@@ -427,8 +440,9 @@ pub(super) async fn reconcile(
             "quota units of the shard's groups reconciled"
         );
     }
-    // An even number of operations per transaction: a unit's two keys go together.
-    for chunk in ops.chunks((shared.limits.max_ops / 2 * 2).max(2)) {
+    // Each operation stands alone (a unit's two keys may land in two transactions): a
+    // reconciliation cut short is finished by the shard's next load.
+    for chunk in ops.chunks(shared.limits.max_ops.max(1)) {
         let request = TxnRequest {
             compare: vec![owner_unchanged(keys, shard, owner_mod_revision)],
             success: chunk.to_vec(),
@@ -443,4 +457,93 @@ pub(super) async fn reconcile(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use muster_coordinator::storage::suite::group;
+    use muster_coordinator::storage::StoredState;
+
+    use super::{charge_request, reconciliation, Reconciliation};
+    use crate::generated::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
+    use crate::keys::{prefix_end, KeyLayout};
+
+    fn recorded(id: &str, by: Option<&str>) -> muster_coordinator::storage::GroupRecord {
+        let mut record = group(id, 1);
+        record.created_by = by.map(str::to_owned);
+        record
+    }
+
+    /// A shard's units against its loaded groups: a unit whose group was not loaded, or was
+    /// loaded charged to someone else or to no one, goes back; a loaded group recorded with a
+    /// creator and no unit (or another principal's) is charged; a match writes nothing.
+    #[test]
+    fn a_shard_keeps_exactly_the_units_of_the_groups_it_loaded() {
+        let found: BTreeMap<String, String> = [
+            ("kept", "alice"),
+            ("memory-only", "alice"),
+            ("moved", "bob"),
+            ("ownerless", "alice"),
+        ]
+        .into_iter()
+        .map(|(g, p)| (g.to_owned(), p.to_owned()))
+        .collect();
+        let state = StoredState {
+            groups: vec![
+                recorded("kept", Some("alice")),
+                recorded("moved", Some("carol")),
+                recorded("ownerless", None),
+                recorded("uncharged", Some("bob")),
+            ],
+            ..StoredState::default()
+        };
+        let pair = |g: &str, p: &str| (g.to_owned(), p.to_owned());
+        assert_eq!(
+            reconciliation(&found, &state),
+            Reconciliation {
+                release: vec![
+                    pair("memory-only", "alice"),
+                    pair("moved", "bob"),
+                    pair("ownerless", "alice"),
+                ],
+                charge: vec![pair("moved", "carol"), pair("uncharged", "bob")],
+            }
+        );
+        // Once written, loading again finds nothing to do.
+        let after: BTreeMap<String, String> =
+            [("kept", "alice"), ("moved", "carol"), ("uncharged", "bob")]
+                .into_iter()
+                .map(|(g, p)| (g.to_owned(), p.to_owned()))
+                .collect();
+        assert_eq!(reconciliation(&after, &state), Reconciliation::default());
+    }
+
+    /// A charge under a limit compares the shard's ownership and that nothing new appeared
+    /// under the principal's prefix since the read; without a limit, the ownership only. Both
+    /// put the unit and the shard's charge, and read the owner key back on failure.
+    #[test]
+    fn a_limited_charge_compares_the_principals_whole_prefix() {
+        let keys = KeyLayout::new("c").expect("a valid name");
+        let limited = charge_request(&keys, 3, 41, "g", "alice", Some(100));
+        assert_eq!(limited.compare.len(), 2);
+        let owner = &limited.compare[0];
+        assert_eq!(owner.key, keys.owner(3));
+        assert_eq!(owner.target_union, Some(TargetUnion::ModRevision(41)));
+        let prefix = &limited.compare[1];
+        assert_eq!(prefix.key, keys.principal_groups_prefix("alice"));
+        assert_eq!(
+            prefix.range_end,
+            prefix_end(&keys.principal_groups_prefix("alice"))
+        );
+        assert_eq!(prefix.result, CompareResult::Less as i32);
+        assert_eq!(prefix.target, CompareTarget::Mod as i32);
+        assert_eq!(prefix.target_union, Some(TargetUnion::ModRevision(101)));
+        assert_eq!(limited.success.len(), 2);
+        assert_eq!(limited.failure.len(), 1);
+        let unlimited = charge_request(&keys, 3, 41, "g", "alice", None);
+        assert_eq!(unlimited.compare.len(), 1, "the ownership only");
+        assert_eq!(unlimited.success, limited.success);
+    }
 }

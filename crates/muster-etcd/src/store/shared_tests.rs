@@ -302,6 +302,18 @@ fn max_groups_holds_across_nodes_under_concurrent_charges() {
         record.created_by = Some("alice".into());
         commit(a.as_ref(), vec![Mutation::PutGroup(record)]);
     }
+    // A group whose record names another creator than its unit's (the unit's group was
+    // deleted and made again by someone else, in memory only) changes hands.
+    let switched = groups_in(&a, 0, 1, "switched")[0].clone();
+    block_on(
+        a.charge_group(&switched, "erin", None)
+            .expect("keeps quotas"),
+    )
+    .expect("charged");
+    let mut record = group("switched", 1);
+    record.group_id = switched.clone();
+    record.created_by = Some("frank".into());
+    commit(a.as_ref(), vec![Mutation::PutGroup(record)]);
     let before = units(&a, "alice");
     claim(&b, 0, "b");
     let state = b.load_shard(0).expect("loads");
@@ -310,7 +322,8 @@ fn max_groups_holds_across_nodes_under_concurrent_charges() {
         .iter()
         .map(|g| (g.group_id.clone(), g.created_by.clone()))
         .collect();
-    assert_eq!(loaded.len(), 1 + usize::from(kept.is_some()), "{loaded:?}");
+    assert_eq!(loaded.len(), 2 + usize::from(kept.is_some()), "{loaded:?}");
+    assert_eq!((units(&b, "erin"), units(&b, "frank")), (0, 1));
     let orphans = in_zero.len() - usize::from(kept.is_some());
     assert_eq!(units(&b, "alice"), before - orphans);
     assert_eq!(
@@ -322,6 +335,7 @@ fn max_groups_holds_across_nodes_under_concurrent_charges() {
     b.load_shard(0).expect("loads");
     assert_eq!(units(&b, "alice"), before - orphans);
     assert_eq!(units(&b, "bob"), 1);
+    assert_eq!((units(&b, "erin"), units(&b, "frank")), (0, 1));
     // b now gives the recorded group's unit back when it deletes it.
     commit(
         b.as_ref(),

@@ -94,9 +94,15 @@ impl Supervisor {
         let waiting = self.creating.remove(&group_id).unwrap_or_default();
         match result {
             Ok(()) => {
-                // Counted here whatever this node's count says: the cluster's decided.
-                let slot = quota.take(QuotaKind::Groups);
-                self.make_group(group_id.to_string(), call, Some(slot), ctx);
+                if let Some(code) = self.refusal(&group_id) {
+                    // The shard was given away while the unit was charged: its next owner
+                    // gives the unit back when it loads the shard (no record of the group).
+                    refuse(call, code, None);
+                } else {
+                    // Counted here whatever this node's count says: the cluster's decided.
+                    let slot = quota.take(QuotaKind::Groups);
+                    self.make_group(group_id.to_string(), call, Some(slot), ctx);
+                }
             }
             Err(error) => {
                 let code = match &error {

@@ -13,7 +13,8 @@
 //!
 //! - `routing.rs`: a group's first request to its actor, the registry's removals, shutdown;
 //! - `creation.rs`: where group actors come from (created by a request, within the server's
-//!   `max_groups` and the creator's quotas; loaded from the store) and which arbiter runs them;
+//!   `max_groups` and the creator's quotas, charged across the cluster when the store keeps
+//!   them; loaded from the store) and which arbiter runs them;
 //! - `admin.rs`: the admin requests (describe, list, delete; a group's history and diagnosis);
 //! - `catalog.rs`: topic catalog writes and telling groups about catalog changes;
 //! - `wake.rs`: the one wake-up timer over the groups' deadlines;
@@ -48,6 +49,8 @@ mod gauges;
 mod parking;
 mod routing;
 mod shards;
+#[cfg(test)]
+mod shared_tests;
 mod wake;
 
 pub use super::placement::{Placement, SingleNode};

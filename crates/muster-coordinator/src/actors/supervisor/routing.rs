@@ -1,7 +1,8 @@
 //! Routing: a group's first request from a connection reaches its actor here (or is answered
 //! here, when the group cannot be served on this node or does not exist and the request does
-//! not create it; a parked group is given an actor first); the session caches the inbox it is
-//! handed back. Also the registry's
+//! not create it; a parked group is given an actor first, a group whose creation waits for its
+//! cluster-wide quota unit queues the request); the session caches the inbox it is handed
+//! back. Also the registry's
 //! removals (a group that forgot itself) and shutdown, which goes to every group registered.
 
 use std::sync::Arc;
