@@ -83,17 +83,13 @@ impl Supervisor {
         // Authorized when planned (not when queued): a reload meanwhile is then in force.
         let requested: Vec<String> = topics.iter().map(|t| t.topic.clone()).collect();
         let (topics, denied) = admin_access::creatable_topics(&call.access, topics);
-        self.topics_busy = true;
-        self.write_topics(
-            TopicRequest {
-                call,
-                requested,
-                topics,
-                denied,
-            },
-            1,
-            ctx,
-        );
+        let request = TopicRequest {
+            call,
+            requested,
+            topics,
+            denied,
+        };
+        self.topics_busy = self.write_topics(request, 1, ctx);
     }
 
     /// Plans `request` against the catalog and writes its changes, each conditional on the
@@ -102,8 +98,14 @@ impl Supervisor {
     /// made after it: the same count is NONE, a larger one grows the topic further, a smaller
     /// one is INVALID_PARTITIONS — so of two concurrent changes neither is lost. After
     /// [`MAX_TOPIC_ATTEMPTS`] conflicts in a row the request is answered
-    /// COORDINATOR_NOT_AVAILABLE (retriable).
-    fn write_topics(&mut self, request: TopicRequest, attempt: u32, ctx: &mut Context<Self>) {
+    /// COORDINATOR_NOT_AVAILABLE (retriable). Returns whether a write is in flight (else the
+    /// request is answered already).
+    fn write_topics(
+        &mut self,
+        request: TopicRequest,
+        attempt: u32,
+        ctx: &mut Context<Self>,
+    ) -> bool {
         let limits = &self.config.limits;
         let plan = self.catalog.plan(
             &request.topics,
@@ -119,8 +121,7 @@ impl Supervisor {
         });
         if plan.changes.is_empty() {
             request.call.reply.send(response);
-            self.topics_done(ctx);
-            return;
+            return false;
         }
         // The catalog changes only here (and from other nodes' changes, installed between
         // supervisor turns): what the plan read is what the change is based on.
@@ -146,8 +147,9 @@ impl Supervisor {
                             attempt,
                             "topic change met another node's; planning it again"
                         );
-                        act.write_topics(request, attempt + 1, ctx);
-                        return;
+                        if act.write_topics(request, attempt + 1, ctx) {
+                            return;
+                        }
                     } else {
                         warn!(
                             attempts = attempt,
@@ -172,9 +174,11 @@ impl Supervisor {
             }
             act.topics_done(ctx);
         }));
+        true
     }
 
-    /// The catalog change in flight is over: the next waiting request is planned.
+    /// The catalog change in flight is over: the waiting requests are planned, until one
+    /// writes.
     fn topics_done(&mut self, ctx: &mut Context<Self>) {
         self.topics_busy = false;
         while !self.topics_busy {
