@@ -5,7 +5,7 @@
 //! `store-suite`), so that every backend runs every case and a case added here reaches all.
 //! The cases of offset protection (ownership epochs, offset history, the expiry quarantine)
 //! are in `offset_protection`; those of writes other nodes may race (topic changes by
-//! compare-and-swap, quota charges) in `shared_writes`.
+//! compare-and-swap) in `shared_writes`.
 
 mod offset_protection;
 mod shared_writes;
@@ -671,7 +671,6 @@ macro_rules! store_suite {
     delete_group_removes_its_history_and_quarantine_and_no_others,
     a_reset_batch_applies_whole,
     planned_topic_changes_are_written,
-    a_charge_with_room_is_kept_or_left_to_the_node,
         );
     };
     (@cases $backend:expr; $($case:ident),* $(,)?) => {
