@@ -10,7 +10,12 @@
 //! | `/<c>/journal/<shard>/<group>/<generation>`              | rebalance journal entry (redb v5)  |
 //! | `/<c>/history/<shard>/<group>/<topic>/<partition>/<seq>` | offset history entry (redb v5)     |
 //! | `/<c>/quarantine/<shard>/<group>/<topic>/<partition>`    | quarantined offset (redb v5)       |
+//! | `/<c>/quota/groups/<principal>/<group>`                  | the group's shard, decimal ASCII   |
+//! | `/<c>/charge/<shard>/<group>`                            | principal charged, raw bytes       |
 //!
+//! A principal's cluster-wide `max_groups` usage is the number of keys under
+//! `quota/groups/<principal>/` (one per group charged to it); `charge/<shard>/` says the same
+//! by shard, so that a node taking a shard over finds the units its groups hold (store/quota.rs).
 //! Group ids and topic names are escaped ([`escape`]) so that they never contain `/`: a
 //! group's keys are then exactly those under its prefix (`g`'s range never reaches `g/x` or
 //! `g2`), and a shard's are exactly those under `group/<shard>/`, `offset/<shard>/`,
@@ -312,6 +317,43 @@ impl KeyLayout {
         format!("{}topic/{}", self.prefix, escape(topic)).into_bytes()
     }
 
+    /// Every principal's units of cluster-wide `max_groups`.
+    pub fn quota_groups_prefix(&self) -> Vec<u8> {
+        format!("{}quota/groups/", self.prefix).into_bytes()
+    }
+
+    /// One principal's units: one key per group charged to it.
+    pub fn principal_groups_prefix(&self, principal: &str) -> Vec<u8> {
+        format!("{}quota/groups/{}/", self.prefix, escape(principal)).into_bytes()
+    }
+
+    /// The unit of `principal`'s `max_groups` that `group_id` holds.
+    pub fn principal_group(&self, principal: &str, group_id: &str) -> Vec<u8> {
+        format!(
+            "{}quota/groups/{}/{}",
+            self.prefix,
+            escape(principal),
+            escape(group_id)
+        )
+        .into_bytes()
+    }
+
+    /// The charges of a shard's groups (which principal each is charged to).
+    pub fn shard_charges_prefix(&self, shard: u32) -> Vec<u8> {
+        format!("{}charge/{shard}/", self.prefix).into_bytes()
+    }
+
+    pub fn charge(&self, shard: u32, group_id: &str) -> Vec<u8> {
+        format!("{}charge/{shard}/{}", self.prefix, escape(group_id)).into_bytes()
+    }
+
+    /// The group id of a key from [`KeyLayout::charge`].
+    pub fn parse_charge(&self, key: &[u8]) -> Option<String> {
+        let rest = key.strip_prefix(format!("{}charge/", self.prefix).as_bytes())?;
+        let (_shard, group) = split_once(rest)?;
+        unescape(group)
+    }
+
     /// The group id of a key from [`KeyLayout::group`].
     pub fn parse_group(&self, key: &[u8]) -> Option<String> {
         let rest = key.strip_prefix(self.groups_prefix().as_slice())?;
@@ -393,6 +435,27 @@ mod tests {
         );
         assert_eq!(keys.parse_topic(&keys.topic("a b")).as_deref(), Some("a b"));
         assert_eq!(keys.parse_offset(b"/prod/offset/3/g"), None);
+        assert_eq!(
+            keys.principal_group("a/b", "g 1"),
+            b"/prod/quota/groups/a%2Fb/g%201"
+        );
+        assert!(keys
+            .principal_group("a", "g")
+            .starts_with(&keys.principal_groups_prefix("a")));
+        assert!(!keys
+            .principal_group("ab", "g")
+            .starts_with(&keys.principal_groups_prefix("a")));
+        assert_eq!(keys.charge(3, "g/1"), b"/prod/charge/3/g%2F1");
+        assert_eq!(
+            keys.parse_charge(&keys.charge(3, "g/1")).as_deref(),
+            Some("g/1")
+        );
+        assert!(keys
+            .charge(1, "g")
+            .starts_with(&keys.shard_charges_prefix(1)));
+        assert!(!keys
+            .charge(10, "g")
+            .starts_with(&keys.shard_charges_prefix(1)));
         assert!(KeyLayout::new("").is_err());
         assert!(KeyLayout::new("a/b").is_err());
     }

@@ -17,6 +17,7 @@
 mod memory;
 pub mod records;
 mod redb_store;
+mod shared;
 #[cfg(any(test, feature = "store-suite"))]
 pub mod suite;
 
@@ -42,6 +43,7 @@ pub use records::{
     OwnershipRecord, QuarantinedOffset, RebalanceRecord,
 };
 pub use redb_store::{RedbStore, WriterStats};
+pub use shared::{TopicChange, TopicsWrite, TopicsWritten};
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -168,6 +170,16 @@ pub enum StoreError {
     /// released); nothing of the batch was sent.
     #[error("shard {shard} is not owned by this node; nothing was written")]
     NotOwner { shard: u32 },
+    /// Cluster mode: the principal already holds its `max_groups` groups across the cluster;
+    /// the new group was not charged (nor created).
+    #[error(
+        "principal {principal} holds {held} groups across the cluster, its max_groups is {max}"
+    )]
+    QuotaExceeded {
+        principal: String,
+        held: u64,
+        max: u32,
+    },
 }
 
 /// One group as stored: its record (if it ever had one written) and its offsets.
@@ -223,6 +235,35 @@ pub trait Store: Send + Sync + 'static {
                 .map(|(_, quarantine)| quarantine)
                 .unwrap_or_default(),
         })
+    }
+    /// Writes catalog changes, each only if the topic is still as it was planned against
+    /// (`shared.rs`). The default writes them as they are: a store only this node writes
+    /// holds no change this node has not planned against (the supervisor makes one catalog
+    /// change at a time).
+    fn put_topics(&self, changes: Vec<TopicChange>) -> TopicsWrite {
+        let written: Vec<TopicInfo> = changes.iter().map(|c| c.topic.clone()).collect();
+        let durable = self.apply(written.iter().cloned().map(Mutation::PutTopic).collect());
+        Box::pin(async move {
+            durable.await?;
+            Ok(TopicsWritten {
+                written,
+                ..TopicsWritten::default()
+            })
+        })
+    }
+    /// Charges one unit of `principal`'s `max_groups` to the new group `group_id` across every
+    /// node sharing the store, unless the principal holds `max` groups already (then
+    /// [`StoreError::QuotaExceeded`]); `max: None` charges whatever the count. Resolves once
+    /// the unit is durable; the group gives it back in the transaction that deletes it.
+    /// `None`: the store keeps no quota of its own, the node's in-memory count decides (the
+    /// default: a store only one node writes).
+    fn charge_group(
+        &self,
+        _group_id: &str,
+        _principal: &str,
+        _max: Option<u32>,
+    ) -> Option<Durable> {
+        None
     }
     /// Whether writes are succeeding: false from a failed write until the store has recovered.
     fn healthy(&self) -> bool {

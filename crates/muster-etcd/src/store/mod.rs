@@ -10,7 +10,7 @@
 //! ([`ShardStatus::Lost`], [`EtcdStore::lost_shards`]) and the batches that wrote to it resolve
 //! with `StoreError::Fenced`. A write for a shard not owned at all resolves with
 //! `StoreError::NotOwner` without being sent. Topic catalog writes are cluster-wide and not
-//! fenced.
+//! fenced; CreateTopics writes them by compare-and-swap ([`topics`]).
 //!
 //! Writes go through one writer task ([`writer`]) that group-commits: everything queued while a
 //! transaction was in flight goes into the next ones (plan.rs). A `Durable` resolves only after
@@ -19,10 +19,14 @@
 
 mod load;
 mod plan;
+mod quota;
+#[cfg(test)]
+mod shared_tests;
 #[cfg(test)]
 mod secure_tests;
 #[cfg(test)]
 mod tests;
+mod topics;
 mod unreadable;
 mod writer;
 
@@ -32,7 +36,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use muster_coordinator::storage::{
-    Durable, DurableSender, Mutation, Store, StoreError, StoredGroup, StoredState,
+    Durable, DurableSender, Mutation, Store, StoreError, StoredGroup, StoredState, TopicChange,
+    TopicsWrite,
 };
 use muster_protocol::TopicInfo;
 use tokio::sync::{mpsc, watch};
@@ -173,6 +178,8 @@ impl Shared {
 /// The `Store` on etcd (module docs).
 pub struct EtcdStore {
     shared: Arc<Shared>,
+    /// The quota units this node's groups hold (quota.rs).
+    charges: Arc<quota::Charges>,
     client: EtcdClient,
     queue: Mutex<Option<mpsc::UnboundedSender<Queued>>>,
     writer: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -207,10 +214,17 @@ impl EtcdStore {
             lost: watch::channel(BTreeSet::new()).0,
             healthy: AtomicBool::new(true),
         });
+        let charges = Arc::new(quota::Charges::default());
         let (tx, rx) = mpsc::unbounded_channel();
-        let writer = runtime.spawn(writer::run(Arc::clone(&shared), client.clone(), rx));
+        let writer = runtime.spawn(writer::run(
+            Arc::clone(&shared),
+            Arc::clone(&charges),
+            client.clone(),
+            rx,
+        ));
         let store = EtcdStore {
             shared,
+            charges,
             client,
             queue: Mutex::new(Some(tx)),
             writer: Mutex::new(Some(writer)),
@@ -259,6 +273,7 @@ impl EtcdStore {
     /// Forgets `shard` (given away): later writes for it get `NotOwner`.
     pub fn release_shard(&self, shard: u32) {
         self.shared.ownership().remove(&shard);
+        self.charges.forget_shard(shard);
         self.shared.lost.send_modify(|lost| {
             lost.remove(&shard);
         });
@@ -276,11 +291,13 @@ impl EtcdStore {
 
     /// Everything stored for one shard (how a node taking a shard over loads it); topics are
     /// not included (see [`Store::load`]). Keys that cannot be decoded quarantine their groups
-    /// ([`ShardLoad`]); only a failed read is an error.
+    /// ([`ShardLoad`]); only a failed read is an error. With the shard owned, its groups' quota
+    /// units are reconciled with what was loaded first ([`EtcdStore::read_shard`]).
     pub fn load_shard(&self, shard: u32) -> Result<ShardLoad, StoreError> {
         let client = self.client.clone();
         let shared = Arc::clone(&self.shared);
-        self.block_on(async move { load::shard(&client, &shared.keys, shard).await })?
+        let charges = Arc::clone(&self.charges);
+        self.block_on(async move { read(&client, &shared, &charges, shard).await })?
     }
 
     /// Says etcd answered a request of this node just now (the ownership loop's periodic read):
@@ -298,8 +315,13 @@ impl EtcdStore {
     }
 
     /// As [`EtcdStore::load_shard`], awaited (from any tokio runtime: the ownership loop's).
+    /// The quota units of the shard's groups are made to match what was loaded (units of
+    /// groups that were never recorded given back, recorded groups without one charged:
+    /// quota.rs; a quarantined group keeps its unit) before the load is returned, so before the
+    /// shard's groups are served. A failure there is logged, not returned: the shard is
+    /// served, and its next owner reconciles again.
     pub async fn read_shard(&self, shard: u32) -> Result<ShardLoad, StoreError> {
-        load::shard(&self.client, &self.shared.keys, shard).await
+        read(&self.client, &self.shared, &self.charges, shard).await
     }
 
     /// One group's keys under `shard`'s prefixes, read as [`EtcdStore::read_shard`] reads
@@ -333,6 +355,28 @@ impl EtcdStore {
         });
         rx.recv().map_err(|_| StoreError::Closed)
     }
+}
+
+/// A shard's state, its quota units reconciled with it (`read_shard`).
+async fn read(
+    client: &EtcdClient,
+    shared: &Shared,
+    charges: &quota::Charges,
+    shard: u32,
+) -> Result<ShardLoad, StoreError> {
+    let load = load::shard(client, &shared.keys, shard).await?;
+    // A group held back for an undecodable key still exists: its unit is kept.
+    let held_back: BTreeSet<&str> = load
+        .unreadable
+        .iter()
+        .filter_map(|u| u.group_id.as_deref())
+        .collect();
+    if let Err(e) = quota::reconcile(client, shared, charges, shard, &load.state, &held_back).await
+    {
+        tracing::warn!(shard, error = %e,
+            "the shard's quota units could not be reconciled; its next owner tries again");
+    }
+    Ok(load)
 }
 
 /// A failed read, as the `Store` trait reports it.
@@ -374,6 +418,37 @@ impl Store for EtcdStore {
             None => sender.complete(Err(StoreError::Closed)),
         }
         durable
+    }
+
+    fn put_topics(&self, changes: Vec<TopicChange>) -> TopicsWrite {
+        let Some(runtime) = self.runtime.as_ref() else {
+            return Box::pin(std::future::ready(Err(StoreError::Closed)));
+        };
+        let client = self.client.clone();
+        let shared = Arc::clone(&self.shared);
+        let write = runtime
+            .spawn(async move { topics::put(&client, &shared.keys, shared.limits, changes).await });
+        Box::pin(async move { write.await.unwrap_or(Err(StoreError::Closed)) })
+    }
+
+    fn charge_group(&self, group_id: &str, principal: &str, max: Option<u32>) -> Option<Durable> {
+        let (sender, durable) = Durable::pending();
+        match self.runtime.as_ref() {
+            None => sender.complete(Err(StoreError::Closed)),
+            Some(runtime) => {
+                let client = self.client.clone();
+                let shared = Arc::clone(&self.shared);
+                let charges = Arc::clone(&self.charges);
+                let group_id = group_id.to_owned();
+                let principal: Arc<str> = Arc::from(principal);
+                runtime.spawn(async move {
+                    let charged =
+                        quota::charge(&client, &shared, &charges, group_id, principal, max).await;
+                    sender.complete(charged);
+                });
+            }
+        }
+        Some(durable)
     }
 
     fn healthy(&self) -> bool {

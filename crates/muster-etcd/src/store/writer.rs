@@ -17,6 +17,7 @@ use muster_coordinator::storage::{DurableSender, HistoryKind, Mutation, StoreErr
 use tokio::sync::mpsc;
 
 use super::plan::{prepare, Added, FencedOp, KeyOp, TxnPlan};
+use super::quota::{release_ops, Charges};
 use super::{Fence, Queued, ShardStatus, Shared};
 use crate::client::EtcdClient;
 use crate::generated::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
@@ -38,10 +39,14 @@ struct InFlight {
     sender: DurableSender,
     /// The ownership the batch was made under (`Shared::fence`).
     fence: Fence,
+    /// Groups the batch deletes whose quota units it gives back (quota.rs): forgotten as
+    /// charged once it is durable.
+    released: Vec<String>,
 }
 
 pub(super) async fn run(
     shared: Arc<Shared>,
+    charges: Arc<Charges>,
     client: EtcdClient,
     mut queue: mpsc::UnboundedReceiver<Queued>,
 ) {
@@ -50,19 +55,41 @@ pub(super) async fn run(
         let mut batches = VecDeque::with_capacity(taken.len());
         for (batch, sender, fence) in taken.drain(..) {
             let atomic = must_be_atomic(&batch);
+            let released = charged_deletions(&charges, &batch);
             match prepare(&shared.keys, shared.shards, batch) {
-                Ok(ops) => batches.push_back(InFlight {
-                    ops,
-                    next: 0,
-                    atomic,
-                    sender,
-                    fence,
-                }),
+                Ok(mut ops) => {
+                    // In the deletion's own transaction: the unit and the record go together.
+                    for (group_id, shard, principal) in &released {
+                        ops.extend(release_ops(&shared.keys, *shard, group_id, principal));
+                    }
+                    batches.push_back(InFlight {
+                        ops,
+                        next: 0,
+                        atomic,
+                        sender,
+                        fence,
+                        released: released.into_iter().map(|(g, _, _)| g).collect(),
+                    });
+                }
                 Err(e) => sender.complete(Err(e)),
             }
         }
-        write_all(&shared, &client, batches).await;
+        write_all(&shared, &charges, &client, batches).await;
     }
+}
+
+/// The groups `batch` deletes that hold a quota unit, with their shard and principal.
+fn charged_deletions(charges: &Charges, batch: &[Mutation]) -> Vec<(String, u32, Arc<str>)> {
+    batch
+        .iter()
+        .filter_map(|m| match m {
+            Mutation::DeleteGroup { group_id } => {
+                let (shard, principal) = charges.charged(group_id)?;
+                Some((group_id.clone(), shard, principal))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// The first shard of `fence` this node may not write to now, as the error to report: one no
@@ -81,7 +108,12 @@ fn ownership_error(shared: &Shared, fence: &Fence) -> Option<StoreError> {
     )
 }
 
-async fn write_all(shared: &Shared, client: &EtcdClient, mut batches: VecDeque<InFlight>) {
+async fn write_all(
+    shared: &Shared,
+    charges: &Charges,
+    client: &EtcdClient,
+    mut batches: VecDeque<InFlight>,
+) {
     while !batches.is_empty() {
         // Batches for shards this node cannot write fail now, without a round trip.
         let mut writable = VecDeque::with_capacity(batches.len());
@@ -114,6 +146,9 @@ async fn write_all(shared: &Shared, client: &EtcdClient, mut batches: VecDeque<I
                 shared.healthy.store(true, Ordering::Relaxed);
                 for _ in 0..whole {
                     if let Some(batch) = batches.pop_front() {
+                        // Forgotten before the deletion is reported: the group may be created
+                        // (and charged) again only after that.
+                        charges.forget(&batch.released);
                         batch.sender.complete(Ok(()));
                     }
                 }

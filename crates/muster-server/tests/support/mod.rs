@@ -114,13 +114,18 @@ impl Conn {
     /// [`Conn::connect`] whose every answer must come within `timeout` (a paused server
     /// accepts connections in its kernel backlog and then never answers).
     pub fn connect_within(addr: SocketAddr, timeout: Duration) -> Result<Conn> {
+        Self::connect_as(addr, timeout, None)
+    }
+
+    /// [`Conn::connect_within`], saying Hello with `token` (a server with an auth file).
+    pub fn connect_as(addr: SocketAddr, timeout: Duration, token: Option<&str>) -> Result<Conn> {
         let stream = TcpStream::connect_timeout(&addr, timeout)?;
         stream.set_read_timeout(Some(timeout))?;
         let mut conn = Conn { stream, next: 1 };
         match conn.call(Request::Hello(HelloRequest {
             protocol_version: 1,
             client_id: "crash".into(),
-            auth_token: None,
+            auth_token: token.map(str::to_owned),
         }))? {
             Response::Hello(h) if h.error_code == 0 => Ok(conn),
             other => bail!("hello refused: {other:?}"),

@@ -1,5 +1,6 @@
 //! Where group actors come from: a request that creates its group (within the server's
-//! `max_groups` and its principal's quotas, protocol §6 and §6.18), and the groups loaded from
+//! `max_groups` and its principal's quotas, protocol §6 and §6.18; in cluster mode its
+//! `max_groups` unit is charged in etcd first, across every node), and the groups loaded from
 //! the store (at startup, or with a shard taken over). Each is registered with the unit of its
 //! creator's `max_groups` it holds, and started on the next arbiter, round-robin — or, loaded
 //! with nothing but data (an abandoned group's offsets), parked with no actor at all.
@@ -8,8 +9,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use actix::prelude::*;
-use muster_protocol::{ErrorCode, Request};
-use tracing::{debug, info};
+use muster_protocol::{ErrorCode, Request, Response};
+use tracing::{debug, info, warn};
 
 use super::parking::start;
 use super::Supervisor;
@@ -19,22 +20,27 @@ use crate::actors::registry::{Entry, Home};
 use crate::actors::reply::ReplyTo;
 use crate::engine::Group;
 use crate::logsafe::logsafe;
-use crate::quota::{QuotaKind, QuotaSlot};
-use crate::storage::{GroupRecord, HistoryWrite, OffsetWrite, QuarantinedOffset, StoredState};
+use crate::quota::{Quota, QuotaKind, QuotaSlot};
+use crate::storage::{
+    GroupRecord, HistoryWrite, OffsetWrite, QuarantinedOffset, StoreError, StoredState,
+};
 
 impl Supervisor {
     /// Creates the group `group_id` for `call` (a request that creates its group) and hands
     /// the call to it, unless the server or the principal may hold no more groups (or, for a
-    /// JoinGroup, the principal no more members): then `call` is answered here.
+    /// JoinGroup, the principal no more members): then `call` is answered here. When the store
+    /// keeps the principals' `max_groups` across a cluster, the group is created only once its
+    /// unit is charged there ([`Supervisor::charged`]); the requests for it that arrive
+    /// meanwhile wait in `creating`.
     pub(super) fn create_group(
         &mut self,
         group_id: String,
         call: GroupCall,
         ctx: &mut Context<Self>,
     ) -> Option<(Arc<str>, GroupLink)> {
-        if self.groups.len() >= self.config.limits.max_groups {
+        if self.groups.len() + self.creating.len() >= self.config.limits.max_groups {
             // The server holds as many groups as it may (protocol §6.18).
-            return refuse(call, ErrorCode::ResourceLimitReached);
+            return refuse(call, ErrorCode::ResourceLimitReached, None);
         }
         // A JoinGroup that creates its group needs a member unit too: refused now if
         // the principal has none left, before a group is charged to it that would
@@ -48,22 +54,86 @@ impl Supervisor {
             .quota()
             .is_some_and(|q| q.at_limit(QuotaKind::Members));
         if no_member_left {
-            return refuse(call, ErrorCode::QuotaExceeded);
+            return refuse(call, ErrorCode::QuotaExceeded, None);
         }
-        // The creator's `max_groups` (protocol §6), after the server's own limit.
-        let quota = match call
-            .client
-            .access
-            .quota()
-            .map(|q| q.try_take(QuotaKind::Groups))
-        {
-            None => None,
-            Some(Ok(slot)) => Some(slot),
-            Some(Err(over)) => {
-                debug!(group_id = %logsafe(&group_id), error = %over, "group not created");
-                return refuse(call, ErrorCode::QuotaExceeded);
-            }
+        let Some(quota) = call.client.access.quota().map(Arc::clone) else {
+            return self.make_group(group_id, call, None, ctx);
         };
+        // The creator's `max_groups` (protocol §6), after the server's own limit: across the
+        // cluster if the store keeps it, else this node's count.
+        let max = quota.max(QuotaKind::Groups);
+        if let Some(charged) = self.store.charge_group(&group_id, quota.principal(), max) {
+            let id: Arc<str> = Arc::from(group_id.as_str());
+            self.creating.insert(Arc::clone(&id), Vec::new());
+            ctx.spawn(charged.into_actor(self).map(move |result, act, ctx| {
+                act.charged(id, call, &quota, result, ctx);
+            }));
+            return None;
+        }
+        match quota.try_take(QuotaKind::Groups) {
+            Ok(slot) => self.make_group(group_id, call, Some(slot), ctx),
+            Err(over) => {
+                debug!(group_id = %logsafe(&group_id), error = %over, "group not created");
+                refuse(call, ErrorCode::QuotaExceeded, Some(over.to_string()))
+            }
+        }
+    }
+
+    /// The cluster-wide charge of `group_id`'s unit is over: the group is created and given
+    /// `call` and the requests that waited, or `call` is refused (QUOTA_EXCEEDED naming the
+    /// quota; NOT_COORDINATOR when the shard moved meanwhile) and the waiting requests are
+    /// routed afresh (each may create the group in turn, perhaps for another principal).
+    fn charged(
+        &mut self,
+        group_id: Arc<str>,
+        call: GroupCall,
+        quota: &Arc<Quota>,
+        result: Result<(), StoreError>,
+        ctx: &mut Context<Self>,
+    ) {
+        let waiting = self.creating.remove(&group_id).unwrap_or_default();
+        match result {
+            Ok(()) => {
+                if let Some(code) = self.refusal(&group_id) {
+                    // The shard was given away while the unit was charged: its next owner
+                    // gives the unit back when it loads the shard (no record of the group).
+                    refuse(call, code, None);
+                } else {
+                    // Counted here whatever this node's count says: the cluster's decided.
+                    let slot = quota.take(QuotaKind::Groups);
+                    self.make_group(group_id.to_string(), call, Some(slot), ctx);
+                }
+            }
+            Err(error) => {
+                let code = match &error {
+                    StoreError::QuotaExceeded { .. } => ErrorCode::QuotaExceeded,
+                    StoreError::Fenced { .. } | StoreError::NotOwner { .. } => {
+                        ErrorCode::NotCoordinator
+                    }
+                    _ => ErrorCode::CoordinatorNotAvailable,
+                };
+                if code == ErrorCode::QuotaExceeded {
+                    debug!(group_id = %logsafe(&group_id), %error, "group not created");
+                } else {
+                    warn!(group_id = %logsafe(&group_id), %error,
+                        "group not created: its quota unit could not be charged");
+                }
+                refuse(call, code, Some(error.to_string()));
+            }
+        }
+        for call in waiting {
+            self.route(group_id.to_string(), call, ctx);
+        }
+    }
+
+    /// Creates the group, holding `quota` (its creator's unit), and hands it `call`.
+    fn make_group(
+        &mut self,
+        group_id: String,
+        call: GroupCall,
+        quota: Option<QuotaSlot>,
+        ctx: &mut Context<Self>,
+    ) -> Option<(Arc<str>, GroupLink)> {
         debug!(group_id = %logsafe(&group_id), "group created");
         let mut group = Group::new(group_id, Arc::clone(&self.config), self.clock.now());
         group.set_created_by(quota.as_ref().map(|q| Arc::clone(q.principal())));
@@ -181,9 +251,17 @@ impl Supervisor {
     }
 }
 
-/// Answers a request for a group that is not created, with `code` in the request's shape.
-fn refuse(call: GroupCall, code: ErrorCode) -> Option<(Arc<str>, GroupLink)> {
-    let answer = crate::engine::refusal_for(&call.request, code, &call.client.access);
+/// Answers a request for a group that is not created, with `code` in the request's shape
+/// (and `message`, where the answer has room for one: a ConsumerGroupHeartbeat's).
+fn refuse(
+    call: GroupCall,
+    code: ErrorCode,
+    message: Option<String>,
+) -> Option<(Arc<str>, GroupLink)> {
+    let mut answer = crate::engine::refusal_for(&call.request, code, &call.client.access);
+    if let (Response::ConsumerGroupHeartbeat(heartbeat), Some(message)) = (&mut answer, message) {
+        heartbeat.error_message = Some(message);
+    }
     call.reply.send(answer);
     None
 }

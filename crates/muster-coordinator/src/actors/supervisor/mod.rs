@@ -13,7 +13,8 @@
 //!
 //! - `routing.rs`: a group's first request to its actor, the registry's removals, shutdown;
 //! - `creation.rs`: where group actors come from (created by a request, within the server's
-//!   `max_groups` and the creator's quotas; loaded from the store) and which arbiter runs them;
+//!   `max_groups` and the creator's quotas, charged across the cluster when the store keeps
+//!   them; loaded from the store) and which arbiter runs them;
 //! - `admin.rs`: the admin requests (describe, list, delete; a group's history and diagnosis);
 //! - `catalog.rs`: topic catalog writes and telling groups about catalog changes;
 //! - `wake.rs`: the one wake-up timer over the groups' deadlines;
@@ -48,6 +49,8 @@ mod gauges;
 mod parking;
 mod routing;
 mod shards;
+#[cfg(test)]
+mod shared_tests;
 mod wake;
 
 pub use super::placement::{Placement, SingleNode};
@@ -91,6 +94,9 @@ pub struct Supervisor {
     /// A catalog change is being made durable: later CreateTopics wait in `topics_waiting`.
     topics_busy: bool,
     topics_waiting: VecDeque<(AdminCall, Vec<muster_protocol::TopicInfo>)>,
+    /// Groups whose creator's quota unit is being charged cluster-wide (`creation.rs`), with
+    /// the requests for them that arrived meanwhile.
+    creating: HashMap<Arc<str>, Vec<super::messages::GroupCall>>,
 }
 
 impl Supervisor {
@@ -116,6 +122,7 @@ impl Supervisor {
             parked: 0,
             topics_busy: false,
             topics_waiting: VecDeque::new(),
+            creating: HashMap::new(),
         }
     }
 

@@ -1,7 +1,8 @@
 //! Routing: a group's first request from a connection reaches its actor here (or is answered
 //! here, when the group cannot be served on this node or does not exist and the request does
-//! not create it; a parked group is given an actor first); the session caches the inbox it is
-//! handed back. Also the registry's
+//! not create it; a parked group is given an actor first, a group whose creation waits for its
+//! cluster-wide quota unit queues the request); the session caches the inbox it is handed
+//! back. Also the registry's
 //! removals (a group that forgot itself) and shutdown, which goes to every group registered.
 
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use muster_protocol::ErrorCode;
 
 use super::Supervisor;
 use crate::access::ResourceType;
-use crate::actors::messages::{AbortHeld, Forget, GroupLink, Route, Shutdown};
+use crate::actors::messages::{AbortHeld, Forget, GroupCall, GroupLink, Route, Shutdown};
 use crate::actors::registry::Home;
 use crate::engine::{absent_group, unreadable_topics, AbsentGroup};
 
@@ -46,6 +47,19 @@ impl Handler<Route> for Supervisor {
 
     fn handle(&mut self, route: Route, ctx: &mut Self::Context) -> Self::Result {
         let Route { group_id, call } = route;
+        self.route(group_id, call, ctx)
+    }
+}
+
+impl Supervisor {
+    /// A group's request to its actor (module docs); the group's id and inbox, for the
+    /// session to cache, when it has one.
+    pub(super) fn route(
+        &mut self,
+        group_id: String,
+        call: GroupCall,
+        ctx: &mut Context<Self>,
+    ) -> Option<(Arc<str>, GroupLink)> {
         if let Some(code) = self.refusal(&group_id) {
             let answer = crate::engine::refusal_for(&call.request, code, &call.client.access);
             call.reply.send(answer);
@@ -65,6 +79,11 @@ impl Handler<Route> for Supervisor {
             addr.do_send(call);
             let link: GroupLink = addr;
             return Some((group_id, link));
+        }
+        if let Some(waiting) = self.creating.get_mut(group_id.as_str()) {
+            // Its quota unit is being charged: it is served once created (`creation.rs`).
+            waiting.push(call);
+            return None;
         }
         match absent_group(&call.request, &self.config, &call.client.access) {
             AbsentGroup::Answer(response) => {

@@ -121,23 +121,6 @@ impl Handler<CatalogChanged> for Supervisor {
     type Result = ();
 
     fn handle(&mut self, msg: CatalogChanged, ctx: &mut Self::Context) {
-        // Partition counts only grow (CreateTopics never lowers one): a smaller count read
-        // from etcd is an older write landing late, never installed.
-        let changed: Vec<_> = msg
-            .0
-            .into_iter()
-            .filter(|t| {
-                self.catalog
-                    .partitions(&t.topic)
-                    .is_none_or(|p| p < t.partitions)
-            })
-            .collect();
-        if changed.is_empty() {
-            return;
-        }
-        self.catalog.install(&changed);
-        let names: Arc<[String]> = changed.iter().map(|t| t.topic.clone()).collect();
-        info!(topics = %logsafe_list(&names), "topic catalog changed on another node");
-        self.tell_topics_changed(names, 0, ctx);
+        self.install_newer(msg.0, "topic catalog changed on another node", ctx);
     }
 }
