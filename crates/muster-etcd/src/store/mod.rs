@@ -21,9 +21,9 @@ mod load;
 mod plan;
 mod quota;
 #[cfg(test)]
-mod shared_tests;
-#[cfg(test)]
 mod secure_tests;
+#[cfg(test)]
+mod shared_tests;
 #[cfg(test)]
 mod tests;
 mod topics;

@@ -16,7 +16,6 @@ use crate::actors::messages::{
     AdoptGroups, AdoptShard, CatalogChanged, Drain, ReleaseShard, Relinquish,
 };
 use crate::logsafe::logsafe_list;
-use crate::types::TopicLookup;
 
 impl Supervisor {
     /// Takes every group of `shard` out of the registry and tells each to stop coordinating;
