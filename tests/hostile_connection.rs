@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context as _, Result};
 use common::*;
+use muster_protocol::{OffsetHistoryRequest, Request};
 use muster_server::ServerThread;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
@@ -234,6 +235,14 @@ const FETCHES: usize = 200;
 /// pipeline [`FETCHES`] OffsetFetch with ~0.5 MB answers and read nothing, with
 /// `max_in_flight_large` large-answer slots; and a bystander's heartbeat latencies meanwhile.
 async fn offset_fetch_non_readers(max_in_flight_large: usize) -> Result<(u64, Vec<Duration>)> {
+    non_readers(max_in_flight_large, || fetch("fetched", None)).await
+}
+
+/// [`offset_fetch_non_readers`] with the requests `request` makes (of group `fetched`).
+async fn non_readers(
+    max_in_flight_large: usize,
+    request: fn() -> Request,
+) -> Result<(u64, Vec<Duration>)> {
     let server = start_server_with(fast_config(), |o| {
         o.limits.max_in_flight_large = max_in_flight_large;
         // Long: neither the timeout nor the connection closing ends the attack here.
@@ -250,7 +259,7 @@ async fn offset_fetch_non_readers(max_in_flight_large: usize) -> Result<(u64, Ve
     let base = rss_bytes();
     let mut streams = Vec::new();
     for _ in 0..NON_READERS {
-        streams.push(never_reading(&server, FETCHES, || fetch("fetched", None)).await?);
+        streams.push(never_reading(&server, FETCHES, request).await?);
     }
     let mut peak = base;
     for _ in 0..300 {
@@ -294,6 +303,42 @@ async fn offset_fetch_pipelined_without_reading_builds_only_the_large_slots_wort
     ensure!(
         slowest < Duration::from_secs(1),
         "a heartbeat took {slowest:?}"
+    );
+    Ok(())
+}
+
+/// The non-reader of the hostile bench's `non-reader-more`: OffsetHistory of every partition
+/// (one entry each, with its 1 000 bytes of metadata: ~0.5 MB per answer) pipelined without
+/// reading. Before OffsetHistory took a large-answer slot, every pipelined request was
+/// answered at once: 4 × 200 × 0.5 MB, ~400 MB built (the bench measured +477 MiB and its
+/// victims' heartbeats timing out). With the slots, as OffsetFetch: under 64 MiB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offset_history_pipelined_without_reading_builds_only_the_large_slots_worth() -> Result<()>
+{
+    let _serial = SERIAL.lock().await;
+    let (grown, latencies) = non_readers(8, || {
+        Request::OffsetHistory(OffsetHistoryRequest {
+            group_id: "fetched".into(),
+            topic: None,
+            partition: None,
+            limit: 0,
+        })
+    })
+    .await?;
+    eprintln!(
+        "grown {} MiB, heartbeats {} max {:?}",
+        grown >> 20,
+        latencies.len(),
+        latencies.iter().max()
+    );
+    ensure!(
+        grown < 64 << 20,
+        "memory grew {} MiB for {NON_READERS} connections that never read their OffsetHistory",
+        grown >> 20
+    );
+    ensure!(
+        latencies.len() > 10,
+        "the bystander's heartbeats were answered"
     );
     Ok(())
 }

@@ -74,4 +74,6 @@ fi
 # One run: its figures are per attack, not medians. Each attack meets a fresh server; a
 # watchdog kills the server at 4 GiB RSS.
 runs 1 hostile hostile --groups 50 --members 4 --phase 5 --fresh-server
+# Issue #24: the TLS handshake flood, against a server spawned with TLS.
+runs 1 hostile-tls hostile --groups 50 --members 4 --phase 5 --tls
 echo "results in $OUT"

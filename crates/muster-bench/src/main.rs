@@ -313,11 +313,17 @@ enum Command {
         /// Seconds of the recovery phase (no attack).
         #[arg(long, default_value_t = 5.0)]
         recovery: f64,
-        /// Attacks to run, by name or number, comma-separated (default: all, in this order):
-        /// garbage, big-commit, repeats, non-reader, join-flood, huge-ids, churn, big-topics,
-        /// conn-flood, slowloris.
+        /// Attacks to run, by name or number, comma-separated (default: all but tls-flood, in
+        /// this order): garbage, big-commit, repeats, non-reader, join-flood, huge-ids, churn,
+        /// big-topics, conn-flood, slowloris, amplify, simulate, non-reader-more, slow-read,
+        /// tls-flood. With --tls the default is tls-flood alone.
         #[arg(long, value_delimiter = ',')]
         attacks: Vec<String>,
+        /// With --spawn: the server speaks TLS on both listeners (a certificate made for the
+        /// run); victims and the polite member connect over TLS. For tls-flood: the other
+        /// attacks send plaintext on purpose, which a TLS listener refuses at its handshake.
+        #[arg(long)]
+        tls: bool,
         /// Connections one attack may use (the connection floods excepted).
         #[arg(long, default_value_t = 4)]
         attack_connections: usize,
@@ -670,9 +676,29 @@ async fn run(command: &Command, common: &Common, target: &mut Target) -> Result<
             max_frame,
             rss_limit_mib,
             fresh_server,
+            tls,
         } => {
+            // Held until the run ends: the server reads its certificate from these files.
+            let material = if *tls {
+                if !target.is_spawned() {
+                    anyhow::bail!("--tls needs --spawn (the run makes the server's certificate)");
+                }
+                let material = scenario::security::Material::make()?;
+                target.restart_with(material.tls_flags())?;
+                transport::set(transport::Transport {
+                    token: transport::token(),
+                    tls: Some(material.tls(false)?),
+                });
+                Some(material)
+            } else {
+                None
+            };
             let attacks = if attacks.is_empty() {
-                Attack::ALL.to_vec()
+                if *tls {
+                    vec![Attack::TlsFlood]
+                } else {
+                    Attack::defaults()
+                }
             } else {
                 attacks
                     .iter()
@@ -696,7 +722,9 @@ async fn run(command: &Command, common: &Common, target: &mut Target) -> Result<
                 rss_limit: rss_limit_mib.saturating_mul(1 << 20),
                 fresh_server: *fresh_server,
             };
-            scenario::hostile::run(common, &opts, target).await
+            let report = scenario::hostile::run(common, &opts, target).await;
+            drop(material);
+            report
         }
     }
 }

@@ -111,7 +111,8 @@ settings! {
     /// Most topics one JoinGroup may subscribe to.
     max_subscribed_topics: usize = "1000", range(1 ..= 1_000_000);
 
-    /// Most partitions one OffsetCommit, OffsetFetch or JoinGroup (owned partitions) may name.
+    /// Most partitions one OffsetCommit, OffsetFetch or JoinGroup (owned partitions) may name;
+    /// also the most a GroupSimulate may assign, and its added members × subscribed topics.
     max_partitions_per_request: usize = "50000", range(1 ..= 100_000_000);
 
     /// Most group ids one DescribeGroups or DeleteGroups may name.

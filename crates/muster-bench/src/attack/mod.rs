@@ -9,12 +9,17 @@
 //!
 //! Most attacks go through `hammer`: `connections` raw connections, each keeping at most
 //! `depth` frames in flight, with a reader task that counts every answer by request and error
-//! code. The rest (the pipelining client that never reads, join/leave churn, the connection
-//! flood and slowloris on the admin port) have their own loops (`sessions.rs`; the request
-//! attacks are in `requests.rs`).
+//! code, and the bytes sent and answered (`request_bytes`, `answer_bytes`: the amplification).
+//! The rest have their own loops: the pipelining clients that never read, join/leave churn and
+//! the connection flood (`sessions.rs`), slowloris and slow readers on the admin port
+//! (`admin.rs`), the TLS handshake flood (`tls.rs`). The oversized and repetitive requests are
+//! in `requests.rs`, the amplifying ones in `amplify.rs`.
 
+mod admin;
+mod amplify;
 mod requests;
 mod sessions;
+mod tls;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -60,10 +65,20 @@ pub enum Attack {
     ConnFlood,
     /// Half-sent HTTP headers on the admin port, on many connections.
     Slowloris,
+    /// Every request kind that names many things, at its limit, pipelined.
+    Amplify,
+    /// GroupSimulate adding the most members to a topic grown to i32::MAX partitions.
+    Simulate,
+    /// Pipelined requests with big answers that take no large-answer slot, never read.
+    NonReaderMore,
+    /// Whole admin requests whose answers are read a few bytes at a time.
+    SlowRead,
+    /// Short-lived connections, each a full TLS handshake (needs a TLS server).
+    TlsFlood,
 }
 
 impl Attack {
-    pub const ALL: [Attack; 10] = [
+    pub const ALL: [Attack; 15] = [
         Attack::Garbage,
         Attack::BigCommit,
         Attack::Repeats,
@@ -74,7 +89,21 @@ impl Attack {
         Attack::BigTopics,
         Attack::ConnFlood,
         Attack::Slowloris,
+        Attack::Amplify,
+        Attack::Simulate,
+        Attack::NonReaderMore,
+        Attack::SlowRead,
+        Attack::TlsFlood,
     ];
+
+    /// The attacks a run makes when none are named on a plaintext server: all but the TLS
+    /// flood, which needs a TLS server (`hostile --tls`).
+    pub fn defaults() -> Vec<Attack> {
+        Attack::ALL
+            .into_iter()
+            .filter(|a| *a != Attack::TlsFlood)
+            .collect()
+    }
 
     pub const fn name(self) -> &'static str {
         match self {
@@ -88,10 +117,15 @@ impl Attack {
             Attack::BigTopics => "big-topics",
             Attack::ConnFlood => "conn-flood",
             Attack::Slowloris => "slowloris",
+            Attack::Amplify => "amplify",
+            Attack::Simulate => "simulate",
+            Attack::NonReaderMore => "non-reader-more",
+            Attack::SlowRead => "slow-read",
+            Attack::TlsFlood => "tls-flood",
         }
     }
 
-    /// The attack of a name (as [`Attack::name`] gives it, or its number 1..=10).
+    /// The attack of a name (as [`Attack::name`] gives it, or its number 1..=15).
     pub fn parse(s: &str) -> Result<Attack> {
         let s = s.trim();
         if let Ok(n) = s.parse::<usize>() {
@@ -209,7 +243,12 @@ pub async fn run(attack: Attack, env: &Env, tally: &Tally) -> Result<()> {
         Attack::Churn => sessions::churn(env, tally).await,
         Attack::BigTopics => requests::big_topics(env, tally).await,
         Attack::ConnFlood => sessions::conn_flood(env, tally).await,
-        Attack::Slowloris => sessions::slowloris(env, tally).await,
+        Attack::Slowloris => admin::slowloris(env, tally).await,
+        Attack::Amplify => amplify::amplify(env, tally).await,
+        Attack::Simulate => amplify::simulate(env, tally).await,
+        Attack::NonReaderMore => sessions::non_reader_more(env, tally).await,
+        Attack::SlowRead => admin::slow_read(env, tally).await,
+        Attack::TlsFlood => tls::tls_flood(env, tally).await,
     }
 }
 
@@ -380,6 +419,7 @@ async fn hammer_one(
         tokio::spawn(async move {
             let mut frames = FramedRead::new(read, codec(MAX_RESPONSE_BYTES));
             while let Some(Ok(frame)) = frames.next().await {
+                tally.extra("answer_bytes", |n| *n += frame.len() as u64);
                 match decode_response(&frame) {
                     Ok(answer) => tally.answer(&answer.response),
                     Err(_) => tally.extra("undecodable_answers", |n| *n += 1),
@@ -418,7 +458,10 @@ async fn hammer_one(
         match tokio::time::timeout(STALL, write.write_all(&frame)).await {
             Ok(Ok(())) => {
                 on_this += 1;
-                tally.bump(|o| &mut o.sent);
+                tally.with(|o| {
+                    o.sent += 1;
+                    *o.extra.entry("request_bytes").or_default() += frame.len() as u64;
+                });
             }
             Ok(Err(_)) => {
                 tally.bump(|o| &mut o.disconnects);

@@ -1,16 +1,21 @@
-//! The attacks that are about connections rather than one request: the client that never
-//! reads its answers, join/leave churn, the connection flood and slowloris on the admin port.
+//! The attacks that are about connections rather than one request: the clients that never
+//! read their answers, join/leave churn and the connection flood. (The admin port's are in
+//! `admin.rs`.)
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use muster_protocol::{ErrorCode, LeaveGroupRequest, LeavingMember, OffsetFetchRequest, Response};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use muster_protocol::{
+    ConsumerGroupDescribeRequest, ErrorCode, GroupHistoryRequest, LeaveGroupRequest, LeavingMember,
+    OffsetFetchRequest, OffsetHistoryRequest, OffsetResetRequest, OffsetRestoreRequest, ResetTo,
+    Response,
+};
+use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpStream;
 
-use super::{frame, join, open, requests::seed_offsets, Env, Tally, STALL};
+use super::{frame, join, open, requests::seed_offsets, Env, Frame, Tally, STALL};
 use crate::client::Conn;
 
 /// (4) A client that pipelines OffsetFetch requests for a group with 1 000 committed
@@ -22,20 +27,70 @@ pub(super) async fn non_reader(env: &Env, tally: &Tally) -> Result<()> {
         group_id: group,
         topics: None,
     })?;
+    never_read(env, tally, vec![fetch], "atk-nonreader").await
+}
+
+/// (12) [`non_reader`] with the other requests whose answer grows with what a group holds:
+/// OffsetHistory (every entry of 1 000 partitions, three each, 1 000 bytes of metadata), an
+/// OffsetReset dry run of them, OffsetRestore's listing, and ConsumerGroupDescribe and
+/// GroupHistory naming the victims' groups.
+pub(super) async fn non_reader_more(env: &Env, tally: &Tally) -> Result<()> {
+    let group = format!("{}-atk-nonreader2", env.run_id);
+    for _ in 0..3 {
+        seed_offsets(env, tally, &group, 1_000, 1_000).await?;
+    }
+    let prefix = env
+        .victim_group
+        .trim_end_matches(|c: char| c.is_ascii_digit());
+    let frames = vec![
+        frame(OffsetHistoryRequest {
+            group_id: group.clone(),
+            topic: None,
+            partition: None,
+            limit: 0,
+        })?,
+        frame(OffsetResetRequest {
+            group_id: group.clone(),
+            to: ResetTo::EarliestRecorded,
+            topics: Vec::new(),
+            execute: false,
+        })?,
+        frame(OffsetRestoreRequest {
+            group_id: group,
+            execute: false,
+        })?,
+        frame(ConsumerGroupDescribeRequest {
+            group_ids: (0..1_000).map(|k| format!("{prefix}{k}")).collect(),
+        })?,
+        frame(GroupHistoryRequest {
+            group_id: env.victim_group.clone(),
+            limit: 0,
+        })?,
+    ];
+    never_read(env, tally, frames, "atk-nonreader2").await
+}
+
+/// Pipelines `frames` (64 of one kind per write, the kinds in turn) on `env.connections`
+/// connections and never reads an answer; each connection is held open until the attack
+/// ends, and a new one opened when a write blocks or fails.
+async fn never_read(env: &Env, tally: &Tally, frames: Vec<Frame>, client: &str) -> Result<()> {
+    let frames = Arc::new(frames);
     let sent = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
     for _ in 0..env.connections.max(1) {
-        let (env, tally, fetch, sent) = (
+        let (env, tally, frames, sent, client) = (
             env.clone(),
             tally.clone(),
-            Arc::clone(&fetch),
+            Arc::clone(&frames),
             Arc::clone(&sent),
+            client.to_owned(),
         );
         tasks.push(tokio::spawn(async move {
             // Held (unread) until the attack ends, so the server keeps what it buffered.
             let mut held = Vec::new();
+            let mut batches = 0usize;
             while Instant::now() < env.deadline && sent.load(Ordering::Relaxed) < env.max_requests {
-                let Some(mut stream) = open(env.addr, "atk-nonreader", &tally).await else {
+                let Some(mut stream) = open(env.addr, &client, &tally).await else {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 };
@@ -44,10 +99,14 @@ pub(super) async fn non_reader(env: &Env, tally: &Tally) -> Result<()> {
                     if now >= env.deadline || sent.load(Ordering::Relaxed) >= env.max_requests {
                         break;
                     }
+                    let Some(one) = frames.get(batches % frames.len().max(1)) else {
+                        break;
+                    };
+                    batches += 1;
                     // Many requests per write: the point is to have many in flight.
-                    let mut batch = Vec::with_capacity(fetch.len() * 64);
+                    let mut batch = Vec::with_capacity(one.len() * 64);
                     for _ in 0..64 {
-                        batch.extend_from_slice(&fetch);
+                        batch.extend_from_slice(one);
                     }
                     match tokio::time::timeout(env.deadline - now, stream.write_all(&batch)).await {
                         Ok(Ok(())) => {
@@ -181,78 +240,5 @@ pub(super) async fn conn_flood(env: &Env, tally: &Tally) -> Result<()> {
         })
         .count() as u64;
     tally.with(|o| o.disconnects += closed);
-    Ok(())
-}
-
-/// (10) Slowloris on the admin port: `admin_connections` connections each send half a request
-/// head, then one more header byte a second (reconnecting when the server closes them); a
-/// probe meanwhile asks `/readyz` properly every 200 ms.
-pub(super) async fn slowloris(env: &Env, tally: &Tally) -> Result<()> {
-    let Some(admin) = env.admin else {
-        tally.extra("skipped_no_admin_listener", |n| *n = 1);
-        return Ok(());
-    };
-    let open_now = Arc::new(AtomicU64::new(0));
-    let mut tasks = Vec::new();
-    let count = env
-        .admin_connections
-        .min(usize::try_from(env.max_requests)?);
-    for k in 0..count {
-        let (env, tally, open_now) = (env.clone(), tally.clone(), Arc::clone(&open_now));
-        tasks.push(tokio::spawn(async move {
-            // Spread the connects over the first second.
-            tokio::time::sleep(Duration::from_micros(1_000_000 * k as u64 / count as u64)).await;
-            while Instant::now() < env.deadline {
-                let Ok(Ok(mut stream)) =
-                    tokio::time::timeout(STALL, TcpStream::connect(admin)).await
-                else {
-                    tally.bump(|o| &mut o.connect_failures);
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                };
-                tally.bump(|o| &mut o.sent);
-                let now_open = open_now.fetch_add(1, Ordering::Relaxed) + 1;
-                tally.extra("admin_connections_open_peak", |n| *n = (*n).max(now_open));
-                let mut closed = stream
-                    .write_all(b"GET /metrics HTTP/1.1\r\nHost: muster\r\nX-Slow: ")
-                    .await
-                    .is_err();
-                let mut buf = [0u8; 512];
-                while !closed && Instant::now() < env.deadline {
-                    tokio::select! {
-                        read = stream.read(&mut buf) => closed = !matches!(read, Ok(n) if n > 0),
-                        () = tokio::time::sleep(Duration::from_secs(1)) => {
-                            closed = stream.write_all(b"a").await.is_err();
-                        }
-                    }
-                }
-                open_now.fetch_sub(1, Ordering::Relaxed);
-                if closed {
-                    tally.bump(|o| &mut o.disconnects);
-                }
-            }
-        }));
-    }
-    // The probe: what a load balancer's health check sees meanwhile.
-    while Instant::now() < env.deadline {
-        let started = Instant::now();
-        let probe = async {
-            let mut stream = TcpStream::connect(admin).await?;
-            stream
-                .write_all(b"GET /readyz HTTP/1.1\r\nHost: muster\r\nConnection: close\r\n\r\n")
-                .await?;
-            let mut answer = Vec::new();
-            stream.read_to_end(&mut answer).await?;
-            anyhow::Ok(answer.starts_with(b"HTTP/1.1 200"))
-        };
-        let ok = matches!(tokio::time::timeout(STALL, probe).await, Ok(Ok(true)));
-        let ms = started.elapsed().as_millis() as u64;
-        tally.extra(if ok { "probe_ok" } else { "probe_failed" }, |n| *n += 1);
-        tally.extra("probe_max_ms", |n| *n = (*n).max(ms));
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    for task in tasks {
-        task.await?;
-    }
     Ok(())
 }

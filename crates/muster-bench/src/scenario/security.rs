@@ -62,8 +62,8 @@ pub struct Options {
     pub rounds: usize,
 }
 
-/// The files a run makes.
-struct Material {
+/// The files a run makes (also `hostile --tls`'s server certificate).
+pub struct Material {
     dir: tempfile::TempDir,
     token: String,
     ca_pem: String,
@@ -72,7 +72,7 @@ struct Material {
 }
 
 impl Material {
-    fn make() -> Result<Material> {
+    pub fn make() -> Result<Material> {
         let dir = tempfile::Builder::new()
             .prefix("muster-bench-security-")
             .tempdir()
@@ -125,7 +125,7 @@ impl Material {
 
     /// TLS trusting the run's CA, presenting the client certificate if `mtls`, to the
     /// spawned server (its certificate is for `localhost`).
-    fn tls(&self, mtls: bool) -> Result<Tls> {
+    pub fn tls(&self, mtls: bool) -> Result<Tls> {
         let mut tls = TlsConfig::from_ca_pem(self.ca_pem.as_bytes())?;
         if mtls {
             tls = tls.client_cert_pem(self.client_pem.as_bytes(), self.client_key.as_bytes())?;
@@ -133,15 +133,21 @@ impl Material {
         Tls::new(&tls, "localhost")
     }
 
-    /// The server's flags and the client's transport for a phase.
-    fn phase(&self, phase: Phase) -> Result<(Vec<OsString>, Transport)> {
-        let auth = vec!["--auth-file".into(), self.path("auth.toml")];
-        let tls = vec![
+    /// The server's flags for TLS with the run's certificate (no client certificates, no
+    /// auth file).
+    pub fn tls_flags(&self) -> Vec<OsString> {
+        vec![
             "--tls-cert".into(),
             self.path("server.pem"),
             "--tls-key".into(),
             self.path("server.key"),
-        ];
+        ]
+    }
+
+    /// The server's flags and the client's transport for a phase.
+    fn phase(&self, phase: Phase) -> Result<(Vec<OsString>, Transport)> {
+        let auth = vec!["--auth-file".into(), self.path("auth.toml")];
+        let tls = self.tls_flags();
         let token = Some(self.token.clone());
         Ok(match phase {
             Phase::Open => (Vec::new(), Transport::default()),

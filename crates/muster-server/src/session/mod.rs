@@ -13,8 +13,8 @@
 //! answers are over `max_buffered_response_bytes` (so the session stops reading then too), and
 //! ends the connection when the client takes no byte for `write_timeout_ms`.
 //!
-//! Requests whose answer can be large (OffsetFetch, DescribeGroups, ListGroups, DescribeTopics:
-//! [`takes_large_slot`]) also take one of the connection's `max_in_flight_large` slots, given
+//! Requests whose answer can be large (OffsetFetch, DescribeGroups, ListGroups, DescribeTopics,
+//! the offset-history and group-insight requests: [`takes_large_slot`]) also take one of the connection's `max_in_flight_large` slots, given
 //! back by the writer once that answer is written; with none free the session stops reading
 //! the same way. So a client that pipelines them without reading gets only that many ~1 MB
 //! answers built for it, not `max_in_flight`. Other requests pay only the tag check.

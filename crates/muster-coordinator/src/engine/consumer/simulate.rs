@@ -73,6 +73,7 @@ impl<R> Group<R> {
         req: &GroupSimulateRequest,
         topics: &dyn TopicLookup,
     ) -> GroupSimulateResponse {
+        let limits = &self.config.limits;
         let mut grown = BTreeMap::new();
         for t in &req.partitions {
             let current = topics.partitions(&t.topic).unwrap_or(0);
@@ -82,6 +83,16 @@ impl<R> Group<R> {
                     format!(
                         "topic {} has {current} partitions: a simulated count must be at least that and at least 1",
                         t.topic
+                    ),
+                );
+            }
+            // As CreateTopics: a count no topic may have cannot be simulated either.
+            if t.partitions > limits.max_partitions_per_topic {
+                return refused(
+                    ErrorCode::InvalidPartitions,
+                    format!(
+                        "{} partitions for topic {}: a topic has at most {} (max_partitions_per_topic)",
+                        t.partitions, t.topic, limits.max_partitions_per_topic
                     ),
                 );
             }
@@ -164,6 +175,12 @@ impl<R> Group<R> {
                 format!("the group has no member {unknown}"),
             ));
         }
+        check_size(
+            req,
+            &union,
+            &counts,
+            self.config.limits.max_partitions_per_request,
+        )?;
         for k in 1..=req.add_members {
             after.insert(format!("new-{k}"), union.clone());
         }
@@ -176,6 +193,44 @@ impl<R> Group<R> {
             server_side,
         })
     }
+}
+
+/// The simulation's own size limit: the partitions it would assign (every partition of every
+/// topic the group subscribes to, at the simulated counts), and the subscriptions of the
+/// members it adds (each subscribes to all of those topics), each at most `max` — the limit on
+/// the partitions one request may name. Without it a request of a few hundred bytes (a topic
+/// grown to 100 000 partitions, 26 000 members added) would make the group's actor compute and
+/// encode an assignment of billions of entries while every other request to it waits.
+fn check_size(
+    req: &GroupSimulateRequest,
+    union: &BTreeSet<String>,
+    counts: &BTreeMap<String, i32>,
+    max: usize,
+) -> Result<(), GroupSimulateResponse> {
+    let partitions: usize = counts
+        .values()
+        .map(|&n| usize::try_from(n).unwrap_or(0))
+        .sum();
+    if partitions > max {
+        return Err(refused(
+            ErrorCode::RequestLimitExceeded,
+            format!(
+                "the simulation would assign {partitions} partitions; one simulation assigns at most {max} (max_partitions_per_request)"
+            ),
+        ));
+    }
+    let subscriptions = (req.add_members as usize).saturating_mul(union.len());
+    if subscriptions > max {
+        return Err(refused(
+            ErrorCode::RequestLimitExceeded,
+            format!(
+                "{} added members × {} subscribed topics is {subscriptions} subscriptions; one simulation adds at most {max} (max_partitions_per_request)",
+                req.add_members,
+                union.len()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Per member: kept, lost, gained; and the partitions that stop (lose their current owner).

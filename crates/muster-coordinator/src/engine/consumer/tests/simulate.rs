@@ -98,3 +98,68 @@ fn bad_simulations_are_refused() {
     assert_eq!(r.error_code, ErrorCode::InvalidPartitions.code());
     assert!(r.error_message.is_some());
 }
+
+/// A group whose config limits one request to `max` partitions.
+fn settled_with_limit(members: &[&str], max: usize) -> Cg {
+    let mut config = crate::config::GroupConfig::default();
+    config.limits.max_partitions_per_request = max;
+    let mut cg = Cg::with_config(config);
+    for m in members {
+        cg.join(m, &["foo", "bar"]);
+    }
+    cg
+}
+
+#[test]
+fn a_simulated_count_no_topic_may_have_is_refused() {
+    let cg = settled(&["a"]);
+    let max = cg.config.limits.max_partitions_per_topic;
+    let r = cg
+        .group
+        .simulate(&request(&[], 0, &[("bar", i32::MAX)]), &cg.catalog);
+    assert_eq!(r.error_code, ErrorCode::InvalidPartitions.code(), "{r:?}");
+    let message = r.error_message.unwrap_or_default();
+    assert!(message.contains(&max.to_string()), "{message}");
+    assert!(r.members.is_empty());
+}
+
+#[test]
+fn a_simulation_assigns_at_most_a_requests_worth_of_partitions() {
+    // foo and bar have 9 partitions in all (the harness's catalog): bar grown to 7 makes 13.
+    let cg = settled_with_limit(&["a", "b"], 12);
+    let r = cg
+        .group
+        .simulate(&request(&[], 0, &[("bar", 7)]), &cg.catalog);
+    assert_eq!(
+        r.error_code,
+        ErrorCode::RequestLimitExceeded.code(),
+        "{r:?}"
+    );
+    let message = r.error_message.unwrap_or_default();
+    assert!(
+        message.contains("13 partitions") && message.contains("12"),
+        "{message}"
+    );
+    // At the limit it runs.
+    let r = cg
+        .group
+        .simulate(&request(&[], 0, &[("bar", 6)]), &cg.catalog);
+    assert_eq!(r.error_code, 0, "{r:?}");
+}
+
+#[test]
+fn added_members_count_once_per_subscribed_topic() {
+    // Two topics: 6 added members are 12 subscriptions.
+    let cg = settled_with_limit(&["a"], 12);
+    let r = cg.group.simulate(&request(&[], 6, &[]), &cg.catalog);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let r = cg.group.simulate(&request(&[], 7, &[]), &cg.catalog);
+    assert_eq!(
+        r.error_code,
+        ErrorCode::RequestLimitExceeded.code(),
+        "{r:?}"
+    );
+    assert!(r.members.is_empty());
+    let message = r.error_message.unwrap_or_default();
+    assert!(message.contains("7 added members"), "{message}");
+}

@@ -7,6 +7,10 @@
 //! each latency in the histogram of the phase it was answered in. A heartbeat not answered
 //! within 2 s counts as an error (and as 2 s of latency).
 //!
+//! Beside the victims, one polite member ([`polite`]) rejoins, syncs, commits and heartbeats
+//! in a loop, so each phase also shows whether a member could still do all of that, and how
+//! fast.
+//!
 //! Phases: `baseline` (no attack), then one phase per attack ([`crate::attack`]), each run by
 //! one client until the phase ends, then `recovery` (no attack). A watchdog samples the
 //! server's `VmRSS` every 100 ms (the peak and end of each phase are reported) and, for a
@@ -15,6 +19,8 @@
 //! checked (process alive, Hello answered within 2 s); a server that died, was killed or does
 //! not answer is restarted (for a spawned server: fresh data directory) with fresh victims, so
 //! the remaining attacks still meet a server.
+
+mod polite;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -33,6 +39,8 @@ use crate::cohort::Cohort;
 use crate::member::MemberConfig;
 use crate::stats::{Latencies, LatencySummary};
 use crate::target::{process_alive, rss_bytes, Target};
+
+pub use self::polite::PoliteFigures;
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -133,6 +141,7 @@ impl VictimBook {
 /// The victims of one server: its cohort and the measured heartbeat tasks.
 struct Victims {
     cohort: Cohort,
+    /// The measured heartbeats, and the polite member.
     tasks: Vec<tokio::task::JoinHandle<()>>,
     first_group: String,
 }
@@ -143,6 +152,7 @@ impl Victims {
         run_id: &str,
         opts: &Options,
         book: &Arc<VictimBook>,
+        polite: &Arc<polite::Book>,
     ) -> Result<Victims> {
         let total = opts.groups.max(1) * opts.members.max(1);
         let setup = connect_many(addr, total.div_ceil(50).clamp(1, 20), CLIENT_ID).await?;
@@ -201,6 +211,11 @@ impl Victims {
                 }
             }));
         }
+        tasks.push(polite::spawn(
+            addr,
+            format!("{run_id}-polite"),
+            Arc::clone(polite),
+        ));
         Ok(Victims {
             cohort,
             tasks,
@@ -307,6 +322,7 @@ pub struct PhaseFigures {
     pub name: String,
     pub seconds: f64,
     pub victim: VictimFigures,
+    pub polite: PoliteFigures,
     pub rss_start_mib: Option<f64>,
     pub rss_end_mib: Option<f64>,
     pub rss_peak_mib: Option<f64>,
@@ -350,10 +366,12 @@ async fn responsive(addr: SocketAddr) -> bool {
 /// `hostile`: victims, the baseline, each attack, the recovery.
 pub async fn run(common: &Common, opts: &Options, target: &mut Target) -> Result<Report> {
     let book = Arc::new(VictimBook::default());
+    let polite_book = Arc::new(polite::Book::default());
     let watchdog = target
         .pid
         .map(|pid| Watchdog::start(pid, target.is_spawned(), opts.rss_limit));
-    let mut victims = Some(Victims::start(target.addr, &common.run_id, opts, &book).await?);
+    let mut victims =
+        Some(Victims::start(target.addr, &common.run_id, opts, &book, &polite_book).await?);
     let mut phases: Vec<PhaseFigures> = Vec::new();
     let mut baseline_rss: Option<u64> = None;
     let mut restarts = 0usize;
@@ -373,6 +391,7 @@ pub async fn run(common: &Common, opts: &Options, target: &mut Target) -> Result
     for (segment, (name, attack, length)) in plan.into_iter().enumerate() {
         eprintln!("hostile: phase {name}");
         let index = book.begin()?;
+        polite_book.begin(index)?;
         if let Some(dog) = &watchdog {
             dog.begin_phase();
         }
@@ -432,6 +451,7 @@ pub async fn run(common: &Common, opts: &Options, target: &mut Target) -> Result
             name,
             seconds,
             victim: book.figures(index),
+            polite: polite_book.figures(index),
             rss_start_mib: rss_start.map(mib),
             rss_end_mib: rss_end.map(mib),
             rss_peak_mib: rss_peak.map(mib),
@@ -466,7 +486,7 @@ pub async fn run(common: &Common, opts: &Options, target: &mut Target) -> Result
                 if let (Some(dog), Some(pid)) = (&watchdog, target.pid) {
                     dog.follow(pid);
                 }
-                Victims::start(target.addr, &run_id, opts, &book).await
+                Victims::start(target.addr, &run_id, opts, &book, &polite_book).await
             }
             .await;
             match restarted {
@@ -520,8 +540,19 @@ fn text(f: &Figures) -> String {
         opt(f.baseline_rss_mib),
     );
     out.push_str(&format!(
-        "{:<12} {:>9} {:>9} {:>9} {:>7} {:>8} {:>8} {:>8}  server\n",
-        "phase", "hb p50", "hb p99", "hb max", "hb err", "RSS end", "RSS peak", "Δ base"
+        "{:<14} {:>9} {:>9} {:>9} {:>7} {:>7} {:>9} {:>9} {:>7} {:>8} {:>8} {:>8}  server\n",
+        "phase",
+        "hb p50",
+        "hb p99",
+        "hb max",
+        "hb err",
+        "polite",
+        "cycle p99",
+        "cycle max",
+        "p err",
+        "RSS end",
+        "RSS peak",
+        "Δ base"
     ));
     for p in &f.phases {
         let errors: u64 = p.victim.errors.values().sum();
@@ -531,31 +562,39 @@ fn text(f: &Figures) -> String {
             (None, true, false) => "UNRESPONSIVE".to_owned(),
             (None, true, true) => "ok".to_owned(),
         };
+        let polite_errors: u64 = p.polite.errors.values().sum();
         out.push_str(&format!(
-            "{:<12} {:>9} {:>9} {:>9} {:>7} {:>8} {:>8} {:>8}  {server}{}\n",
+            "{:<14} {:>9} {:>9} {:>9} {:>7} {:>7} {:>9} {:>9} {:>7} {:>8} {:>8} {:>8}  {server}{}\n",
             p.name,
             crate::stats::fmt_us(p.victim.latency.p50_us),
             crate::stats::fmt_us(p.victim.latency.p99_us),
             crate::stats::fmt_us(p.victim.latency.max_us),
             errors,
+            p.polite.cycles,
+            crate::stats::fmt_us(p.polite.cycle.p99_us),
+            crate::stats::fmt_us(p.polite.cycle.max_us),
+            polite_errors,
             opt(p.rss_end_mib),
             opt(p.rss_peak_mib),
             opt(p.rss_peak_over_baseline_mib),
             if p.restarted { " (restarted)" } else { "" },
         ));
         if !p.victim.errors.is_empty() {
-            out.push_str(&format!("{:<12} victim errors {:?}\n", "", p.victim.errors));
+            out.push_str(&format!("{:<14} victim errors {:?}\n", "", p.victim.errors));
+        }
+        if !p.polite.errors.is_empty() {
+            out.push_str(&format!("{:<14} polite errors {:?}\n", "", p.polite.errors));
         }
         if let Some(o) = &p.attack {
             out.push_str(&format!(
-                "{:<12} attack: sent {}, disconnects {}, connect failures {}, stalls {}\n",
+                "{:<14} attack: sent {}, disconnects {}, connect failures {}, stalls {}\n",
                 "", o.sent, o.disconnects, o.connect_failures, o.stalls
             ));
             if !o.answers.is_empty() {
-                out.push_str(&format!("{:<12}   answers {:?}\n", "", o.answers));
+                out.push_str(&format!("{:<14}   answers {:?}\n", "", o.answers));
             }
             if !o.extra.is_empty() {
-                out.push_str(&format!("{:<12}   {:?}\n", "", o.extra));
+                out.push_str(&format!("{:<14}   {:?}\n", "", o.extra));
             }
         }
     }
