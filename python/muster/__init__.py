@@ -5,7 +5,7 @@ calls, built on the Rust client (muster-client) through PyO3.
   on_revoke=..., on_lost=...)`` and ``poll()``) and :class:`AsyncConsumer` (asyncio; aiokafka's
   :class:`ConsumerRebalanceListener` works with both);
 - :class:`Admin` and :class:`AsyncAdmin`: the admin calls of the ``muster`` CLI;
-- errors are :class:`MusterError`\\ s carrying the protocol's error ``code`` and ``name``;
+- errors are MusterErrors carrying the protocol's error ``code`` and ``name``;
 - the client's log events go to Python's ``logging``, logger ``muster``.
 
 Connection settings not given come from the CLI's environment variables: ``MUSTER_SERVER``,

@@ -1,5 +1,5 @@
 """The admin calls of the ``muster`` CLI: :class:`Admin` (blocking) and :class:`AsyncAdmin`
-(asyncio). Answers are plain ``dict``\ s and ``list``\ s named as the protocol's fields (the
+(asyncio). Answers are plain dicts and lists named as the protocol's fields (the
 CLI's ``--json`` output); offsets are ``{TopicPartition: OffsetAndMetadata}``.
 """
 

@@ -90,7 +90,9 @@ class AsyncConsumer(_Base):
             if inspect.isawaitable(outcome):
                 await outcome
         except (KeyboardInterrupt, SystemExit):
-            event.release()
+            # The application is stopping: the partitions stay its own (the rebalance waits)
+            # until it closes or polls again, so that its final commit still covers them.
+            self._held = event
             raise
         except BaseException:
             event.release()

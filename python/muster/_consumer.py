@@ -2,7 +2,7 @@
 
 Membership (joining, heartbeats, rebalances) runs in the background on the module's Rust
 runtime and never waits for Python. What the application must act on arrives as
-:class:`RebalanceEvent`\\ s, delivered by :meth:`Consumer.poll` on the caller's thread: it runs
+rebalance events (:class:`RebalanceEvent`), delivered by :meth:`Consumer.poll` on the caller's thread: it runs
 ``on_assign`` / ``on_revoke`` / ``on_lost`` (or a :class:`ConsumerRebalanceListener`) there,
 as confluent-kafka's ``poll`` does. A revocation holds the rebalance back until its callback
 returns, so offsets committed in ``on_revoke`` are the ones the next owner starts from.
@@ -301,9 +301,10 @@ class Consumer(_Base):
 
         An event without a callback is held until the next ``poll`` (or ``close``): a
         revocation waits for the application until then. If a callback raises, the event is
-        released, the member leaves the group (unless the exception is ``KeyboardInterrupt``
-        or ``SystemExit``: then the application's shutdown decides), and the exception
-        propagates. A fatal error of the member is raised as its :class:`MusterError`.
+        released, the member leaves the group, and the exception propagates; except for
+        ``KeyboardInterrupt`` and ``SystemExit`` (Ctrl-C, a shutdown): those propagate with the
+        event still held, so the application's shutdown can commit the partitions before
+        :meth:`close` hands them over. A fatal error of the member is raised as its :class:`MusterError`.
         """
         member = self._started()
         self._release_held()
@@ -324,7 +325,9 @@ class Consumer(_Base):
         try:
             callback(event.partitions)
         except (KeyboardInterrupt, SystemExit):
-            event.release()
+            # The application is stopping: the partitions stay its own (the rebalance waits)
+            # until it closes or polls again, so that its final commit still covers them.
+            self._held = event
             raise
         except BaseException:
             event.release()
