@@ -211,8 +211,10 @@ def workers(scratch: Path) -> Iterator[Callable[..., Worker]]:
                 stdout=o,
                 stderr=e,
                 env=env,
-                # Ctrl-C as a terminal sends it: default SIGINT handling in the child.
-                restore_signals=True,
+                # Ctrl-C reaches the worker as a KeyboardInterrupt even when the tests run
+                # with SIGINT ignored (a background job of a non-interactive shell): Python
+                # installs its handler only where SIGINT is not ignored at startup.
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
             )
         worker = Worker(name, process, out, err)
         started.append(worker)
