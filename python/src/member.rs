@@ -35,6 +35,9 @@ struct Inner {
     state: watch::Receiver<MemberState>,
     items_tx: mpsc::UnboundedSender<Item>,
     items_rx: AsyncMutex<mpsc::UnboundedReceiver<Item>>,
+    /// Set once the member is closed: a `next_event` waiting (in another thread) returns
+    /// rather than wait for items that will not come (`items_tx` lives as long as `Inner`).
+    closed: watch::Sender<bool>,
 }
 
 /// A member of a consumer group (see `muster.Consumer` for the API meant for applications).
@@ -144,6 +147,7 @@ impl Member {
                 member: RwLock::new(Some(member)),
                 items_tx,
                 items_rx: AsyncMutex::new(items_rx),
+                closed: watch::Sender::new(false),
             }),
         }
     }
@@ -152,14 +156,23 @@ impl Member {
 /// The next item of the queue, as a Python object (`None` when the member has stopped).
 /// `None` also when `timeout` passes first (receiving is cancel-safe: nothing is lost).
 async fn next_item(inner: Arc<Inner>, timeout: Option<Duration>) -> PyResult<Option<Py<PyAny>>> {
+    let mut closed = inner.closed.subscribe();
     let mut rx = inner.items_rx.lock().await;
     loop {
+        let next = async {
+            tokio::select! {
+                biased;
+                item = rx.recv() => item,
+                // Closed: what is queued still comes out, then `None`.
+                _ = closed.wait_for(|c| *c) => rx.try_recv().ok(),
+            }
+        };
         let received = match timeout {
-            Some(timeout) => match tokio::time::timeout(timeout, rx.recv()).await {
+            Some(timeout) => match tokio::time::timeout(timeout, next).await {
                 Ok(received) => received,
                 Err(_elapsed) => return Ok(None),
             },
-            None => rx.recv().await,
+            None => next.await,
         };
         let Some(item) = received else {
             return Ok(None);
@@ -206,10 +219,12 @@ async fn fetch(inner: Arc<Inner>, partitions: Option<Vec<TopicPartition>>) -> Py
 
 async fn close(inner: Arc<Inner>) -> Result<(), ClientError> {
     let member = inner.member.write().await.take();
-    match member {
+    let result = match member {
         Some(member) => member.close().await,
         None => Ok(()),
-    }
+    };
+    inner.closed.send_replace(true);
+    result
 }
 
 fn secs(timeout: Option<f64>) -> PyResult<Option<Duration>> {

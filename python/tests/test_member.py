@@ -230,3 +230,19 @@ def test_asyncio_consumer_with_a_listener(musterd: Musterd, admin: muster.Admin)
         assert (await a.describe_group("async"))["state"] == "Empty"
 
     asyncio.run(run())
+
+
+def test_close_from_another_thread_ends_a_blocked_poll(musterd: Musterd, admin: muster.Admin) -> None:
+    import threading
+
+    admin.ensure_topic("t", 1)
+    c = consumer(musterd, "threads")
+    c.subscribe(["t"])
+    wait_until("an assignment", lambda: c.poll(0.05))
+    returned: List[object] = []
+    poller = threading.Thread(target=lambda: returned.append(c.poll(None)))
+    poller.start()
+    c.close()
+    poller.join(5)
+    assert not poller.is_alive(), "poll() still waiting after close()"
+    assert admin.describe_group("threads")["state"] == "Empty"
