@@ -40,9 +40,13 @@ async def member_loop(
     offset = 0
     loop = asyncio.get_running_loop()
     next_commit = loop.time()
+    started = False
     while not stop.is_set():
         # Serve rebalance events until the next commit is due.
         await consumer.poll(max(0.0, next_commit - loop.time()) if owned else 0.05)
+        if owned and not started:
+            # The first commit once the member owns something (the Rust driver's first tick).
+            started, next_commit = True, loop.time()
         if owned and loop.time() >= next_commit:
             offset += 1
             try:
@@ -50,7 +54,8 @@ async def member_loop(
                 state["commits"] += 1
             except muster.MusterError:
                 pass
-            next_commit = loop.time() + interval
+            # A fixed rate, as the Rust driver's tokio interval: late commits catch up.
+            next_commit += interval
     await consumer.close()
 
 

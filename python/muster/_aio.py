@@ -73,7 +73,10 @@ class AsyncConsumer(_Base):
         member = self._started()
         self._release_held()
         while True:
-            item = await member.next_event_async(timeout)
+            # What is queued already is taken without a round trip through the runtime.
+            item = member.try_next_event()
+            if item is None and timeout != 0:
+                item = await member.next_event_async(timeout)
             if item is None:
                 return None
             if isinstance(item, CommitResult):

@@ -309,7 +309,10 @@ class Consumer(_Base):
         member = self._started()
         self._release_held()
         while True:
-            item = member.next_event(timeout)
+            # What is queued already is taken without a round trip through the runtime.
+            item = member.try_next_event()
+            if item is None and timeout != 0:
+                item = member.next_event(timeout)
             if item is None:
                 return None
             if isinstance(item, CommitResult):

@@ -281,6 +281,28 @@ impl Member {
         )
     }
 
+    /// The next event or commit outcome if one is already queued, else `None`, without
+    /// waiting or leaving the calling thread: `poll` asks this first, so a poll that finds
+    /// the queue empty or ready costs no round trip through the runtime. Raises the member's
+    /// fatal error.
+    fn try_next_event(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        // Another poll waiting holds the queue: nothing to take here.
+        let Ok(mut rx) = self.inner.items_rx.try_lock() else {
+            return Ok(None);
+        };
+        while let Ok(item) = rx.try_recv() {
+            match item {
+                Item::Event(event) => match RebalanceEvent::from_event(event) {
+                    Ok(Some(event)) => return Ok(Some(Py::new(py, event)?.into_any())),
+                    Ok(None) => continue,
+                    Err(fatal) => return Err(client_error(fatal)),
+                },
+                Item::Committed(result) => return Ok(Some(Py::new(py, result)?.into_any())),
+            }
+        }
+        Ok(None)
+    }
+
     /// `next_event()` as an asyncio awaitable. Give the timeout here rather than through
     /// `asyncio.wait_for`: a cancelled wait could drop an event that arrived at that moment.
     #[pyo3(signature = (timeout = None))]
