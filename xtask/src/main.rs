@@ -5,7 +5,9 @@
 //!   tool, mount, kill) with Debian's packages, starts the Docker engine when it is down,
 //!   builds the binaries and the container images, raises the open-files limit, then runs
 //!   `cargo test --workspace --locked ARGS` with the container tests required
-//!   (`MUSTER_REQUIRE_DOCKER=1`).
+//!   (`MUSTER_REQUIRE_DOCKER=1`), then the Python package's step (module `python`: build and
+//!   install python/ in a virtual environment, pytest, `mypy --strict` on its examples).
+//! - `cargo xtask python`: only the Python package's step (and the musterd it runs).
 //! - `cargo xtask install TOOL...`: installs the named tools when missing (CI uses it for
 //!   protoc and python3).
 //! - `cargo xtask layout`: the source layout checks, which `cargo test -p xtask` also runs: no
@@ -16,6 +18,7 @@ mod containers;
 mod doc_paths;
 mod import_loops;
 mod modtree;
+mod python;
 mod tools;
 
 use std::path::PathBuf;
@@ -44,6 +47,9 @@ enum Cmd {
         #[arg(last = true)]
         cargo_args: Vec<String>,
     },
+    /// Only the Python package's step of `test` (after building musterd): pip install
+    /// ./python in target/python-venv, pytest python/tests, mypy --strict on the examples.
+    Python,
     /// Install the named tools when they are missing (Debian packages).
     Install {
         /// Any of: etcd, chromium, mount, kill, docker, compose, debootstrap, protoc, python3.
@@ -69,6 +75,7 @@ fn main() -> Result<()> {
             no_containers,
             cargo_args,
         } => test(!no_containers, &cargo_args),
+        Cmd::Python => python_only(),
         Cmd::Install { tools: names } => {
             let wanted = names
                 .iter()
@@ -99,6 +106,35 @@ fn layout(repo: PathBuf) -> Result<()> {
     )
 }
 
+/// `cargo xtask python`: musterd, then the Python package's step.
+fn python_only() -> Result<()> {
+    let repo = repo()?;
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let needed: Vec<tools::Tool> = ["openssl", "python3", "python3-venv"]
+        .iter()
+        .map(|n| tools::named(n))
+        .collect::<Result<_>>()?;
+    tools::ensure(&needed)?;
+    say("cargo build --locked -p muster-server --bin musterd");
+    tools::run_checked(
+        Command::new(&cargo)
+            .args([
+                "build",
+                "--locked",
+                "-p",
+                "muster-server",
+                "--bin",
+                "musterd",
+            ])
+            .current_dir(&repo),
+    )?;
+    let target = target_dir(&cargo, &repo)?;
+    python::test(&repo, &target, &target.join("debug"))
+        .context("the Python package's tests failed")?;
+    say("the Python package's tests passed");
+    Ok(())
+}
+
 /// The tools `cargo test --workspace` runs, with or without the container tests.
 fn test_tools(containers: bool) -> Vec<tools::Tool> {
     let names: &[&str] = if containers {
@@ -112,9 +148,20 @@ fn test_tools(containers: bool) -> Vec<tools::Tool> {
             "compose",
             "debootstrap",
             "openssl",
+            "python3",
+            "python3-venv",
         ]
     } else {
-        &["make", "etcd", "chromium", "mount", "kill"]
+        &[
+            "make",
+            "etcd",
+            "chromium",
+            "mount",
+            "kill",
+            "openssl",
+            "python3",
+            "python3-venv",
+        ]
     };
     tools::ALL
         .iter()
@@ -131,7 +178,7 @@ fn test(containers: bool, cargo_args: &[String]) -> Result<()> {
     }
     let repo = repo()?;
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let steps = if containers { 5 } else { 4 };
+    let steps = if containers { 6 } else { 5 };
     let mut step = 0;
     let mut next = |what: &str| {
         step += 1;
@@ -150,7 +197,8 @@ fn test(containers: bool, cargo_args: &[String]) -> Result<()> {
         .args(["build", "--workspace", "--locked", "--bins", "--examples"])
         .current_dir(&repo);
     tools::run_checked(&mut build)?;
-    let bin_dir = target_dir(&cargo, &repo)?.join("debug");
+    let target = target_dir(&cargo, &repo)?;
+    let bin_dir = target.join("debug");
 
     if containers {
         next("the Docker engine and the container images");
@@ -178,12 +226,20 @@ fn test(containers: bool, cargo_args: &[String]) -> Result<()> {
         .env("MUSTER_REQUIRE_DOCKER", if containers { "1" } else { "0" })
         .current_dir(&repo);
     let status = test.status().context("cannot run cargo test")?;
-    let took = started.elapsed().as_secs();
     if !status.success() {
         report_disk(&bin_dir);
-        bail!("cargo test failed ({status}) after {took} s");
+        bail!(
+            "cargo test failed ({status}) after {} s",
+            started.elapsed().as_secs()
+        );
     }
-    say(&format!("every test passed ({took} s)"));
+
+    next("the Python package (python/): pip install, pytest, mypy --strict on the examples");
+    python::test(&repo, &target, &bin_dir).context("the Python package's tests failed")?;
+    say(&format!(
+        "every test passed ({} s)",
+        started.elapsed().as_secs()
+    ));
     Ok(())
 }
 

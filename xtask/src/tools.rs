@@ -31,6 +31,8 @@ enum Probe {
     },
     /// `docker compose version` or `docker-compose version` succeeds.
     Compose,
+    /// This command succeeds.
+    Succeeds(&'static [&'static str]),
 }
 
 /// Every tool `cargo xtask install` knows, in the order it reports them.
@@ -114,6 +116,13 @@ pub const ALL: &[Tool] = &[
         },
     },
     Tool {
+        name: "python3-venv",
+        package: "python3-venv",
+        needed_by: "the Python package's tests (python/tests, in a virtual environment under target/)",
+        // Debian's python3 has the venv module but not ensurepip, which `python3 -m venv` needs.
+        probe: Probe::Succeeds(&["python3", "-c", "import ensurepip, venv"]),
+    },
+    Tool {
         name: "protoc",
         package: "protobuf-compiler",
         needed_by: "the generated-code check (crates/muster-etcd/regenerate.sh --check)",
@@ -125,7 +134,7 @@ pub const ALL: &[Tool] = &[
     Tool {
         name: "python3",
         package: "python3",
-        needed_by: "the fuzz smoke run's seed corpus (fuzz/seed-corpus.py)",
+        needed_by: "the fuzz smoke run's seed corpus (fuzz/seed-corpus.py) and the Python package's tests (python/)",
         probe: Probe::Program {
             names: &["python3"],
             env: None,
@@ -161,6 +170,10 @@ impl Tool {
                 succeeds(Command::new("docker").args(["compose", "version"]))
                     || succeeds(Command::new("docker-compose").arg("version"))
             }
+            Probe::Succeeds(command) => match command.split_first() {
+                Some((program, args)) => succeeds(Command::new(program).args(args)),
+                None => false,
+            },
         }
     }
 }
