@@ -224,6 +224,14 @@ pub trait Store: Send + Sync + 'static {
                 .unwrap_or_default(),
         })
     }
+    /// Whether [`Store::load_group`] reads local data (a file, memory) rather than making a
+    /// network round trip: then the coordinator keeps a parked group in the store only and
+    /// reads it back, on the supervisor's thread, when a request, a query or a deadline needs
+    /// it (`actors/group/park.rs`). False by default: such a store's parked groups are kept
+    /// in memory whole.
+    fn reads_one_group_cheaply(&self) -> bool {
+        false
+    }
     /// Whether writes are succeeding: false from a failed write until the store has recovered.
     fn healthy(&self) -> bool {
         true

@@ -2,7 +2,8 @@
 //! `max_groups` and its principal's quotas, protocol §6 and §6.18), and the groups loaded from
 //! the store (at startup, or with a shard taken over). Each is registered with the unit of its
 //! creator's `max_groups` it holds, and started on the next arbiter, round-robin — or, loaded
-//! with nothing but data (an abandoned group's offsets), parked with no actor at all.
+//! with nothing but data (an abandoned group's offsets), parked with no actor at all (and,
+//! with a store that reads one group back cheaply, with no engine either: an index entry).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -88,16 +89,18 @@ impl Supervisor {
         let members = group.member_count() as u32;
         let key = self.groups.next_key();
         let park = may_park && self.config.park_after_ms > 0 && group.is_parkable();
-        let home = if park {
-            Home::Parked(GroupActor::parked(key, group, self.clock.now()))
-        } else {
+        let (home, next) = if !park {
             let env = self.env(ctx);
             let make = move |_: &mut Context<GroupActor>| GroupActor::new(key, group, env);
-            Home::Live(Arc::new(start(self.next_arbiter(), make)))
-        };
-        let next = match &home {
-            Home::Parked(p) => p.group().next_deadline(),
-            Home::Live(_) => None,
+            (Home::Live(Arc::new(start(self.next_arbiter(), make))), None)
+        } else if self.store.reads_one_group_cheaply() {
+            // Its data is what was just loaded: the store keeps it, the registry its index.
+            let (index, next) = GroupActor::indexed(key, group);
+            (Home::Stored(index), next)
+        } else {
+            let next = group.next_deadline();
+            let parked = GroupActor::parked(key, group, self.clock.now());
+            (Home::Parked(parked), next)
         };
         let inserted = self.groups.insert(Entry {
             group_id: Arc::clone(&group_id),

@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 
-use super::group::{GroupEnv, SupervisorLink};
+use super::group::{GroupEnv, Reader, SupervisorLink};
 use super::ledger::Ledger;
 use super::messages::AdminCall;
 use super::registry::Registry;
@@ -122,6 +122,15 @@ impl Supervisor {
     /// The clock's time now (for answers made from parked groups).
     pub(super) fn now(&self) -> Millis {
         self.clock.now()
+    }
+
+    /// Reads parked groups back from the store, now.
+    pub(super) fn reader(&self) -> Reader<'_> {
+        Reader {
+            store: &*self.store,
+            config: &self.config,
+            now: self.clock.now(),
+        }
     }
 
     /// What every group actor is started with: the shared settings and stores, and this

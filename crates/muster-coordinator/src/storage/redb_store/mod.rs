@@ -293,6 +293,12 @@ impl Store for RedbStore {
         load::load_group(&db, &self.shared.path, group_id)
     }
 
+    /// One read transaction over a handful of keys of the local file (pages mostly in the
+    /// OS's cache).
+    fn reads_one_group_cheaply(&self) -> bool {
+        true
+    }
+
     fn healthy(&self) -> bool {
         self.shared.healthy()
     }
