@@ -84,3 +84,24 @@ impl<R> Group<R> {
         (group, counted)
     }
 }
+
+/// The next deadline of a group loaded parked from its summary, with no engine built: what
+/// [`Group::next_deadline`] of the group restored from the same data would be, since
+/// retention and the quarantine are all the deadlines such a group has. `state_since`: when it
+/// went Empty; `oldest_commit`: its oldest offset's commit; `oldest_quarantined`: when its
+/// oldest quarantined offset went in (`None`: no offset, no quarantine).
+pub fn parked_deadline(
+    config: &GroupConfig,
+    state_since: Millis,
+    oldest_commit: Option<Millis>,
+    oldest_quarantined: Option<Millis>,
+) -> Option<Millis> {
+    let retention = super::timers::retention_due(
+        config,
+        state_since,
+        oldest_commit,
+        oldest_quarantined.is_some(),
+    );
+    let quarantine = super::quarantine::quarantine_due(config, oldest_quarantined);
+    retention.into_iter().chain(quarantine).min()
+}

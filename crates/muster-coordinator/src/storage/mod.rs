@@ -15,6 +15,7 @@
 //! a group whose record failed to write reloads it ([`Store::load_group`]).
 
 mod memory;
+mod parking;
 pub mod records;
 mod redb_store;
 #[cfg(any(test, feature = "store-suite"))]
@@ -36,6 +37,7 @@ pub mod codec {
 }
 
 pub use memory::MemoryStore;
+pub use parking::{is_data_only, summarise, ParkedSummary, ParkingLoad};
 pub use records::{
     ClassicMemberRecord, CommittedOffset, ConsumerGroupRecord, ConsumerMemberRecord, GroupRecord,
     HistoryEntry, HistoryKind, HistoryTrim, HistoryWrite, MemberRecord, OffsetWrite,
@@ -189,6 +191,12 @@ pub struct StoredGroup {
 pub trait Store: Send + Sync + 'static {
     /// Everything stored, for startup.
     fn load(&self) -> Result<StoredState, StoreError>;
+    /// Everything stored, for the startup of a server that parks groups with nothing but data
+    /// as index entries: each such group as a [`ParkedSummary`] only (`parking.rs`). The
+    /// default summarises a full [`Store::load`].
+    fn load_parking(&self) -> Result<ParkingLoad, StoreError> {
+        Ok(summarise(self.load()?))
+    }
     /// Submits a batch; never blocks on I/O.
     fn apply(&self, batch: Vec<Mutation>) -> Durable;
     /// What is durable for one group: how a group whose write failed gets back to disk's

@@ -4,9 +4,10 @@
 //! and muster-etcd's `EtcdStore` through [`store_suite!`](crate::store_suite) (feature
 //! `store-suite`), so that every backend runs every case and a case added here reaches all.
 //! The cases of offset protection (ownership epochs, offset history, the expiry quarantine)
-//! are in `offset_protection`.
+//! are in `offset_protection`, startup with parking's in `parking`.
 
 mod offset_protection;
+mod parking;
 
 use std::future::Future;
 
@@ -15,6 +16,7 @@ use muster_protocol::{
 };
 
 pub use self::offset_protection::*;
+pub use self::parking::*;
 use super::{
     CommittedOffset, ConsumerGroupRecord, ConsumerMemberRecord, GroupRecord, MemberRecord,
     Mutation, OffsetWrite, OwnershipRecord, RebalanceRecord, Store, StoreError, StoredState,
@@ -667,6 +669,7 @@ macro_rules! store_suite {
     quarantine_is_put_replaced_deleted_and_reloaded,
     delete_group_removes_its_history_and_quarantine_and_no_others,
     a_reset_batch_applies_whole,
+    load_parking_summarises_groups_with_nothing_but_data,
         );
     };
     (@cases $backend:expr; $($case:ident),* $(,)?) => {

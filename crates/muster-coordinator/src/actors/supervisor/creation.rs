@@ -10,18 +10,21 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use muster_protocol::{ErrorCode, Request};
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::parking::start;
 use super::Supervisor;
 use crate::actors::group::GroupActor;
+use crate::actors::group::StoredIndex;
 use crate::actors::messages::{GroupCall, GroupLink};
 use crate::actors::registry::{Entry, Home};
 use crate::actors::reply::ReplyTo;
-use crate::engine::Group;
+use crate::engine::{parked_deadline, Group, GroupState};
 use crate::logsafe::logsafe;
 use crate::quota::{QuotaKind, QuotaSlot};
-use crate::storage::{GroupRecord, HistoryWrite, OffsetWrite, QuarantinedOffset, StoredState};
+use crate::storage::{
+    GroupRecord, HistoryWrite, OffsetWrite, ParkedSummary, QuarantinedOffset, StoredState,
+};
 
 impl Supervisor {
     /// Creates the group `group_id` for `call` (a request that creates its group) and hands
@@ -181,6 +184,71 @@ impl Supervisor {
                 "groups loaded"
             );
         }
+    }
+}
+
+impl Supervisor {
+    /// Registers each group of `parked` (summaries of groups with nothing but data) parked
+    /// as an index entry, its data left in the store: no engine is built for it. Its next
+    /// deadline is what its engine's would be ([`parked_deadline`]); its creator is charged,
+    /// as at any load. Should parking be off, or the store not read groups back cheaply
+    /// (summaries are made only when both hold), each is read back and registered whole.
+    pub(super) fn load_parked(&mut self, parked: Vec<ParkedSummary>, ctx: &mut Context<Self>) {
+        if parked.is_empty() {
+            return;
+        }
+        let now = self.clock.now();
+        let count = parked.len();
+        let as_index = self.config.park_after_ms > 0 && self.store.reads_one_group_cheaply();
+        for summary in parked {
+            // As `Group::restore` does: a group never recorded is Empty since now.
+            let state_since = summary.record.as_ref().map_or(now, |r| r.state_since_ms);
+            let created_by = summary.record.and_then(|r| r.created_by);
+            let quota = created_by
+                .as_deref()
+                .map(|p| self.quotas.get(p).take(QuotaKind::Groups));
+            let index = StoredIndex::new(state_since, summary.quarantined > 0);
+            if !as_index {
+                let principal = quota.as_ref().map(|q| Arc::clone(q.principal()));
+                match self
+                    .reader()
+                    .read_back(&summary.group_id, index, principal.as_ref())
+                {
+                    Ok((group, _)) => {
+                        self.register(group, quota, true, ctx);
+                    }
+                    Err(e) => {
+                        warn!(group_id = %logsafe(&summary.group_id), error = %e, "a group loaded parked could not be read back; not registered");
+                    }
+                }
+                continue;
+            }
+            let key = self.groups.next_key();
+            if summary.quarantined > 0 {
+                crate::metrics::quarantine_size(key, summary.quarantined as usize);
+            }
+            let next = parked_deadline(
+                &self.config,
+                state_since,
+                summary.oldest_commit,
+                summary.oldest_quarantined,
+            );
+            let inserted = self.groups.insert(Entry {
+                group_id: Arc::from(summary.group_id),
+                home: Home::Stored(index),
+                state: GroupState::Empty,
+                members: 0,
+                quota,
+            });
+            debug_assert_eq!(inserted, key);
+            self.count(None, Some((GroupState::Empty, 0)));
+            self.count_parked();
+            if let Some(at) = next {
+                self.timers.arm(key, at);
+            }
+        }
+        self.reschedule(ctx);
+        info!(groups = count, "groups loaded parked");
     }
 }
 

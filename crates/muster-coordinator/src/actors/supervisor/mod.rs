@@ -38,7 +38,7 @@ use crate::clock::Clock;
 use crate::config::GroupConfig;
 use crate::engine::{GroupState, Millis};
 use crate::quota::Quotas;
-use crate::storage::{Store, StoredState};
+use crate::storage::{ParkedSummary, Store, StoredState};
 
 mod admin;
 mod catalog;
@@ -61,6 +61,10 @@ pub struct SupervisorOptions {
     pub placement: Arc<dyn Placement>,
     /// State loaded from the store at startup.
     pub initial: StoredState,
+    /// Groups loaded with nothing but data, to register parked as index entries
+    /// ([`Store::load_parking`]; empty unless parking is on and the store reads one group
+    /// back cheaply).
+    pub parked: Vec<ParkedSummary>,
     pub clock: Clock,
     /// Every principal's quota (the server's auth shares the table, so reloads keep counts):
     /// groups created and loaded are charged here.
@@ -81,7 +85,7 @@ pub struct Supervisor {
     pub(super) groups: Registry,
     timers: DeadlineQueue,
     wake: Option<(Millis, SpawnHandle)>,
-    initial: Option<StoredState>,
+    initial: Option<(StoredState, Vec<ParkedSummary>)>,
     due: Vec<u64>,
     /// Groups per state and members in all groups, for the gauges.
     per_state: HashMap<GroupState, usize>,
@@ -109,7 +113,7 @@ impl Supervisor {
             groups: Registry::default(),
             timers: DeadlineQueue::default(),
             wake: None,
-            initial: Some(options.initial),
+            initial: Some((options.initial, options.parked)),
             due: Vec::new(),
             per_state: HashMap::new(),
             members_total: 0,
@@ -170,8 +174,9 @@ impl Actor for Supervisor {
         // (checked before they are sent).
         ctx.set_mailbox_capacity(usize::MAX >> 1);
         self.env = Some(self.env(ctx));
-        if let Some(initial) = self.initial.take() {
+        if let Some((initial, parked)) = self.initial.take() {
             self.load(initial, ctx);
+            self.load_parked(parked, ctx);
         }
     }
 }

@@ -178,7 +178,7 @@ mod tests {
     use crate::quota::Quotas;
     use crate::storage::records::{CommittedOffset, OffsetWrite};
     use crate::storage::{
-        Durable, MemoryStore, Mutation, Store, StoreError, StoredGroup, StoredState,
+        Durable, MemoryStore, Mutation, ParkedSummary, Store, StoreError, StoredGroup, StoredState,
     };
 
     /// Test → supervisor: (groups parked, groups registered).
@@ -250,11 +250,22 @@ mod tests {
         config: GroupConfig,
         initial: StoredState,
     ) -> Addr<Supervisor> {
+        start_loaded(store, config, initial, Vec::new())
+    }
+
+    /// A supervisor started on `store` with `initial` and the summaries `parked`.
+    fn start_loaded(
+        store: Arc<dyn Store>,
+        config: GroupConfig,
+        initial: StoredState,
+        parked: Vec<ParkedSummary>,
+    ) -> Addr<Supervisor> {
         Supervisor::new(SupervisorOptions {
             config,
             store,
             arbiters: Vec::new(),
             placement: Arc::new(SingleNode),
+            parked,
             initial: StoredState {
                 topics: vec![TopicInfo {
                     topic: "t".into(),
@@ -613,6 +624,47 @@ mod tests {
             }
             // And, idle, it parks again.
             parked_within(&sup, 1).await;
+        });
+    }
+
+    #[test]
+    fn groups_loaded_as_summaries_are_parked_read_back_and_expire_on_time() {
+        System::new().block_on(async {
+            // The store holds "g"'s offset, committed now; startup gave its summary only.
+            let store = Arc::new(MemoryStore::new());
+            let now = Clock::new().now();
+            let offsets = stored_offsets(7, now).offsets.remove(0).1;
+            let written = store.apply(vec![Mutation::PutOffsets {
+                group_id: "g".into(),
+                offsets,
+            }]);
+            written.await.expect("durable");
+            let summary = ParkedSummary {
+                group_id: "g".into(),
+                record: None,
+                oldest_commit: Some(now),
+                quarantined: 0,
+                oldest_quarantined: None,
+            };
+            let mut config = config();
+            config.offsets_retention_ms = 300;
+            config.empty_group_removal_ms = 300;
+            config.offsets.quarantine_ms = 0;
+            let sup = start_loaded(store.clone(), config, StoredState::default(), vec![summary]);
+            assert_eq!(sup.send(Peek).await.expect("runs"), (1, 1));
+            assert_eq!(sup.send(Kinds).await.expect("runs"), (1, 0));
+            let (fetched, link) = route(&sup, fetch()).await;
+            assert_eq!(fetched_offset(&fetched), 7);
+            assert!(link.is_none(), "answered parked");
+            // Its retention deadline, armed from the summary, wakes it: the offset expires
+            // and the group, with nothing left, is removed, in the store too.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while sup.send(Peek).await.expect("runs").1 != 0 {
+                assert!(Instant::now() < deadline, "not removed within 5 s");
+                actix::clock::sleep(Duration::from_millis(5)).await;
+            }
+            let left = store.load_group("g").expect("readable");
+            assert!(left.offsets.is_empty(), "{left:?}");
         });
     }
 

@@ -222,3 +222,67 @@ fn a_group_whose_members_left_reads_back_as_it_was() {
     // The creator the shell holds the unit of, which the record did not name.
     assert_eq!(woken.created_by().map(|p| &**p), Some("alice"));
 }
+
+#[test]
+fn a_summary_gives_the_deadline_the_restored_group_would_have() {
+    let config = Arc::new(GroupConfig {
+        offsets: crate::config::OffsetsConfig {
+            quarantine_ms: 7_000,
+            ..retention().offsets
+        },
+        ..retention()
+    });
+    let now = 50_000;
+    let written = |partition: i32, committed_at: Millis| OffsetWrite {
+        topic: "t1".into(),
+        partition,
+        committed: crate::storage::records::CommittedOffset {
+            offset: 1,
+            metadata: None,
+            commit_timestamp_ms: committed_at,
+        },
+    };
+    let quarantined = |partition: i32, at: Millis| crate::storage::QuarantinedOffset {
+        write: written(partition, at - 100),
+        quarantined_at: at,
+    };
+    let mut cases = 0;
+    // Empty since 30 s (a record) or since the load (none); offsets committed before or after
+    // it went Empty, or none; a quarantine or none.
+    for state_since in [Some(30_000), None] {
+        for commits in [vec![], vec![20_000, 25_000], vec![40_000, 45_000]] {
+            for quarantine in [vec![], vec![41_000, 44_000]] {
+                let record = match state_since {
+                    Some(at) => GroupRecord {
+                        state_since_ms: at,
+                        ..GroupRecord::empty(GROUP.to_owned(), 0)
+                    },
+                    None => GroupRecord::empty(GROUP.to_owned(), now),
+                };
+                let since = record.state_since_ms;
+                let offsets = (0..).zip(&commits).map(|(p, &at)| written(p, at)).collect();
+                let (mut group, _): (Group<u32>, _) =
+                    Group::restore(record, offsets, Arc::clone(&config), now);
+                let held = (10..)
+                    .zip(&quarantine)
+                    .map(|(p, &at)| quarantined(p, at))
+                    .collect();
+                group.restore_offset_records(Vec::new(), held);
+                assert!(group.is_parkable());
+                let summary = parked_deadline(
+                    &config,
+                    since,
+                    commits.iter().copied().min(),
+                    quarantine.iter().copied().min(),
+                );
+                assert_eq!(
+                    summary,
+                    group.next_deadline(),
+                    "Empty since {since}, commits {commits:?}, quarantine {quarantine:?}"
+                );
+                cases += 1;
+            }
+        }
+    }
+    assert_eq!(cases, 12);
+}
