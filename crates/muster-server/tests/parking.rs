@@ -372,7 +372,8 @@ fn a_restart_loads_twelve_thousand_idle_groups_parked_and_answers_each() -> Resu
     let id = |i: usize| format!("idle-{i:05}");
     let dir = tempfile::tempdir()?;
     // The generation a group's first member joins, its second (one join and leave later).
-    let (mut first, mut second) = (0, 0);
+    let mut first = 0;
+    let second;
     {
         let server = start(dir.path())?;
         let mut conn = Conn::connect(server.addr)?;
