@@ -63,6 +63,7 @@
 
 pub(super) mod codec;
 mod load;
+mod load_parking;
 mod recovery;
 mod writer;
 
@@ -82,7 +83,7 @@ pub use self::writer::WriterStats;
 use self::writer::{Counters, Op};
 use crate::storage::DurableSender;
 
-use super::{Durable, Mutation, Store, StoreError, StoredGroup, StoredState};
+use super::{Durable, Mutation, ParkingLoad, Store, StoreError, StoredGroup, StoredState};
 
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const GROUPS: TableDefinition<&str, &[u8]> = TableDefinition::new("groups");
@@ -280,6 +281,11 @@ impl Store for RedbStore {
     fn load(&self) -> Result<StoredState, StoreError> {
         let db = self.shared.database()?;
         load::load(&db, &self.shared.path)
+    }
+
+    fn load_parking(&self) -> Result<ParkingLoad, StoreError> {
+        let db = self.shared.database()?;
+        load_parking::load_parking(&db, &self.shared.path)
     }
 
     fn load_group(&self, group_id: &str) -> Result<StoredGroup, StoreError> {
