@@ -200,6 +200,7 @@ impl Supervisor {
         let now = self.clock.now();
         let count = parked.len();
         let as_index = self.config.park_after_ms > 0 && self.store.reads_one_group_cheaply();
+        let mut indexed = 0;
         for summary in parked {
             // As `Group::restore` does: a group never recorded is Empty since now.
             let state_since = summary.record.as_ref().map_or(now, |r| r.state_since_ms);
@@ -241,12 +242,12 @@ impl Supervisor {
                 quota,
             });
             debug_assert_eq!(inserted, key);
-            self.count(None, Some((GroupState::Empty, 0)));
-            self.count_parked();
+            indexed += 1;
             if let Some(at) = next {
                 self.timers.arm(key, at);
             }
         }
+        self.count_parked_loaded(GroupState::Empty, indexed);
         self.reschedule(ctx);
         info!(groups = count, "groups loaded parked");
     }
