@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use muster_coordinator::actors::{Placement, Shutdown, SingleNode, Supervisor, SupervisorOptions};
 use muster_coordinator::clock::Clock;
-use muster_coordinator::storage::{Store, StoreError, StoredState};
+use muster_coordinator::storage::{ParkingLoad, Store, StoreError, StoredState};
 use muster_coordinator::GroupConfig;
 use tokio::sync::mpsc;
 use tracing::{error, info, warn};
@@ -149,7 +149,7 @@ pub async fn start(options: ServerOptions) -> Result<Running, ServerError> {
     let loading = Instant::now();
     let initial = load_state(&options).await?;
     let load_ms = loading.elapsed().as_millis() as u64;
-    let groups = initial.groups.len();
+    let groups = initial.state.groups.len() + initial.parked.len();
     let (socket, local_addr) = bind_client_port(&options.listen).await?;
     let workers = start_workers(options.workers);
     let handles: Vec<ArbiterHandle> = workers.iter().map(Arbiter::handle).collect();
@@ -244,24 +244,40 @@ fn start_admin(
 
 /// The state to start from. A single node loads everything; a clustered one only the topic
 /// catalog (after checking the cluster's shard count): groups come with the shards it takes.
+/// A single node that parks idle groups, on a store that reads one group back cheaply, loads
+/// each group with nothing but data as a summary only (`Store::load_parking`): it is
+/// registered parked, its data left in the store.
 ///
 /// Loading can take a while (a million offsets): it runs off the runtime thread, so the admin
 /// listener answers /healthz and /readyz (false) meanwhile.
-async fn load_state(options: &ServerOptions) -> Result<StoredState, ServerError> {
+async fn load_state(options: &ServerOptions) -> Result<ParkingLoad, ServerError> {
     match &options.cluster {
         None => {
             let store = Arc::clone(&options.store);
-            tokio::task::spawn_blocking(move || store.load())
-                .await
-                .map_err(|_| ServerError::Thread)?
-                .map_err(ServerError::Load)
+            let parking = options.group.park_after_ms > 0 && store.reads_one_group_cheaply();
+            tokio::task::spawn_blocking(move || {
+                if parking {
+                    store.load_parking()
+                } else {
+                    store.load().map(|state| ParkingLoad {
+                        state,
+                        parked: Vec::new(),
+                    })
+                }
+            })
+            .await
+            .map_err(|_| ServerError::Thread)?
+            .map_err(ServerError::Load)
         }
         Some(setup) => {
             crate::cluster::check_shard_count(&setup.store, &options.node.cluster_name).await?;
             let (topics, _) = setup.store.read_topics().await?;
-            Ok(StoredState {
-                topics,
-                ..StoredState::default()
+            Ok(ParkingLoad {
+                state: StoredState {
+                    topics,
+                    ..StoredState::default()
+                },
+                parked: Vec::new(),
             })
         }
     }
@@ -295,7 +311,7 @@ fn start_supervisor(
     options: &ServerOptions,
     cluster: Option<&Cluster>,
     arbiters: Vec<ArbiterHandle>,
-    initial: StoredState,
+    initial: ParkingLoad,
 ) -> Addr<Supervisor> {
     // Who owns which group: in a cluster, the shard table the ownership loop keeps; alone,
     // this node owns every group.
@@ -308,7 +324,8 @@ fn start_supervisor(
         store: Arc::clone(&options.store),
         arbiters,
         placement,
-        initial,
+        initial: initial.state,
+        parked: initial.parked,
         clock: Clock::new(),
         quotas: options.auth.quotas().clone(),
     })

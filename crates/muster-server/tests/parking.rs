@@ -3,7 +3,8 @@
 //! connection that cached its old inbox or from a new one — is answered as a live group's
 //! would be: offsets and their history intact, through a commit, a fetch, a join and leave,
 //! DescribeGroups, ListGroups and DeleteGroups; requests pipelined across the instant it parks
-//! are all answered; and a restart loads parked groups parked, with their data.
+//! are all answered; and a restart loads parked groups parked, with their data — 12 000 of
+//! them, each answered with its own offset, history and state after the restart.
 
 mod support;
 
@@ -188,8 +189,9 @@ fn listed(conn: &mut Conn) -> Result<Vec<(String, String)>> {
     }
 }
 
-/// One member joins `group` (a single member: the rebalance completes at once) and leaves.
-fn join_and_leave(conn: &mut Conn, group: &str) -> Result<()> {
+/// One member joins `group` (a single member: the rebalance completes at once) and leaves;
+/// the generation it joined.
+fn join_and_leave(conn: &mut Conn, group: &str) -> Result<i32> {
     let join = |member_id: String| {
         Request::JoinGroup(JoinGroupRequest {
             group_id: group.into(),
@@ -208,10 +210,10 @@ fn join_and_leave(conn: &mut Conn, group: &str) -> Result<()> {
         Response::JoinGroup(r) if r.error_code == ErrorCode::MemberIdRequired.code() => r.member_id,
         other => bail!("first JoinGroup: {other:?}"),
     };
-    match conn.call(join(member_id.clone()))? {
-        Response::JoinGroup(r) if r.error_code == 0 => {}
+    let generation = match conn.call(join(member_id.clone()))? {
+        Response::JoinGroup(r) if r.error_code == 0 => r.generation_id,
         other => bail!("JoinGroup: {other:?}"),
-    }
+    };
     match conn.call(Request::LeaveGroup(LeaveGroupRequest {
         group_id: group.into(),
         members: vec![LeavingMember {
@@ -220,7 +222,7 @@ fn join_and_leave(conn: &mut Conn, group: &str) -> Result<()> {
             reason: None,
         }],
     }))? {
-        Response::LeaveGroup(r) if r.error_code == 0 => Ok(()),
+        Response::LeaveGroup(r) if r.error_code == 0 => Ok(generation),
         other => bail!("LeaveGroup: {other:?}"),
     }
 }
@@ -335,5 +337,106 @@ fn a_restart_loads_idle_groups_parked_with_their_data() -> Result<()> {
     commit(&mut conn, "b", 99).context("commit to a group loaded parked")?;
     assert_eq!(fetched(&mut conn, "b")?, 99);
     parked(&server, 3.0)?;
+    Ok(())
+}
+
+/// Sends `requests` pipelined, `window` at a time, and returns their answers in order.
+fn pipelined(conn: &mut Conn, requests: Vec<Request>, window: usize) -> Result<Vec<Response>> {
+    let mut answers = Vec::with_capacity(requests.len());
+    let mut requests = requests.into_iter().peekable();
+    while requests.peek().is_some() {
+        let sent: Vec<u32> = requests
+            .by_ref()
+            .take(window)
+            .map(|r| conn.send(r))
+            .collect::<Result<_>>()?;
+        let mut frames: Vec<_> = (0..sent.len())
+            .map(|_| conn.recv())
+            .collect::<Result<_>>()?;
+        frames.sort_by_key(|f| f.correlation_id);
+        anyhow::ensure!(
+            frames
+                .iter()
+                .map(|f| f.correlation_id)
+                .eq(sent.iter().copied()),
+            "answers to requests not sent"
+        );
+        answers.extend(frames.into_iter().map(|f| f.response));
+    }
+    Ok(answers)
+}
+
+#[test]
+fn a_restart_loads_twelve_thousand_idle_groups_parked_and_answers_each() -> Result<()> {
+    const GROUPS: usize = 12_000;
+    let id = |i: usize| format!("idle-{i:05}");
+    let dir = tempfile::tempdir()?;
+    // The generation a group's first member joins, its second (one join and leave later).
+    let mut first = 0;
+    let second;
+    {
+        let server = start(dir.path())?;
+        let mut conn = Conn::connect(server.addr)?;
+        create_topic(&mut conn)?;
+        // Each group one simple commit of its own offset; a few also had a member, who left
+        // (a recorded Empty group, at a later generation).
+        let commits = (0..GROUPS)
+            .map(|i| commit_request(&id(i), i as i64))
+            .collect();
+        for answer in pipelined(&mut conn, commits, 500)? {
+            anyhow::ensure!(answer.error_code() == 0, "{answer:?}");
+        }
+        for i in (0..GROUPS).step_by(1_000) {
+            first = join_and_leave(&mut conn, &id(i))?;
+        }
+        second = join_and_leave(&mut conn, &id(2_000))?;
+        // Every group parked: its history written.
+        parked(&server, GROUPS as f64)?;
+    }
+    let server = start(dir.path())?;
+    let mut conn = Conn::connect(server.addr)?;
+    assert_eq!(fetched(&mut conn, &id(0))?, 0);
+    assert_eq!(
+        metric(server.admin, "muster_groups_parked")?,
+        GROUPS as f64,
+        "every group loaded parked"
+    );
+    // Each answers its own offset, read back from the store, and stays parked.
+    let fetches = (0..GROUPS).map(|i| fetch_request(&id(i))).collect();
+    for (i, answer) in pipelined(&mut conn, fetches, 500)?.into_iter().enumerate() {
+        match answer {
+            Response::OffsetFetch(r) if r.error_code == 0 => {
+                let offsets: Vec<i64> = r
+                    .topics
+                    .iter()
+                    .flat_map(|t| &t.partitions)
+                    .map(|p| p.offset)
+                    .collect();
+                anyhow::ensure!(offsets == [i as i64], "{}: {offsets:?}", id(i));
+            }
+            other => bail!("{}: {other:?}", id(i)),
+        }
+    }
+    assert_eq!(metric(server.admin, "muster_groups_parked")?, GROUPS as f64);
+    for i in [0, 1, 999, 1_000, GROUPS - 1] {
+        assert_eq!(history(&mut conn, &id(i))?, vec![i as i64]);
+        assert_eq!(described_state(&mut conn, &id(i))?, "Empty");
+    }
+    // A group that had members kept its record: a new member joins at the generation it
+    // would have without the restart, not at a new group's first.
+    let step = second - first;
+    assert!(step > 0);
+    assert_eq!(join_and_leave(&mut conn, &id(1_000))?, first + step);
+    assert_eq!(join_and_leave(&mut conn, &id(2_000))?, second + step);
+    assert_eq!(
+        join_and_leave(&mut conn, &id(1))?,
+        first,
+        "never had a member"
+    );
+    // A commit wakes one, which answers as before and parks again.
+    commit(&mut conn, &id(7), 700)?;
+    assert_eq!(fetched(&mut conn, &id(7))?, 700);
+    assert_eq!(history(&mut conn, &id(7))?, vec![700, 7]);
+    parked(&server, GROUPS as f64)?;
     Ok(())
 }

@@ -10,8 +10,9 @@
 use muster_protocol::{ErrorCode, GroupDiagnosisResponse, GroupHistoryResponse, Request, Response};
 
 use super::admin_access;
+use super::group::Reader;
 use super::messages::{Diagnose, History};
-use super::registry::{Asked, Home};
+use super::registry::{Asked, Entry};
 use crate::access::Access;
 use crate::engine::Millis;
 
@@ -20,19 +21,24 @@ use crate::engine::Millis;
 pub(super) type Target = Result<Asked<Response>, ErrorCode>;
 
 /// Asks the group at `home` `request` (a GroupHistory or GroupDiagnosis).
-pub(super) fn ask(request: &Request, home: &Home, now: Millis) -> Asked<Response> {
+pub(super) fn ask(
+    request: &Request,
+    entry: &Entry,
+    reader: &Reader<'_>,
+    now: Millis,
+) -> Asked<Response> {
     use futures_util::FutureExt;
     match request {
         Request::GroupHistory(r) => {
             let limit = r.limit;
-            let asked = home.ask(History { limit }, |p| GroupHistoryResponse {
+            let asked = entry.ask(reader, History { limit }, |g| GroupHistoryResponse {
                 error_code: ErrorCode::None.code(),
-                rebalances: p.group().history(limit),
+                rebalances: g.history(limit),
             });
             Box::pin(asked.map(|a| a.map(Response::GroupHistory)))
         }
         _ => {
-            let asked = home.ask(Diagnose, |p| p.group().diagnose(now));
+            let asked = entry.ask(reader, Diagnose, |g| g.diagnose(now));
             Box::pin(asked.map(|a| a.map(Response::GroupDiagnosis)))
         }
     }

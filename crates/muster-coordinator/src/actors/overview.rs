@@ -145,6 +145,7 @@ impl Handler<ListOverview> for Supervisor {
             });
         let (page, offset, more_after) = pick_page(ids, &query);
         let now = self.now();
+        let reader = self.reader();
         let asks: Vec<_> = page
             .into_iter()
             .filter_map(|id| registry.find(id))
@@ -160,7 +161,7 @@ impl Handler<ListOverview> for Supervisor {
                     quarantined: 0,
                     quarantine_drop_at_ms: None,
                 };
-                let asked = e.home.ask(Summarize, |p| summarize(p.group(), now));
+                let asked = e.ask(&reader, Summarize, |g| summarize(g, now));
                 async move { asked.await.unwrap_or(fallback) }
             })
             .collect();

@@ -1,7 +1,7 @@
 //! The supervisor's registry of groups: a slab whose keys carry a generation, so a message
 //! from a group that has since been forgotten (its slot reused) never reaches the new
 //! occupant, plus the group id → key index. Each group is at [`Home`]: its live actor, or
-//! parked as data (`group/park.rs`).
+//! parked: as data, or as an index entry with its data in the store only (`group/park.rs`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -10,8 +10,12 @@ use std::sync::Arc;
 use actix::dev::ToEnvelope;
 use actix::{Actor, Addr, Handler, MailboxError, Message};
 
-use super::group::{GroupActor, Parked};
-use crate::engine::Map;
+use tracing::warn;
+
+use super::group::{GroupActor, Parked, Reader, StoredIndex};
+use super::reply::ReplyTo;
+use crate::engine::{Group, Map};
+use crate::logsafe::logsafe;
 use crate::quota::QuotaSlot;
 use crate::types::GroupState;
 
@@ -23,8 +27,8 @@ pub(super) struct Entry {
     pub(super) state: GroupState,
     pub(super) members: u32,
     /// The unit of its creator's `max_groups` the group holds, given back when the entry is
-    /// removed (deleted, expired, or an Empty group with no offsets left).
-    #[allow(dead_code, reason = "held for its Drop, which gives the unit back")]
+    /// removed (deleted, expired, or an Empty group with no offsets left); its principal is
+    /// the group's creator, which a group read back from the store is given again.
     pub(super) quota: Option<QuotaSlot>,
 }
 
@@ -35,21 +39,27 @@ pub(super) enum Home {
     ///
     /// [`GroupLink`]: super::messages::GroupLink
     Live(Arc<Addr<GroupActor>>),
-    /// No actor: the group as data, until something needs one (the supervisor's `unpark`).
+    /// No actor: the group as data, until something needs one (the supervisor's `reach`).
+    /// For a store that cannot read one group back cheaply.
     Parked(Box<Parked>),
+    /// No actor and no data: the group is in the store, read back when something needs it.
+    Stored(StoredIndex),
 }
 
 /// A query's answer on its way: from the group's actor, or already computed from the parked
 /// group.
 pub(super) type Asked<T> = Pin<Box<dyn Future<Output = Result<T, MailboxError>> + Send>>;
 
-impl Home {
+impl Entry {
     /// Asks the group `msg`, a query: its actor answers it, or `parked` does at once from the
-    /// parked group, which stays parked (a query changes nothing).
+    /// parked group (read back from the store if only its index entry is kept), which stays
+    /// parked (a query changes nothing). A group that cannot be read back (the store is
+    /// failing) answers as a group that went away meanwhile does (a closed mailbox).
     pub(super) fn ask<M>(
         &self,
+        reader: &Reader<'_>,
         msg: M,
-        parked: impl FnOnce(&Parked) -> M::Result,
+        parked: impl FnOnce(&Group<ReplyTo>) -> M::Result,
     ) -> Asked<M::Result>
     where
         M: Message + Send + 'static,
@@ -57,18 +67,41 @@ impl Home {
         GroupActor: Handler<M>,
         <GroupActor as Actor>::Context: ToEnvelope<GroupActor, M>,
     {
-        match self {
+        match &self.home {
             Home::Live(addr) => Box::pin(addr.send(msg)),
-            Home::Parked(p) => Box::pin(std::future::ready(Ok(parked(p)))),
+            Home::Parked(p) => Box::pin(std::future::ready(Ok(parked(p.group())))),
+            Home::Stored(index) => {
+                let read = reader.read_back(&self.group_id, *index, self.created_by());
+                let answer = match read {
+                    Ok((group, _)) => Ok(parked(&group)),
+                    Err(e) => {
+                        warn!(group_id = %logsafe(&self.group_id), error = %e, "a parked group could not be read back for a query");
+                        Err(MailboxError::Closed)
+                    }
+                };
+                Box::pin(std::future::ready(answer))
+            }
         }
     }
 
+    /// The principal that created the group, whose `max_groups` unit it holds.
+    pub(super) fn created_by(&self) -> Option<&Arc<str>> {
+        self.quota.as_ref().map(QuotaSlot::principal)
+    }
+}
+
+impl Home {
     /// The live actor, if there is one.
     pub(super) fn live(&self) -> Option<&Arc<Addr<GroupActor>>> {
         match self {
             Home::Live(addr) => Some(addr),
-            Home::Parked(_) => None,
+            Home::Parked(_) | Home::Stored(_) => None,
         }
+    }
+
+    /// Whether the group is parked (no actor), with its data or in the store only.
+    pub(super) fn is_parked(&self) -> bool {
+        !matches!(self, Home::Live(_))
     }
 }
 
@@ -192,7 +225,7 @@ mod tests {
     #[test]
     #[cfg(target_pointer_width = "64")]
     fn a_slot_is_64_bytes() {
-        // Live or parked, a group's home is one pointer and its tag.
+        // Live, parked or in the store only, a group's home is one word and its tag.
         assert_eq!(std::mem::size_of::<Home>(), 16);
         assert_eq!(std::mem::size_of::<Slot>(), 64);
     }

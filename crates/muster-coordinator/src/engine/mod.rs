@@ -71,6 +71,7 @@ pub use absent::{absent_group, AbsentGroup};
 pub use effects::{Effects, Grant, Grants, JoinNeeds, LedgerRequest, PendingCommit, Write};
 pub use journal::{kind as cause_kind, MAX_LISTED, MAX_LISTED_PARTITIONS};
 pub use limits::check_request;
+pub use park::{parked_deadline, StoredParts};
 pub use topic_access::{refusal_for, unreadable_topics};
 
 use std::collections::hash_map::RandomState;

@@ -22,6 +22,7 @@ use super::effects::{Effects, PendingAnswer, PendingCommit, Write};
 use super::history::{principal_of, Author};
 use super::{ClientInfo, Event, Group, Millis, ProcessKeys, NONE};
 use crate::access::{Operation, ResourceType};
+use crate::config::GroupConfig;
 use crate::storage::{CommittedOffset, HistoryKind, Mutation, OffsetWrite, QuarantinedOffset};
 
 impl<R> Group<R> {
@@ -76,11 +77,8 @@ impl<R> Group<R> {
 
     /// When the quarantine next drops something.
     pub(super) fn quarantine_deadline(&self) -> Option<Millis> {
-        self.quarantine
-            .iter()
-            .map(|q| q.quarantined_at)
-            .min()
-            .map(|at| at.saturating_add(self.config.offsets.quarantine_ms))
+        let oldest = self.quarantine.iter().map(|q| q.quarantined_at).min();
+        quarantine_due(&self.config, oldest)
     }
 
     /// Drops what has been quarantined for the whole grace period.
@@ -355,4 +353,11 @@ impl<R> Group<R> {
                 .collect(),
         }
     }
+}
+
+/// When a quarantine whose oldest offset was quarantined at `oldest` next drops something
+/// (`None`: an empty quarantine). Shared with the deadline of a group loaded parked
+/// (`park.rs`).
+pub(super) fn quarantine_due(config: &GroupConfig, oldest: Option<Millis>) -> Option<Millis> {
+    oldest.map(|at| at.saturating_add(config.offsets.quarantine_ms))
 }

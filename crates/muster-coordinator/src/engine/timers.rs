@@ -4,6 +4,7 @@
 
 use super::effects::LedgerRequest;
 use super::{Ctx, Effects, Event, Group, GroupState, Millis, RebalanceTrigger};
+use crate::config::GroupConfig;
 
 impl<R> Group<R> {
     /// The earliest time at which [`Group::tick`] has work to do.
@@ -206,15 +207,13 @@ impl<R> Group<R> {
             .flat_map(|parts| parts.values())
             .map(|o| o.commit_timestamp_ms)
             .min();
-        match oldest {
-            Some(committed_at) => Some(self.offset_expiry(committed_at)),
-            // The quarantine holds the group: its drop (`quarantine_deadline`) wakes it, not
-            // a removal time long past, which would have the shell tick it again at once.
-            None if !self.quarantine.is_empty() => None,
-            None => Some(self.removal_due()),
-        }
+        retention_due(
+            &self.config,
+            self.state_since,
+            oldest,
+            !self.quarantine.is_empty(),
+        )
     }
-
     /// Retention runs only while the group is Empty with no member id pending (a pending id
     /// is a consumer on its way in), and not while a commit of this group is being written (a
     /// delete queued now would land behind it).
@@ -222,18 +221,14 @@ impl<R> Group<R> {
         self.state == GroupState::Empty && self.pending.is_empty() && self.commits_in_flight == 0
     }
 
-    /// When an offset committed at `committed_at` expires: the retention period after the
-    /// later of its commit and the group's entering Empty.
+    /// When an offset committed at `committed_at` expires ([`offset_expiry`]).
     fn offset_expiry(&self, committed_at: Millis) -> Millis {
-        committed_at
-            .max(self.state_since)
-            .saturating_add(self.config.offsets_retention_ms)
+        offset_expiry(&self.config, self.state_since, committed_at)
     }
 
-    /// When an Empty group with no offsets left is removed.
+    /// When an Empty group with no offsets left is removed ([`removal_due`]).
     fn removal_due(&self) -> Millis {
-        self.state_since
-            .saturating_add(self.config.empty_group_removal_ms)
+        removal_due(&self.config, self.state_since)
     }
 
     /// Offset retention and removal of abandoned groups (Kafka's offset expiration;
@@ -259,4 +254,35 @@ impl<R> Group<R> {
             out.events.push(Event::GroupRemoved);
         }
     }
+}
+
+/// When retention next has work for an Empty group that went Empty at `state_since`: its
+/// oldest offset's expiry (`oldest_commit`: when that offset was committed), or, with no
+/// offset left, its removal — unless it has a quarantine (`quarantined`), whose drop wakes it
+/// instead of a removal time long past, which would have the shell tick it again at once.
+/// Shared with the deadline of a group loaded parked (`park.rs`), which has no engine.
+pub(super) fn retention_due(
+    config: &GroupConfig,
+    state_since: Millis,
+    oldest_commit: Option<Millis>,
+    quarantined: bool,
+) -> Option<Millis> {
+    match oldest_commit {
+        Some(committed_at) => Some(offset_expiry(config, state_since, committed_at)),
+        None if quarantined => None,
+        None => Some(removal_due(config, state_since)),
+    }
+}
+
+/// When an offset committed at `committed_at` expires: the retention period after the later
+/// of its commit and the group's entering Empty (`state_since`).
+fn offset_expiry(config: &GroupConfig, state_since: Millis, committed_at: Millis) -> Millis {
+    committed_at
+        .max(state_since)
+        .saturating_add(config.offsets_retention_ms)
+}
+
+/// When an Empty group (since `state_since`) with no offsets left is removed.
+fn removal_due(config: &GroupConfig, state_since: Millis) -> Millis {
+    state_since.saturating_add(config.empty_group_removal_ms)
 }

@@ -162,6 +162,10 @@ impl Store for MemoryStore {
         })
     }
 
+    fn reads_one_group_cheaply(&self) -> bool {
+        true
+    }
+
     fn healthy(&self) -> bool {
         !self.failing()
     }

@@ -15,6 +15,7 @@
 //! a group whose record failed to write reloads it ([`Store::load_group`]).
 
 mod memory;
+mod parking;
 pub mod records;
 mod redb_store;
 mod shared;
@@ -37,6 +38,7 @@ pub mod codec {
 }
 
 pub use memory::MemoryStore;
+pub use parking::{is_data_only, summarise, ParkedSummary, ParkingLoad};
 pub use records::{
     ClassicMemberRecord, CommittedOffset, ConsumerGroupRecord, ConsumerMemberRecord, GroupRecord,
     HistoryEntry, HistoryKind, HistoryTrim, HistoryWrite, MemberRecord, OffsetWrite,
@@ -201,6 +203,12 @@ pub struct StoredGroup {
 pub trait Store: Send + Sync + 'static {
     /// Everything stored, for startup.
     fn load(&self) -> Result<StoredState, StoreError>;
+    /// Everything stored, for the startup of a server that parks groups with nothing but data
+    /// as index entries: each such group as a [`ParkedSummary`] only (`parking.rs`). The
+    /// default summarises a full [`Store::load`].
+    fn load_parking(&self) -> Result<ParkingLoad, StoreError> {
+        Ok(summarise(self.load()?))
+    }
     /// Submits a batch; never blocks on I/O.
     fn apply(&self, batch: Vec<Mutation>) -> Durable;
     /// What is durable for one group: how a group whose write failed gets back to disk's
@@ -264,6 +272,14 @@ pub trait Store: Send + Sync + 'static {
         _max: Option<u32>,
     ) -> Option<Durable> {
         None
+    }
+    /// Whether [`Store::load_group`] reads local data (a file, memory) rather than making a
+    /// network round trip: then the coordinator keeps a parked group in the store only and
+    /// reads it back, on the supervisor's thread, when a request, a query or a deadline needs
+    /// it (`actors/group/park.rs`). False by default: such a store's parked groups are kept
+    /// in memory whole.
+    fn reads_one_group_cheaply(&self) -> bool {
+        false
     }
     /// Whether writes are succeeding: false from a failed write until the store has recovered.
     fn healthy(&self) -> bool {

@@ -5,9 +5,10 @@
 //! `store-suite`), so that every backend runs every case and a case added here reaches all.
 //! The cases of offset protection (ownership epochs, offset history, the expiry quarantine)
 //! are in `offset_protection`; those of writes other nodes may race (topic changes by
-//! compare-and-swap) in `shared_writes`.
+//! compare-and-swap) in `shared_writes`; startup with parking's in `parking`.
 
 mod offset_protection;
+mod parking;
 mod shared_writes;
 
 use std::future::Future;
@@ -17,6 +18,7 @@ use muster_protocol::{
 };
 
 pub use self::offset_protection::*;
+pub use self::parking::*;
 pub use self::shared_writes::*;
 use super::{
     CommittedOffset, ConsumerGroupRecord, ConsumerMemberRecord, GroupRecord, MemberRecord,
@@ -671,6 +673,7 @@ macro_rules! store_suite {
     delete_group_removes_its_history_and_quarantine_and_no_others,
     a_reset_batch_applies_whole,
     planned_topic_changes_are_written,
+    load_parking_summarises_groups_with_nothing_but_data,
         );
     };
     (@cases $backend:expr; $($case:ident),* $(,)?) => {

@@ -32,7 +32,9 @@ mod park;
 mod writes;
 
 pub(crate) use self::insight::summarize;
-pub(crate) use self::park::{Handover, ParkOffer, Parked, TakeEngine};
+pub(crate) use self::park::{
+    answer_parked, is_parked_query, Handover, ParkOffer, Parked, Reader, StoredIndex, TakeEngine,
+};
 
 use self::writes::Waiter;
 
@@ -352,6 +354,12 @@ impl Actor for GroupActor {
     fn started(&mut self, ctx: &mut Self::Context) {
         // A restored group may have deadlines (barrier, sessions) from the start.
         ctx.set_mailbox_capacity(1024);
+        if self.reloading {
+            // A parked group whose data could not be read back (`park.rs`): read it now, or
+            // once the store has recovered.
+            self.reload(ctx);
+            return;
+        }
         if let Some(at) = self.group.next_deadline() {
             self.arm(at);
         }

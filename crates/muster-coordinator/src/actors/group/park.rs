@@ -25,6 +25,15 @@
 //! and lost. A connection that keeps the inbox cached reaches the group through it (one more
 //! hop, via the supervisor) until it drops it: when it closes, or when its cache of group
 //! inboxes starts over.
+//!
+//! What the supervisor keeps of a parked group depends on the store. One that reads a group
+//! back cheaply, from a local file or memory ([`Store::reads_one_group_cheaply`]: redb, the
+//! memory store), keeps only an index entry ([`StoredIndex`]: one word in the registry's
+//! slot) and drops the engine: a parked group's data is all durable (it parks with no write
+//! in flight), so waking it, or answering a query about it, reads it back
+//! ([`Reader::read_back`]) — what a restart would do, with the two things the store may not
+//! hold as the group had them ([`Group::unpark`]). With a store that would cost a network
+//! round trip per read (etcd), the engine is kept ([`Parked`]).
 
 use std::sync::Arc;
 
@@ -37,8 +46,10 @@ use super::{GroupActor, GroupBatch, GroupCall, GroupEnv, InsightShown};
 use crate::access::ResourceType;
 use crate::actors::messages::Route;
 use crate::actors::reply::ReplyTo;
-use crate::engine::{unreadable_topics, ClientInfo, Group, Millis};
+use crate::config::GroupConfig;
+use crate::engine::{unreadable_topics, ClientInfo, Group, LedgerRequest, Millis, StoredParts};
 use crate::logsafe::logsafe;
+use crate::storage::{Store, StoreError};
 
 /// A group without an actor, as the supervisor's registry holds it.
 pub(crate) struct Parked {
@@ -56,32 +67,119 @@ impl Parked {
         &self.group
     }
 
-    /// The answer to `request` if it is a query the parked group answers as its actor would,
-    /// without waking: OffsetFetch and OffsetHistory (so that a lag monitor polling every
-    /// group's offsets keeps none of them awake). `None`: the request needs the actor.
-    pub(crate) fn answer(&self, request: &Request, client: &ClientInfo) -> Option<Response> {
-        let answer = match request {
-            Request::OffsetFetch(r) => {
-                Response::OffsetFetch(self.group.fetch_offsets(r, &client.access))
-            }
-            Request::OffsetHistory(r) => {
-                Response::OffsetHistory(self.group.offset_history(r, &client.access))
-            }
-            _ => return None,
-        };
-        crate::metrics::authorization_denials(
-            ResourceType::Topic.name(),
-            unreadable_topics(request, &client.access),
-        );
-        Some(answer)
-    }
-
     /// The group is gone for good (removed from the registry): what it showed in the gauges
     /// goes with it, as when an actor stops.
     pub(crate) fn forget(self) {
         if self.insight.quarantined > 0 {
             crate::metrics::quarantine_size(self.key, 0);
         }
+    }
+
+    /// Its index entry, the engine dropped (its data is all in the store: it parked with no
+    /// write in flight). What it shows in the gauges stays shown.
+    pub(crate) fn into_index(self) -> StoredIndex {
+        StoredIndex::new(self.group.state_since(), self.insight.quarantined > 0)
+    }
+}
+
+/// Whether `request` is a query a parked group answers without waking ([`answer_parked`]).
+pub(crate) fn is_parked_query(request: &Request) -> bool {
+    matches!(request, Request::OffsetFetch(_) | Request::OffsetHistory(_))
+}
+
+/// The answer to `request` if it is a query a parked group answers as its actor would,
+/// without waking: OffsetFetch and OffsetHistory (so that a lag monitor polling every
+/// group's offsets keeps none of them awake). `None`: the request needs the actor.
+pub(crate) fn answer_parked(
+    group: &Group<ReplyTo>,
+    request: &Request,
+    client: &ClientInfo,
+) -> Option<Response> {
+    let answer = match request {
+        Request::OffsetFetch(r) => Response::OffsetFetch(group.fetch_offsets(r, &client.access)),
+        Request::OffsetHistory(r) => {
+            Response::OffsetHistory(group.offset_history(r, &client.access))
+        }
+        _ => return None,
+    };
+    crate::metrics::authorization_denials(
+        ResourceType::Topic.name(),
+        unreadable_topics(request, &client.access),
+    );
+    Some(answer)
+}
+
+/// What the registry keeps of a group parked with its data in the store only, besides what
+/// its entry keeps of every group (its id, state and member count — Empty, 0 — and its
+/// creator's `max_groups` unit) and its next deadline in the timer queue: one word. The low
+/// 63 bits are when it went Empty (its offsets expire `offsets_retention_ms` after the later
+/// of that and their commit, and a group of simple commits has no record to keep it in); the
+/// top bit says whether it shows a quarantine in the gauges (taken back when it is forgotten).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StoredIndex(u64);
+
+/// The top bit of a [`StoredIndex`]: a clock reading in milliseconds never reaches it.
+const QUARANTINE_SHOWN: u64 = 1 << 63;
+
+impl StoredIndex {
+    pub(crate) fn new(state_since: Millis, quarantine_shown: bool) -> Self {
+        let shown = if quarantine_shown {
+            QUARANTINE_SHOWN
+        } else {
+            0
+        };
+        Self(state_since.min(QUARANTINE_SHOWN - 1) | shown)
+    }
+
+    pub(crate) fn state_since(self) -> Millis {
+        self.0 & !QUARANTINE_SHOWN
+    }
+
+    pub(crate) fn quarantine_shown(self) -> bool {
+        self.0 & QUARANTINE_SHOWN != 0
+    }
+
+    /// The group `key` is gone for good: what it showed in the gauges goes with it.
+    pub(crate) fn forget(self, key: u64) {
+        if self.quarantine_shown() {
+            crate::metrics::quarantine_size(key, 0);
+        }
+    }
+}
+
+/// Reads parked groups back from the store: to wake one, or to answer a query about one.
+pub(crate) struct Reader<'a> {
+    pub store: &'a dyn Store,
+    pub config: &'a Arc<GroupConfig>,
+    pub now: Millis,
+}
+
+impl Reader<'_> {
+    /// Group `group_id`, parked as `index` by `created_by`, as it was when parked: read from
+    /// the store (one group's keys: a few B-tree lookups in redb) and rebuilt as at startup,
+    /// with the units its stored members would count (none: it parked with no member).
+    pub(crate) fn read_back(
+        &self,
+        group_id: &str,
+        index: StoredIndex,
+        created_by: Option<&Arc<str>>,
+    ) -> Result<(Group<ReplyTo>, Vec<LedgerRequest>), StoreError> {
+        let stored = self.store.load_group(group_id)?;
+        let parts = StoredParts {
+            record: stored.record,
+            offsets: stored.offsets,
+            journal: stored.journal,
+            history: stored.history,
+            quarantine: stored.quarantine,
+        };
+        Ok(Group::unpark(
+            group_id.to_owned(),
+            parts,
+            index.state_since(),
+            created_by.cloned(),
+            Arc::clone(self.config),
+            self.now,
+        ))
     }
 }
 
@@ -126,6 +224,43 @@ impl GroupActor {
                 ..InsightShown::default()
             },
         })
+    }
+
+    /// A group loaded from the store with nothing but data, for a store that reads groups
+    /// back cheaply: its index entry and next deadline; the engine is dropped. Shows its
+    /// quarantine in the gauges, as [`GroupActor::parked`] does.
+    pub(crate) fn indexed(key: u64, group: Group<ReplyTo>) -> (StoredIndex, Option<Millis>) {
+        let quarantined = group.quarantined_partitions();
+        if quarantined > 0 {
+            crate::metrics::quarantine_size(key, quarantined);
+        }
+        let next = group.next_deadline();
+        (StoredIndex::new(group.state_since(), quarantined > 0), next)
+    }
+
+    /// The actor for a group read back from its index entry ([`Reader::read_back`]). Quiet
+    /// since long ago: woken by a deadline (retention, the quarantine), it parks again as soon
+    /// as that work is done; woken by a request, the request makes it busy.
+    pub(crate) fn woken(key: u64, group: Group<ReplyTo>, env: Arc<GroupEnv>) -> Self {
+        let mut actor = Self::new(key, group, env);
+        actor.quiet_since = 0;
+        actor
+    }
+
+    /// The actor for a parked group whose data could not be read back (the store is
+    /// failing): it answers COORDINATOR_NOT_AVAILABLE, as any group reloading its durable
+    /// record does, and reads it back once the store has recovered (`writes.rs`).
+    pub(crate) fn unreadable(
+        key: u64,
+        group_id: String,
+        created_by: Option<Arc<str>>,
+        env: Arc<GroupEnv>,
+    ) -> Self {
+        let mut stand_in = Group::new(group_id, Arc::clone(&env.config), env.clock.now());
+        stand_in.set_created_by(created_by);
+        let mut actor = Self::new(key, stand_in, env);
+        actor.reloading = true;
+        actor
     }
 
     /// The actor for a parked group, as it was when parked.

@@ -224,7 +224,7 @@ impl GroupActor {
 
     /// Rebuilds the group from what the store holds (as at startup: sessions start afresh),
     /// or tries again shortly while the store is recovering.
-    fn reload(&mut self, ctx: &mut Context<Self>) {
+    pub(super) fn reload(&mut self, ctx: &mut Context<Self>) {
         if self.relinquished {
             // Another node has the group now: nothing to reload, only to stop.
             self.reloading = false;

@@ -52,6 +52,7 @@ impl Supervisor {
             return Box::pin(async move { response });
         }
         let now = self.clock.now();
+        let reader = self.reader();
         let lookups: Vec<_> = group_ids
             .into_iter()
             .map(|(group_id, denied)| {
@@ -61,7 +62,7 @@ impl Supervisor {
                     None => self
                         .groups
                         .find(&group_id)
-                        .map(|(_, e)| e.home.ask(Describe, |p| p.group().describe(now))),
+                        .map(|(_, e)| e.ask(&reader, Describe, |g| g.describe(now))),
                 };
                 async move {
                     if let Some(code) = refusal {
@@ -267,7 +268,7 @@ impl Handler<AdminCall> for Supervisor {
                         return Err(code);
                     }
                     let (_, entry) = self.groups.find(id).ok_or(ErrorCode::GroupIdNotFound)?;
-                    Ok(insight::ask(&call.request, &entry.home, now))
+                    Ok(insight::ask(&call.request, entry, &self.reader(), now))
                 });
                 let reply = call.reply;
                 Box::pin(

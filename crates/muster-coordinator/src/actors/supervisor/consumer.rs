@@ -50,6 +50,7 @@ impl Supervisor {
             );
             return Box::pin(async move { response });
         }
+        let reader = self.reader();
         let lookups: Vec<_> = group_ids
             .into_iter()
             .map(|group_id| {
@@ -63,10 +64,7 @@ impl Supervisor {
                     .groups
                     .find(&group_id)
                     .filter(|_| refusal.is_none())
-                    .map(|(_, e)| {
-                        e.home
-                            .ask(DescribeConsumer, |p| p.group().describe_consumer())
-                    });
+                    .map(|(_, e)| e.ask(&reader, DescribeConsumer, |g| g.describe_consumer()));
                 async move {
                     if let Some(code) = refusal {
                         return dead(group_id, code);
@@ -100,14 +98,15 @@ impl Supervisor {
             self.refusal(&request.group_id)
         };
         let catalog = &self.catalog;
+        let reader = self.reader();
         let asked = self
             .groups
             .find(&request.group_id)
             .filter(|_| refusal.is_none())
             .map(|(_, e)| {
                 let copy = request.clone();
-                e.home.ask(Simulate(request), |p| {
-                    p.group().simulate(&copy, catalog.as_ref())
+                e.ask(&reader, Simulate(request), |g| {
+                    g.simulate(&copy, catalog.as_ref())
                 })
             });
         Box::pin(async move {

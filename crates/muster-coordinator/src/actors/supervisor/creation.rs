@@ -3,7 +3,8 @@
 //! `max_groups` unit is charged in etcd first, across every node), and the groups loaded from
 //! the store (at startup, or with a shard taken over). Each is registered with the unit of its
 //! creator's `max_groups` it holds, and started on the next arbiter, round-robin — or, loaded
-//! with nothing but data (an abandoned group's offsets), parked with no actor at all.
+//! with nothing but data (an abandoned group's offsets), parked with no actor at all (and,
+//! with a store that reads one group back cheaply, with no engine either: an index entry).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,14 +16,16 @@ use tracing::{debug, info, warn};
 use super::parking::start;
 use super::Supervisor;
 use crate::actors::group::GroupActor;
+use crate::actors::group::StoredIndex;
 use crate::actors::messages::{GroupCall, GroupLink};
 use crate::actors::registry::{Entry, Home};
 use crate::actors::reply::ReplyTo;
-use crate::engine::Group;
+use crate::engine::{parked_deadline, Group, GroupState};
 use crate::logsafe::logsafe;
 use crate::quota::{Quota, QuotaKind, QuotaSlot};
 use crate::storage::{
-    GroupRecord, HistoryWrite, OffsetWrite, QuarantinedOffset, StoreError, StoredState,
+    GroupRecord, HistoryWrite, OffsetWrite, ParkedSummary, QuarantinedOffset, StoreError,
+    StoredState,
 };
 
 impl Supervisor {
@@ -158,16 +161,18 @@ impl Supervisor {
         let members = group.member_count() as u32;
         let key = self.groups.next_key();
         let park = may_park && self.config.park_after_ms > 0 && group.is_parkable();
-        let home = if park {
-            Home::Parked(GroupActor::parked(key, group, self.clock.now()))
-        } else {
+        let (home, next) = if !park {
             let env = self.env(ctx);
             let make = move |_: &mut Context<GroupActor>| GroupActor::new(key, group, env);
-            Home::Live(Arc::new(start(self.next_arbiter(), make)))
-        };
-        let next = match &home {
-            Home::Parked(p) => p.group().next_deadline(),
-            Home::Live(_) => None,
+            (Home::Live(Arc::new(start(self.next_arbiter(), make))), None)
+        } else if self.store.reads_one_group_cheaply() {
+            // Its data is what was just loaded: the store keeps it, the registry its index.
+            let (index, next) = GroupActor::indexed(key, group);
+            (Home::Stored(index), next)
+        } else {
+            let next = group.next_deadline();
+            let parked = GroupActor::parked(key, group, self.clock.now());
+            (Home::Parked(parked), next)
         };
         let inserted = self.groups.insert(Entry {
             group_id: Arc::clone(&group_id),
@@ -248,6 +253,72 @@ impl Supervisor {
                 "groups loaded"
             );
         }
+    }
+}
+
+impl Supervisor {
+    /// Registers each group of `parked` (summaries of groups with nothing but data) parked
+    /// as an index entry, its data left in the store: no engine is built for it. Its next
+    /// deadline is what its engine's would be ([`parked_deadline`]); its creator is charged,
+    /// as at any load. Should parking be off, or the store not read groups back cheaply
+    /// (summaries are made only when both hold), each is read back and registered whole.
+    pub(super) fn load_parked(&mut self, parked: Vec<ParkedSummary>, ctx: &mut Context<Self>) {
+        if parked.is_empty() {
+            return;
+        }
+        let now = self.clock.now();
+        let count = parked.len();
+        let as_index = self.config.park_after_ms > 0 && self.store.reads_one_group_cheaply();
+        let mut indexed = 0;
+        for summary in parked {
+            // As `Group::restore` does: a group never recorded is Empty since now.
+            let state_since = summary.record.as_ref().map_or(now, |r| r.state_since_ms);
+            let created_by = summary.record.and_then(|r| r.created_by);
+            let quota = created_by
+                .as_deref()
+                .map(|p| self.quotas.get(p).take(QuotaKind::Groups));
+            let index = StoredIndex::new(state_since, summary.quarantined > 0);
+            if !as_index {
+                let principal = quota.as_ref().map(|q| Arc::clone(q.principal()));
+                match self
+                    .reader()
+                    .read_back(&summary.group_id, index, principal.as_ref())
+                {
+                    Ok((group, _)) => {
+                        self.register(group, quota, true, ctx);
+                    }
+                    Err(e) => {
+                        warn!(group_id = %logsafe(&summary.group_id), error = %e, "a group loaded parked could not be read back; not registered");
+                    }
+                }
+                continue;
+            }
+            let key = self.groups.next_key();
+            if summary.quarantined > 0 {
+                crate::metrics::quarantine_size(key, summary.quarantined as usize);
+            }
+            let next = parked_deadline(
+                &self.config,
+                state_since,
+                summary.oldest_commit,
+                summary.oldest_quarantined,
+            );
+            let inserted = self.groups.insert(Entry {
+                group_id: Arc::from(summary.group_id),
+                home: Home::Stored(index),
+                state: GroupState::Empty,
+                members: 0,
+                quota,
+            });
+            debug_assert_eq!(inserted, key);
+            indexed += 1;
+            if let Some(at) = next {
+                self.timers.arm(key, at);
+            }
+        }
+        self.count_parked_loaded(GroupState::Empty, indexed);
+        self.reschedule(ctx);
+        info!(groups = count, "groups loaded parked");
     }
 }
 

@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 
-use super::group::{GroupEnv, SupervisorLink};
+use super::group::{GroupEnv, Reader, SupervisorLink};
 use super::ledger::Ledger;
 use super::messages::AdminCall;
 use super::registry::Registry;
@@ -39,7 +39,7 @@ use crate::clock::Clock;
 use crate::config::GroupConfig;
 use crate::engine::{GroupState, Millis};
 use crate::quota::Quotas;
-use crate::storage::{Store, StoredState};
+use crate::storage::{ParkedSummary, Store, StoredState};
 
 mod admin;
 mod catalog;
@@ -64,6 +64,10 @@ pub struct SupervisorOptions {
     pub placement: Arc<dyn Placement>,
     /// State loaded from the store at startup.
     pub initial: StoredState,
+    /// Groups loaded with nothing but data, to register parked as index entries
+    /// ([`Store::load_parking`]; empty unless parking is on and the store reads one group
+    /// back cheaply).
+    pub parked: Vec<ParkedSummary>,
     pub clock: Clock,
     /// Every principal's quota (the server's auth shares the table, so reloads keep counts):
     /// groups created and loaded are charged here.
@@ -84,7 +88,7 @@ pub struct Supervisor {
     pub(super) groups: Registry,
     timers: DeadlineQueue,
     wake: Option<(Millis, SpawnHandle)>,
-    initial: Option<StoredState>,
+    initial: Option<(StoredState, Vec<ParkedSummary>)>,
     due: Vec<u64>,
     /// Groups per state and members in all groups, for the gauges.
     per_state: HashMap<GroupState, usize>,
@@ -115,7 +119,7 @@ impl Supervisor {
             groups: Registry::default(),
             timers: DeadlineQueue::default(),
             wake: None,
-            initial: Some(options.initial),
+            initial: Some((options.initial, options.parked)),
             due: Vec::new(),
             per_state: HashMap::new(),
             members_total: 0,
@@ -129,6 +133,15 @@ impl Supervisor {
     /// The clock's time now (for answers made from parked groups).
     pub(super) fn now(&self) -> Millis {
         self.clock.now()
+    }
+
+    /// Reads parked groups back from the store, now.
+    pub(super) fn reader(&self) -> Reader<'_> {
+        Reader {
+            store: &*self.store,
+            config: &self.config,
+            now: self.clock.now(),
+        }
     }
 
     /// What every group actor is started with: the shared settings and stores, and this
@@ -168,8 +181,9 @@ impl Actor for Supervisor {
         // (checked before they are sent).
         ctx.set_mailbox_capacity(usize::MAX >> 1);
         self.env = Some(self.env(ctx));
-        if let Some(initial) = self.initial.take() {
+        if let Some((initial, parked)) = self.initial.take() {
             self.load(initial, ctx);
+            self.load_parked(parked, ctx);
         }
     }
 }

@@ -1,16 +1,20 @@
 //! Parked groups (`group/park.rs`): a group actor that offers to park is asked for its
-//! engine, and the registry keeps it as data; whatever needs an actor again — a request routed here, a
-//! deadline in the timer queue, a DeleteGroups, a catalog change — gets one started for it
-//! ([`Supervisor::reach`]). Queries are answered from the parked group where they are made
-//! (`Home::ask`).
+//! engine, and the registry keeps it — as an index entry with the data in the store only, or,
+//! with a store that cannot read one group back cheaply, as data; whatever needs an actor
+//! again — a request routed here, a deadline in the timer queue, a DeleteGroups — gets one
+//! started for it ([`Supervisor::reach`]), with the group read back from the store if need
+//! be. Queries are answered from the parked group where they are made (`Entry::ask`).
 
 use std::sync::Arc;
 
 use actix::prelude::*;
 
 use super::Supervisor;
+use tracing::warn;
+
 use crate::actors::group::{GroupActor, Handover, ParkOffer, TakeEngine};
 use crate::actors::registry::Home;
+use crate::logsafe::logsafe;
 
 impl Supervisor {
     /// The actor of group `key`, started for it if the group is parked (on the next arbiter,
@@ -25,11 +29,34 @@ impl Supervisor {
         }
         let env = self.env(ctx);
         let arbiter = self.next_arbiter();
+        let now = self.clock.now();
         let entry = self.groups.get_mut(key)?;
         let (addr, woke) = match std::mem::replace(&mut entry.home, Home::Live(dangling())) {
             Home::Parked(parked) => {
                 let make = move |_: &mut Context<GroupActor>| GroupActor::unparked(parked, env);
                 (Arc::new(start(arbiter, make)), true)
+            }
+            Home::Stored(index) => {
+                let reader = crate::actors::group::Reader {
+                    store: &*self.store,
+                    config: &self.config,
+                    now,
+                };
+                let created_by = entry.created_by().cloned();
+                let addr = match reader.read_back(&entry.group_id, index, created_by.as_ref()) {
+                    Ok((group, counted)) => {
+                        env.ledger.apply(counted);
+                        start(arbiter, move |_| GroupActor::woken(key, group, env))
+                    }
+                    Err(e) => {
+                        warn!(group_id = %logsafe(&entry.group_id), error = %e, "a parked group could not be read back; it will be once the store recovers");
+                        let group_id = entry.group_id.to_string();
+                        start(arbiter, move |_| {
+                            GroupActor::unreadable(key, group_id, created_by, env)
+                        })
+                    }
+                };
+                (Arc::new(addr), true)
             }
             Home::Live(addr) => (addr, false),
         };
@@ -110,7 +137,13 @@ impl Supervisor {
         if !matches!(entry.home, Home::Live(_)) {
             return;
         }
-        entry.home = Home::Parked(parked);
+        // With a store that reads it back cheaply, only its index entry stays (its data is
+        // all durable: it parked with no write in flight).
+        entry.home = if self.store.reads_one_group_cheaply() {
+            Home::Stored(parked.into_index())
+        } else {
+            Home::Parked(parked)
+        };
         self.count_parked();
         // The queue holds exactly the parked group's next deadline: whatever the actor had
         // armed (its park check among them) is replaced.
@@ -144,22 +177,53 @@ mod tests {
     use crate::engine::{ClientInfo, Millis};
     use crate::quota::Quotas;
     use crate::storage::records::{CommittedOffset, OffsetWrite};
-    use crate::storage::{MemoryStore, StoredState};
+    use crate::storage::{
+        Durable, MemoryStore, Mutation, ParkedSummary, Store, StoreError, StoredGroup, StoredState,
+    };
 
     /// Test → supervisor: (groups parked, groups registered).
     #[derive(Message)]
     #[rtype(result = "(usize, usize)")]
     struct Peek;
 
+    /// Test → supervisor: (groups parked as an index entry, groups parked with their engine).
+    #[derive(Message)]
+    #[rtype(result = "(usize, usize)")]
+    struct Kinds;
+
+    impl Handler<Kinds> for Supervisor {
+        type Result = MessageResult<Kinds>;
+
+        fn handle(&mut self, _: Kinds, _: &mut Self::Context) -> Self::Result {
+            let count = |f: fn(&Home) -> bool| self.groups.values().filter(|e| f(&e.home)).count();
+            MessageResult((
+                count(|h| matches!(h, Home::Stored(_))),
+                count(|h| matches!(h, Home::Parked(_))),
+            ))
+        }
+    }
+
+    /// A store that says reading one group back is not cheap (as etcd's, a network round
+    /// trip): parked groups keep their engine.
+    struct Remote(MemoryStore);
+
+    impl Store for Remote {
+        fn load(&self) -> Result<StoredState, StoreError> {
+            self.0.load()
+        }
+        fn apply(&self, batch: Vec<Mutation>) -> Durable {
+            self.0.apply(batch)
+        }
+        fn load_group(&self, group_id: &str) -> Result<StoredGroup, StoreError> {
+            self.0.load_group(group_id)
+        }
+    }
+
     impl Handler<Peek> for Supervisor {
         type Result = MessageResult<Peek>;
 
         fn handle(&mut self, _: Peek, _: &mut Self::Context) -> Self::Result {
-            let parked = self
-                .groups
-                .values()
-                .filter(|e| matches!(e.home, Home::Parked(_)))
-                .count();
+            let parked = self.groups.values().filter(|e| e.home.is_parked()).count();
             assert_eq!(
                 parked, self.parked,
                 "the gauge counts what the registry holds"
@@ -178,11 +242,30 @@ mod tests {
     }
 
     fn start(config: GroupConfig, initial: StoredState) -> Addr<Supervisor> {
+        start_on(Arc::new(MemoryStore::new()), config, initial)
+    }
+
+    fn start_on(
+        store: Arc<dyn Store>,
+        config: GroupConfig,
+        initial: StoredState,
+    ) -> Addr<Supervisor> {
+        start_loaded(store, config, initial, Vec::new())
+    }
+
+    /// A supervisor started on `store` with `initial` and the summaries `parked`.
+    fn start_loaded(
+        store: Arc<dyn Store>,
+        config: GroupConfig,
+        initial: StoredState,
+        parked: Vec<ParkedSummary>,
+    ) -> Addr<Supervisor> {
         Supervisor::new(SupervisorOptions {
             config,
-            store: Arc::new(MemoryStore::new()),
+            store,
             arbiters: Vec::new(),
             placement: Arc::new(SingleNode),
+            parked,
             initial: StoredState {
                 topics: vec![TopicInfo {
                     topic: "t".into(),
@@ -311,8 +394,14 @@ mod tests {
 
     #[test]
     fn an_idle_group_parks_is_described_parked_and_wakes_for_a_request() {
+        // With a local store, only its index entry is kept; with a remote one, its engine.
+        park_describe_and_wake(Arc::new(MemoryStore::new()), (1, 0));
+        park_describe_and_wake(Arc::new(Remote(MemoryStore::new())), (0, 1));
+    }
+
+    fn park_describe_and_wake(store: Arc<dyn Store>, kinds: (usize, usize)) {
         System::new().block_on(async {
-            let sup = start(config(), StoredState::default());
+            let sup = start_on(store, config(), StoredState::default());
             let (committed, link) = route(&sup, commit(42)).await;
             assert_eq!(committed.error_code(), 0, "{committed:?}");
             let link = link.expect("the group's inbox");
@@ -334,7 +423,9 @@ mod tests {
                 panic!("not a DescribeGroups answer: {described:?}");
             };
             assert_eq!(d.groups[0].state, "Empty");
+            assert_eq!(d.groups[0].error_code, 0);
             assert_eq!(sup.send(Peek).await.expect("runs"), (1, 1));
+            assert_eq!(sup.send(Kinds).await.expect("runs"), kinds);
             // Its offsets are fetched parked (no inbox handed out: the next request comes to
             // the supervisor again).
             let (fetched, link) = route(&sup, fetch()).await;
@@ -495,6 +586,85 @@ mod tests {
                 assert!(Instant::now() < deadline, "not removed within 5 s");
                 actix::clock::sleep(Duration::from_millis(5)).await;
             }
+        });
+    }
+
+    #[test]
+    fn a_parked_group_the_store_cannot_read_back_is_unavailable_until_it_can() {
+        System::new().block_on(async {
+            let store = Arc::new(MemoryStore::new());
+            let sup = start_on(store.clone(), config(), StoredState::default());
+            let (committed, link) = route(&sup, commit(5)).await;
+            assert_eq!(committed.error_code(), 0, "{committed:?}");
+            drop(link);
+            parked_within(&sup, 1).await;
+            assert_eq!(sup.send(Kinds).await.expect("runs"), (1, 0));
+            // The disk fails: the group cannot be read back. A fetch wakes it, and its actor
+            // answers what any group reloading its data does (a retriable error), not an
+            // empty answer or an unknown group.
+            store.fail_writes(true);
+            let (fetched, _) = route(&sup, fetch()).await;
+            assert_eq!(
+                fetched.error_code(),
+                muster_protocol::ErrorCode::CoordinatorNotAvailable.code(),
+                "{fetched:?}"
+            );
+            assert_eq!(sup.send(Peek).await.expect("runs"), (0, 1));
+            // Recovered: the group reads its data back (retried every 200 ms) and answers.
+            store.fail_writes(false);
+            let deadline = Instant::now() + Duration::from_secs(5);
+            loop {
+                let (fetched, _) = route(&sup, fetch()).await;
+                if fetched.error_code() == 0 {
+                    assert_eq!(fetched_offset(&fetched), 5);
+                    break;
+                }
+                assert!(Instant::now() < deadline, "not readable within 5 s");
+                actix::clock::sleep(Duration::from_millis(20)).await;
+            }
+            // And, idle, it parks again.
+            parked_within(&sup, 1).await;
+        });
+    }
+
+    #[test]
+    fn groups_loaded_as_summaries_are_parked_read_back_and_expire_on_time() {
+        System::new().block_on(async {
+            // The store holds "g"'s offset, committed now; startup gave its summary only.
+            let store = Arc::new(MemoryStore::new());
+            let now = Clock::new().now();
+            let offsets = stored_offsets(7, now).offsets.remove(0).1;
+            let written = store.apply(vec![Mutation::PutOffsets {
+                group_id: "g".into(),
+                offsets,
+            }]);
+            written.await.expect("durable");
+            let summary = ParkedSummary {
+                group_id: "g".into(),
+                record: None,
+                oldest_commit: Some(now),
+                quarantined: 0,
+                oldest_quarantined: None,
+            };
+            let mut config = config();
+            config.offsets_retention_ms = 300;
+            config.empty_group_removal_ms = 300;
+            config.offsets.quarantine_ms = 0;
+            let sup = start_loaded(store.clone(), config, StoredState::default(), vec![summary]);
+            assert_eq!(sup.send(Peek).await.expect("runs"), (1, 1));
+            assert_eq!(sup.send(Kinds).await.expect("runs"), (1, 0));
+            let (fetched, link) = route(&sup, fetch()).await;
+            assert_eq!(fetched_offset(&fetched), 7);
+            assert!(link.is_none(), "answered parked");
+            // Its retention deadline, armed from the summary, wakes it: the offset expires
+            // and the group, with nothing left, is removed, in the store too.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while sup.send(Peek).await.expect("runs").1 != 0 {
+                assert!(Instant::now() < deadline, "not removed within 5 s");
+                actix::clock::sleep(Duration::from_millis(5)).await;
+            }
+            let left = store.load_group("g").expect("readable");
+            assert!(left.offsets.is_empty(), "{left:?}");
         });
     }
 

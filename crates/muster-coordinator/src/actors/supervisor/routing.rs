@@ -14,6 +14,7 @@ use muster_protocol::ErrorCode;
 
 use super::Supervisor;
 use crate::access::ResourceType;
+use crate::actors::group::{answer_parked, is_parked_query};
 use crate::actors::messages::{AbortHeld, Forget, GroupCall, GroupLink, Route, Shutdown};
 use crate::actors::registry::Home;
 use crate::engine::{absent_group, unreadable_topics, AbsentGroup};
@@ -33,10 +34,14 @@ impl Supervisor {
         if let Some(entry) = self.groups.remove(key) {
             self.count(Some((entry.state, entry.members)), None);
             self.timers.disarm(key);
-            if let Home::Parked(parked) = entry.home {
-                parked.forget();
+            if entry.home.is_parked() {
                 self.parked = self.parked.saturating_sub(1);
                 crate::metrics::groups_parked(self.parked);
+            }
+            match entry.home {
+                Home::Parked(parked) => parked.forget(),
+                Home::Stored(index) => index.forget(key),
+                Home::Live(_) => {}
             }
         }
     }
@@ -66,13 +71,24 @@ impl Supervisor {
             return None;
         }
         if let Some((key, entry)) = self.groups.find(&group_id) {
-            if let Home::Parked(parked) = &entry.home {
-                if let Some(answer) = parked.answer(&call.request, &call.client) {
-                    // A query: answered parked. No inbox for the session to cache: its next
-                    // request for the group comes here too.
-                    call.reply.send(answer);
-                    return None;
+            let answer = match &entry.home {
+                Home::Parked(parked) => answer_parked(parked.group(), &call.request, &call.client),
+                Home::Stored(index) if is_parked_query(&call.request) => {
+                    // Read back for the query only; if the store cannot, the group is woken
+                    // below, and its actor answers as any group reloading its data does.
+                    let read = self
+                        .reader()
+                        .read_back(&entry.group_id, *index, entry.created_by());
+                    read.ok()
+                        .and_then(|(group, _)| answer_parked(&group, &call.request, &call.client))
                 }
+                _ => None,
+            };
+            if let Some(answer) = answer {
+                // A query: answered parked. No inbox for the session to cache: its next
+                // request for the group comes here too.
+                call.reply.send(answer);
+                return None;
             }
             let group_id = Arc::clone(&entry.group_id);
             let addr = self.reach(key, ctx)?;

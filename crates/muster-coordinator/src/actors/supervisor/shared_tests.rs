@@ -84,6 +84,7 @@ fn start(store: Arc<SharedStore>, quotas: Quotas) -> Addr<Supervisor> {
             }],
             ..StoredState::default()
         },
+        parked: Vec::new(),
         clock: Clock::new(),
         quotas,
     })

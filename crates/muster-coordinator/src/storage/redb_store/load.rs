@@ -4,7 +4,8 @@
 //! threads at once: they are independent, about equally heavy, and startup has the cores to
 //! spare (on 2 cores, 100 000 groups and 1 000 000 offsets take about half the time).
 //! [`load_group`] reads one group the same way, for a group rolling back to what is durable.
-//! Offset histories and quarantines are read after both, on the calling thread.
+//! Offset histories and quarantines are read after both, on the calling thread. Startup with
+//! parking reads the same tables another way (`load_parking.rs`), with these decoders.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -149,7 +150,7 @@ fn shared_topic(last: &mut Option<Arc<str>>, topic: &str) -> Arc<str> {
 }
 
 /// Appends a run's entries (store format 6) to `out`.
-fn history_run(
+pub(super) fn history_run(
     path: &Path,
     last_topic: &mut Option<Arc<str>>,
     (group_id, topic, partition, first_seq): (&str, &str, i32, u64),
@@ -175,7 +176,7 @@ fn history_run(
 /// *first* entries; the engine writes a partition's entries once each and mostly in order, so
 /// runs rarely interleave (a reset's write in flight while commits' entries are written) and
 /// this is then a single pass. A seq found twice keeps one copy.
-fn in_sequence_order(history: &mut Vec<HistoryWrite>) {
+pub(super) fn in_sequence_order(history: &mut Vec<HistoryWrite>) {
     fn order(a: &HistoryWrite, b: &HistoryWrite) -> std::cmp::Ordering {
         (&*a.topic, a.partition, a.entry.seq).cmp(&(&*b.topic, b.partition, b.entry.seq))
     }
@@ -185,7 +186,7 @@ fn in_sequence_order(history: &mut Vec<HistoryWrite>) {
     }
 }
 
-fn quarantined(
+pub(super) fn quarantined(
     path: &Path,
     (group_id, topic, partition): (&str, &str, i32),
     bytes: &[u8],
@@ -253,7 +254,7 @@ fn load_quarantines(txn: &ReadTransaction, path: &Path) -> Result<Quarantines, S
     Ok(quarantines)
 }
 
-fn decode_entry(
+pub(super) fn decode_entry(
     path: &Path,
     (group_id, generation): (&str, i32),
     bytes: &[u8],
@@ -286,7 +287,10 @@ fn load_journals(txn: &ReadTransaction, path: &Path) -> Result<Journals, StoreEr
     Ok(journals)
 }
 
-fn load_groups(txn: &ReadTransaction, path: &Path) -> Result<Vec<GroupRecord>, StoreError> {
+pub(super) fn load_groups(
+    txn: &ReadTransaction,
+    path: &Path,
+) -> Result<Vec<GroupRecord>, StoreError> {
     let table = txn
         .open_table(GROUPS)
         .map_err(|e| read_error(path, e.into()))?;
@@ -330,7 +334,10 @@ fn load_offsets(txn: &ReadTransaction, path: &Path) -> Result<Offsets, StoreErro
     Ok(offsets)
 }
 
-fn load_topics(txn: &ReadTransaction, path: &Path) -> Result<Vec<TopicInfo>, StoreError> {
+pub(super) fn load_topics(
+    txn: &ReadTransaction,
+    path: &Path,
+) -> Result<Vec<TopicInfo>, StoreError> {
     let table = txn
         .open_table(TOPICS)
         .map_err(|e| read_error(path, e.into()))?;
@@ -345,7 +352,7 @@ fn load_topics(txn: &ReadTransaction, path: &Path) -> Result<Vec<TopicInfo>, Sto
     Ok(topics)
 }
 
-fn corrupt(path: &Path, reason: String) -> StoreError {
+pub(super) fn corrupt(path: &Path, reason: String) -> StoreError {
     StoreError::CorruptFile {
         path: path.to_path_buf(),
         reason,
@@ -353,7 +360,7 @@ fn corrupt(path: &Path, reason: String) -> StoreError {
 }
 
 /// A failed read: corruption names the file, anything else is I/O.
-fn read_error(path: &Path, error: redb::Error) -> StoreError {
+pub(super) fn read_error(path: &Path, error: redb::Error) -> StoreError {
     match error {
         redb::Error::Corrupted(reason) => corrupt(path, reason),
         other => StoreError::Io(format!("reading {}: {other}", path.display())),

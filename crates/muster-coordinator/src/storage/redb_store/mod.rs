@@ -63,6 +63,7 @@
 
 pub(super) mod codec;
 mod load;
+mod load_parking;
 mod recovery;
 mod writer;
 
@@ -82,7 +83,7 @@ pub use self::writer::WriterStats;
 use self::writer::{Counters, Op};
 use crate::storage::DurableSender;
 
-use super::{Durable, Mutation, Store, StoreError, StoredGroup, StoredState};
+use super::{Durable, Mutation, ParkingLoad, Store, StoreError, StoredGroup, StoredState};
 
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const GROUPS: TableDefinition<&str, &[u8]> = TableDefinition::new("groups");
@@ -282,6 +283,11 @@ impl Store for RedbStore {
         load::load(&db, &self.shared.path)
     }
 
+    fn load_parking(&self) -> Result<ParkingLoad, StoreError> {
+        let db = self.shared.database()?;
+        load_parking::load_parking(&db, &self.shared.path)
+    }
+
     fn load_group(&self, group_id: &str) -> Result<StoredGroup, StoreError> {
         if !self.shared.healthy() {
             return Err(StoreError::Unavailable(format!(
@@ -291,6 +297,12 @@ impl Store for RedbStore {
         }
         let db = self.shared.database()?;
         load::load_group(&db, &self.shared.path, group_id)
+    }
+
+    /// One read transaction over a handful of keys of the local file (pages mostly in the
+    /// OS's cache).
+    fn reads_one_group_cheaply(&self) -> bool {
+        true
     }
 
     fn healthy(&self) -> bool {
