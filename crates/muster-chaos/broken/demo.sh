@@ -7,10 +7,11 @@
 #   crates/muster-chaos/broken/demo.sh [PATCH] [DURATION] [SEED]
 #
 # PATCH defaults to disable-commit-fencing.patch (next to this script), DURATION to 5m,
-# SEED to 7. The harness itself is this checkout's (target/release/muster-chaos, built
-# here if missing). The copy builds in its own target directory, seeded with a copy of
-# this checkout's target/release so that only Muster's own crates are compiled again
-# (BROKEN_TARGET_DIR overrides where; it is kept for the next run).
+# SEED to 7. PROFILE=dev builds the broken musterd and the harness without optimisation
+# (faster to build; default: release). The harness itself is this checkout's. The copy
+# builds in its own target directory, seeded with a copy of this checkout's compiled
+# dependencies so that only Muster's own crates are compiled again (BROKEN_TARGET_DIR
+# overrides where; it is kept for the next run).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -19,6 +20,11 @@ patch_file=${1:-$here/disable-commit-fencing.patch}
 duration=${2:-5m}
 seed=${3:-7}
 target=${BROKEN_TARGET_DIR:-/tmp/muster-broken-target}
+profile=${PROFILE:-release}
+case "$profile" in
+    dev) dir=debug ;;
+    *) dir=$profile ;;
+esac
 
 work=$(mktemp -d /tmp/muster-broken.XXXXXX)
 echo "copy of HEAD in $work/src; patch $(basename "$patch_file")"
@@ -26,17 +32,19 @@ mkdir "$work/src"
 git -C "$repo" archive HEAD | tar -x -C "$work/src"
 patch -d "$work/src" -p1 < "$patch_file"
 
-if [ ! -d "$target/release" ] && [ -d "$repo/target/release" ]; then
-    mkdir -p "$target"
-    cp -r "$repo/target/release" "$target/release"
+if [ ! -d "$target/$dir" ] && [ -d "$repo/target/$dir" ]; then
+    mkdir -p "$target/$dir"
+    for part in deps build .fingerprint; do
+        cp -r "$repo/target/$dir/$part" "$target/$dir/$part"
+    done
 fi
-(cd "$work/src" && cargo build --release --locked --target-dir "$target" -p muster-server --bin musterd)
-(cd "$repo" && cargo build --release --locked -p muster-chaos)
+(cd "$work/src" && cargo build --profile "$profile" --locked --target-dir "$target" -p muster-server --bin musterd)
+(cd "$repo" && cargo build --profile "$profile" --locked -p muster-chaos)
 
 started=$(date +%s)
 set +e
-"$repo/target/release/muster-chaos" run --duration "$duration" --seed "$seed" \
-    --musterd "$target/release/musterd" --out "$work/run"
+"$repo/target/$dir/muster-chaos" run --duration "$duration" --seed "$seed" \
+    --musterd "$target/$dir/musterd" --out "$work/run"
 status=$?
 set -e
 echo "harness exit status $status after $(( $(date +%s) - started )) s; run in $work/run"
