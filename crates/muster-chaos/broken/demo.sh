@@ -11,7 +11,8 @@
 # (faster to build; default: release). The harness itself is this checkout's. The copy
 # builds in its own target directory, seeded with a copy of this checkout's compiled
 # dependencies so that only Muster's own crates are compiled again (BROKEN_TARGET_DIR
-# overrides where; it is kept for the next run).
+# overrides where; it is kept for the next run; the copy keeps file times, which cargo
+# compares).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -35,7 +36,7 @@ patch -d "$work/src" -p1 < "$patch_file"
 if [ ! -d "$target/$dir" ] && [ -d "$repo/target/$dir" ]; then
     mkdir -p "$target/$dir"
     for part in deps build .fingerprint; do
-        cp -r "$repo/target/$dir/$part" "$target/$dir/$part"
+        cp -a "$repo/target/$dir/$part" "$target/$dir/$part"
     done
 fi
 (cd "$work/src" && cargo build --profile "$profile" --locked --target-dir "$target" -p muster-server --bin musterd)
