@@ -1,6 +1,8 @@
 //! The fault schedule: what to break next, on whom, for how long, drawn from the run's seed
-//! (the same seed gives the same sequence of choices; what the processes do meanwhile is
-//! not reproducible). The runner ([`crate::run`]) carries the faults out and heals them.
+//! (the same seed gives the same sequence of draws; a draw whose target is still faulted or
+//! that would break a limit is skipped, which depends on when faults end, so two runs of a
+//! seed carry out nearly the same faults; what the processes do meanwhile is not
+//! reproducible). The runner ([`crate::run`]) carries the faults out and heals them.
 //!
 //! Faults: SIGKILL (and a restart when it ends), SIGSTOP (SIGCONT when it ends), and a
 //! network cut (healed when it ends) of a musterd node, an etcd member or a worker. Limits
