@@ -418,24 +418,5 @@ fn a_sigkilled_node_neither_leaks_nor_double_counts_units() -> Result<()> {
 }
 
 fn fetch_offset_as(addr: SocketAddr, group: &str) -> Result<Option<i64>> {
-    let answer = call_as(
-        addr,
-        Some(ADMIN),
-        Request::OffsetFetch(OffsetFetchRequest {
-            group_id: group.into(),
-            topics: Some(vec![TopicPartitions {
-                topic: TOPIC.into(),
-                partitions: vec![0],
-            }]),
-        }),
-    )?;
-    match answer {
-        Response::OffsetFetch(f) if f.error_code == 0 => Ok(f
-            .topics
-            .first()
-            .and_then(|t| t.partitions.first())
-            .filter(|p| p.offset >= 0)
-            .map(|p| p.offset)),
-        other => bail!("OffsetFetch failed: {other:?}"),
-    }
+    fetched_offset(call_as(addr, Some(ADMIN), offset_fetch(group))?)
 }

@@ -54,7 +54,7 @@ pub(super) async fn amplify(env: &Env, tally: &Tally) -> Result<()> {
     let missing: Vec<String> = (0..IDS_PER_REQUEST)
         .map(|k| format!("{}-atk-absent-{k}", env.run_id))
         .collect();
-    let frames: Vec<Frame> = vec![
+    let mut frames: Vec<Frame> = vec![
         frame(DescribeGroupsRequest {
             group_ids: ids.clone(),
         })?,
@@ -73,23 +73,8 @@ pub(super) async fn amplify(env: &Env, tally: &Tally) -> Result<()> {
             group_id: group.clone(),
             topics: None,
         })?,
-        frame(OffsetHistoryRequest {
-            group_id: group.clone(),
-            topic: None,
-            partition: None,
-            limit: 0,
-        })?,
-        frame(OffsetResetRequest {
-            group_id: group.clone(),
-            to: ResetTo::EarliestRecorded,
-            topics: Vec::new(),
-            execute: false,
-        })?,
-        frame(OffsetRestoreRequest {
-            group_id: group,
-            execute: false,
-        })?,
     ];
+    frames.extend(offset_data_frames(&group)?);
     let frames = Arc::new(frames);
     hammer(
         env,
@@ -106,6 +91,29 @@ pub(super) async fn amplify(env: &Env, tally: &Tally) -> Result<()> {
         },
     )
     .await
+}
+
+/// The requests whose answers list everything `group`'s offsets hold: its whole offset
+/// history, an OffsetReset dry run of every partition, and OffsetRestore's listing.
+pub(super) fn offset_data_frames(group: &str) -> Result<Vec<Frame>> {
+    Ok(vec![
+        frame(OffsetHistoryRequest {
+            group_id: group.to_owned(),
+            topic: None,
+            partition: None,
+            limit: 0,
+        })?,
+        frame(OffsetResetRequest {
+            group_id: group.to_owned(),
+            to: ResetTo::EarliestRecorded,
+            topics: Vec::new(),
+            execute: false,
+        })?,
+        frame(OffsetRestoreRequest {
+            group_id: group.to_owned(),
+            execute: false,
+        })?,
+    ])
 }
 
 /// The `simulate` attack (module docs).

@@ -9,8 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use muster_protocol::{
     ConsumerGroupDescribeRequest, ErrorCode, GroupHistoryRequest, LeaveGroupRequest, LeavingMember,
-    OffsetFetchRequest, OffsetHistoryRequest, OffsetResetRequest, OffsetRestoreRequest, ResetTo,
-    Response,
+    OffsetFetchRequest, Response,
 };
 use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpStream;
@@ -42,31 +41,14 @@ pub(super) async fn non_reader_more(env: &Env, tally: &Tally) -> Result<()> {
     let prefix = env
         .victim_group
         .trim_end_matches(|c: char| c.is_ascii_digit());
-    let frames = vec![
-        frame(OffsetHistoryRequest {
-            group_id: group.clone(),
-            topic: None,
-            partition: None,
-            limit: 0,
-        })?,
-        frame(OffsetResetRequest {
-            group_id: group.clone(),
-            to: ResetTo::EarliestRecorded,
-            topics: Vec::new(),
-            execute: false,
-        })?,
-        frame(OffsetRestoreRequest {
-            group_id: group,
-            execute: false,
-        })?,
-        frame(ConsumerGroupDescribeRequest {
-            group_ids: (0..1_000).map(|k| format!("{prefix}{k}")).collect(),
-        })?,
-        frame(GroupHistoryRequest {
-            group_id: env.victim_group.clone(),
-            limit: 0,
-        })?,
-    ];
+    let mut frames = super::amplify::offset_data_frames(&group)?;
+    frames.push(frame(ConsumerGroupDescribeRequest {
+        group_ids: (0..1_000).map(|k| format!("{prefix}{k}")).collect(),
+    })?);
+    frames.push(frame(GroupHistoryRequest {
+        group_id: env.victim_group.clone(),
+        limit: 0,
+    })?);
     never_read(env, tally, frames, "atk-nonreader2").await
 }
 

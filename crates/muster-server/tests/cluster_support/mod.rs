@@ -246,16 +246,22 @@ pub fn heartbeat_code(response: &Response) -> i16 {
 
 /// The committed offset of partition 0.
 pub fn fetch_offset(addr: SocketAddr, group: &str) -> Result<Option<i64>> {
-    let answer = call(
-        addr,
-        Request::OffsetFetch(OffsetFetchRequest {
-            group_id: group.into(),
-            topics: Some(vec![TopicPartitions {
-                topic: TOPIC.into(),
-                partitions: vec![0],
-            }]),
-        }),
-    )?;
+    fetched_offset(call(addr, offset_fetch(group))?)
+}
+
+/// An OffsetFetch of partition 0 of [`TOPIC`].
+pub fn offset_fetch(group: &str) -> Request {
+    Request::OffsetFetch(OffsetFetchRequest {
+        group_id: group.into(),
+        topics: Some(vec![TopicPartitions {
+            topic: TOPIC.into(),
+            partitions: vec![0],
+        }]),
+    })
+}
+
+/// The offset an [`offset_fetch`] answered (`None`: nothing committed).
+pub fn fetched_offset(answer: Response) -> Result<Option<i64>> {
     match answer {
         Response::OffsetFetch(f) if f.error_code == 0 => Ok(f
             .topics
