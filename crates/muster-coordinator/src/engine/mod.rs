@@ -455,6 +455,10 @@ pub struct Group<R> {
     /// write (built from the latest state when the one in flight is done) carries them. Boxed:
     /// only a group written twice within one write's time has one.
     record_owed: Option<Box<Owed<R>>>,
+    /// Consumer-protocol replies of calls that changed nothing durable, given while a record
+    /// write was in flight and none owed: they carry member epochs and assignments that write
+    /// holds, so they wait for it to be durable (not for another one). Boxed, as `record_owed`.
+    record_awaited: Option<Box<Owed<R>>>,
     /// The group has a creator its durable record may not hold yet: a group made by an
     /// OffsetCommit has offsets but no record until a member joins, and a restart would then
     /// charge no one for it. Its first commit writes the (member-less) record too.
@@ -505,6 +509,7 @@ impl<R> Group<R> {
             commits_in_flight: 0,
             record_in_flight: false,
             record_owed: None,
+            record_awaited: None,
             owner_unrecorded: false,
             created_by: None,
             insight: None,

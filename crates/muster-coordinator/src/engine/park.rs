@@ -27,6 +27,7 @@ impl<R> Group<R> {
             && self.sync_window.is_none()
             && !self.record_in_flight
             && self.record_owed.is_none()
+            && self.record_awaited.is_none()
             && self.commits_in_flight == 0
             && self.consumer_waiters.is_empty()
             && self

@@ -172,6 +172,22 @@ impl<R> Group<R> {
                 self.record_in_flight = true;
                 out.writes.push(Write::Record { batch, replies });
             }
+        } else if self.record_in_flight && self.consumer.is_some() && !out.replies.is_empty() {
+            // A consumer-protocol answer carries the member's epoch and assignment as they are
+            // now, which an earlier call changed and a record write not yet durable holds: it
+            // waits for that write, as the changing call's own answer does. Otherwise a
+            // coordinator lost before the write lands has served an epoch the next one never
+            // saw, and hands out the same number again (the chaos harness's finding: a member
+            // epoch 216 answered, then 215 after the failover). Changes made while the write
+            // was in flight are owed to the next one: then the answer waits for that.
+            let replies = std::mem::take(&mut out.replies);
+            let wait = match self.record_owed.as_mut() {
+                Some(owed) => owed,
+                None => self
+                    .record_awaited
+                    .get_or_insert_with(|| Box::new(Owed(Vec::new()))),
+            };
+            wait.0.extend(replies);
         }
         if !out.expired_offsets.is_empty() {
             out.writes
@@ -219,6 +235,7 @@ impl<R> Group<R> {
     pub fn record_written(&mut self, result: Result<(), ErrorCode>) -> Effects<R> {
         self.record_in_flight = false;
         let mut out = Effects::default();
+        let awaited = self.record_awaited.take().map(|a| a.0).unwrap_or_default();
         if let Some(owed) = self.record_owed.take() {
             match result {
                 Ok(()) => {
@@ -232,7 +249,15 @@ impl<R> Group<R> {
                 }
             }
         }
-        self.seal(out)
+        let mut out = self.seal(out);
+        // The answers that waited for this write only (`record_awaited`) go now.
+        for (to, response) in awaited {
+            match result {
+                Ok(()) => out.reply(to, response),
+                Err(code) => out.reply(to, error_like(&response, code)),
+            }
+        }
+        out
     }
 
     /// Whether a record write is in flight (the shell waits for it before letting go of the

@@ -35,6 +35,10 @@ pub struct Cg {
     /// Keep the assignment jobs the engine hands out (in `jobs`) instead of running them.
     pub hold_jobs: bool,
     pub jobs: Vec<crate::engine::consumer::AssignmentJob>,
+    /// Keep record writes in flight (their waiting replies in `records`) until
+    /// [`Cg::land_record`] instead of making them durable at once.
+    pub hold_records: bool,
+    records: Vec<Vec<(u32, Response)>>,
     /// Held heartbeats (`wait.rs`): token → member id; and their answers once they came.
     held: HashMap<u32, String>,
     late: HashMap<u32, ConsumerGroupHeartbeatResponse>,
@@ -94,6 +98,8 @@ impl Cg {
             },
             hold_jobs: false,
             jobs: Vec::new(),
+            hold_records: false,
+            records: Vec::new(),
             held: HashMap::new(),
             late: HashMap::new(),
         }
@@ -147,6 +153,10 @@ impl Cg {
                             self.record = Some(r);
                         }
                     }
+                    if self.hold_records {
+                        self.records.push(waiting);
+                        continue;
+                    }
                     replies.extend(waiting);
                     let next = self.group.record_written(Ok(()));
                     replies.extend(self.gather(next));
@@ -159,6 +169,29 @@ impl Cg {
             }
         }
         replies
+    }
+
+    /// Makes the oldest record write held by `hold_records` durable; the replies that went out
+    /// then (its own, and any that waited for it).
+    pub fn land_record(&mut self) -> Vec<(u32, Response)> {
+        assert!(!self.records.is_empty(), "no record write in flight");
+        let mut replies = self.records.remove(0);
+        let next = self.group.record_written(Ok(()));
+        replies.extend(self.gather(next));
+        for (token, response) in &replies {
+            assert!(self.answered.insert(*token), "token {token} answered twice");
+            if let (true, Response::ConsumerGroupHeartbeat(r)) =
+                (self.held.contains_key(token), response)
+            {
+                self.late.insert(*token, r.clone());
+            }
+        }
+        replies
+    }
+
+    /// Record writes held in flight (`hold_records`).
+    pub fn records_in_flight(&self) -> usize {
+        self.records.len()
     }
 
     pub fn request(member_id: &str, epoch: i32) -> ConsumerGroupHeartbeatRequest {

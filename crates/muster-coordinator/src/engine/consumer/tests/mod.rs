@@ -2,6 +2,7 @@
 //! Kafka 4 test it follows.
 
 mod assign;
+mod durability;
 mod group;
 mod harness;
 mod migrate;
