@@ -275,13 +275,19 @@ impl Secured {
             o.auth = Arc::clone(&auth);
             o.tls = tls;
         });
-        if let Some(pki) = pki {
-            TLS_SERVERS
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .get_or_insert_with(HashMap::new)
-                .insert(server.local_addr(), TlsServer { transport, pki });
-            let _ = TLS_STARTED.try_with(|n| n.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        let mut servers = TLS_SERVERS.lock().unwrap_or_else(PoisonError::into_inner);
+        let servers = servers.get_or_insert_with(HashMap::new);
+        match pki {
+            Some(pki) => {
+                servers.insert(server.local_addr(), TlsServer { transport, pki });
+                let _ =
+                    TLS_STARTED.try_with(|n| n.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+            }
+            // A plain server may get the port of a TLS server of an earlier test (the tests
+            // run at once): its clients must not speak TLS to it (a CI run failed so).
+            None => {
+                servers.remove(&server.local_addr());
+            }
         }
         Ok(Secured {
             server,
