@@ -53,6 +53,34 @@ pub enum EtcdError {
     Runtime(String),
 }
 
+impl EtcdError {
+    /// Whether the failure may pass by itself: no member answered, or etcd answered that it
+    /// cannot serve the request now (no leader, a leader change, a request timed out, too many
+    /// requests). A node starting while etcd elects a leader waits for these; a refusal (wrong
+    /// credentials, no rights, a bad endpoint or certificate) never passes by waiting.
+    pub fn is_transient(&self) -> bool {
+        use tonic::Code;
+        match self {
+            // etcd's certificate refused by this client: deterministic, waiting changes
+            // nothing. (etcd refusing ours shows as a closed connection, which a restarting
+            // member can cause too: that one is waited for.)
+            Self::Unreachable { status, tls } => {
+                !(*tls && describe(status).contains("invalid peer certificate"))
+            }
+            Self::Status(status) => matches!(
+                status.code(),
+                Code::Unavailable
+                    | Code::DeadlineExceeded
+                    | Code::Cancelled
+                    | Code::Unknown
+                    | Code::Aborted
+                    | Code::ResourceExhausted
+            ),
+            _ => false,
+        }
+    }
+}
+
 /// How refused certificates show over TLS, for an operator reading why etcd was unreachable.
 const TLS_HINT: &str = " (over TLS: \"invalid peer certificate\" means etcd's certificate is not \
      signed by the etcd CA given, or does not name the endpoint's host; a connection closed \
@@ -73,4 +101,30 @@ fn describe(status: &tonic::Status) -> String {
         source = cause.source();
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_failures_that_pass_by_waiting_are_transient() {
+        let status = |code, message: &str| EtcdError::Status(tonic::Status::new(code, message));
+        assert!(status(tonic::Code::Unavailable, "etcdserver: no leader").is_transient());
+        assert!(status(tonic::Code::Unavailable, "etcdserver: leader changed").is_transient());
+        assert!(status(tonic::Code::DeadlineExceeded, "context deadline exceeded").is_transient());
+        assert!(EtcdError::Unreachable {
+            status: tonic::Status::unavailable("connection refused"),
+            tls: false
+        }
+        .is_transient());
+        assert!(!status(
+            tonic::Code::PermissionDenied,
+            "etcdserver: permission denied"
+        )
+        .is_transient());
+        assert!(!status(tonic::Code::InvalidArgument, "etcdserver: key not found").is_transient());
+        assert!(!EtcdError::AuthFailed { user: "u".into() }.is_transient());
+        assert!(!EtcdError::NoEndpoints.is_transient());
+    }
 }

@@ -68,15 +68,21 @@ impl EtcdClient {
         }
     }
 
-    /// Revokes a lease: its keys are deleted at once.
+    /// Revokes a lease: its keys are deleted at once. A lease etcd no longer has (expired,
+    /// or revoked already) is no failure: its keys are gone either way.
     pub async fn lease_revoke(&self, lease: i64) -> Result<(), EtcdError> {
-        self.call(|channel| async move {
-            LeaseClient::new(channel)
-                .lease_revoke(LeaseRevokeRequest { id: lease })
-                .await
-        })
-        .await?;
-        Ok(())
+        let revoked = self
+            .call(|channel| async move {
+                LeaseClient::new(channel)
+                    .lease_revoke(LeaseRevokeRequest { id: lease })
+                    .await
+            })
+            .await;
+        match revoked {
+            Ok(_) => Ok(()),
+            Err(EtcdError::Status(status)) if status.code() == tonic::Code::NotFound => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     /// Creates `key` on `lease` if it does not exist. Returns the key's mod revision when this

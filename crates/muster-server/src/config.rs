@@ -274,6 +274,11 @@ settings! {
     /// move to the survivors.
     lease_ttl_s: u64 = "5", range(2 ..= 300);
 
+    /// Cluster mode: how long startup keeps retrying while etcd cannot be reached or cannot
+    /// serve (no leader, a leader change, no quorum) before musterd gives up; 0 = give up at
+    /// the first such failure. Refusals (credentials, rights, certificates) stop it at once.
+    etcd_startup_wait_s: u64 = "60", range(0 ..= 3600);
+
     /// Log line format.
     log_format: LogFormat = "text";
 
@@ -472,6 +477,10 @@ impl Settings {
 
     pub fn lease_ttl(&self) -> Duration {
         Duration::from_secs(self.lease_ttl_s)
+    }
+
+    pub fn etcd_startup_wait(&self) -> Duration {
+        Duration::from_secs(self.etcd_startup_wait_s)
     }
 
     /// The node's id, advertised address and cluster name, as [`crate::ServerOptions`] takes

@@ -270,8 +270,23 @@ async fn load_state(options: &ServerOptions) -> Result<ParkingLoad, ServerError>
             .map_err(ServerError::Load)
         }
         Some(setup) => {
-            crate::cluster::check_shard_count(&setup.store, &options.node.cluster_name).await?;
-            let (topics, _) = setup.store.read_topics().await?;
+            // Waited for while etcd cannot serve (`--etcd-startup-wait-s`).
+            let until = setup.startup_until;
+            let cluster_name = &options.node.cluster_name;
+            crate::cluster::at_startup(
+                "checking the cluster's shard count",
+                until,
+                crate::cluster::ClusterError::is_transient,
+                || crate::cluster::check_shard_count(&setup.store, cluster_name),
+            )
+            .await?;
+            let (topics, _) = crate::cluster::at_startup(
+                "reading the topic catalog",
+                until,
+                |e| matches!(e, StoreError::Unavailable(_)),
+                || setup.store.read_topics(),
+            )
+            .await?;
             Ok(ParkingLoad {
                 state: StoredState {
                     topics,

@@ -5,13 +5,13 @@
 
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use muster_coordinator::quota::Quotas;
 use muster_coordinator::storage::Store;
 use muster_etcd::{EtcdStore, EtcdStoreConfig};
 use muster_server::auth::Auth;
-use muster_server::cluster::ClusterSetup;
+use muster_server::cluster::{ClusterSetup, STARTUP_RETRY};
 use muster_server::config::{ConfigError, Settings};
 use muster_server::fatal::install_abort_on_panic;
 use muster_server::store_kind::StoreKind;
@@ -81,14 +81,27 @@ fn run(settings: Settings) -> anyhow::Result<()> {
                 settings.shards,
             )
         };
-        let store = Arc::new(
-            EtcdStore::connect(config)
-                .map_err(|e| anyhow::anyhow!("etcd at {}: {e}", endpoints.join(",")))?,
-        );
+        // etcd may not serve yet (started beside musterd, electing a leader): each startup
+        // step waits for it until this instant (`--etcd-startup-wait-s`).
+        let startup_until = Instant::now() + settings.etcd_startup_wait();
+        let store = loop {
+            match EtcdStore::connect(config.clone()) {
+                Err(e) if e.is_transient() && Instant::now() + STARTUP_RETRY < startup_until => {
+                    warn!(error = %e, "connecting to etcd: etcd cannot serve yet; retrying");
+                    std::thread::sleep(STARTUP_RETRY);
+                }
+                connected => {
+                    break Arc::new(connected.map_err(|e| {
+                        anyhow::anyhow!("etcd at {}: {e}", endpoints.join(","))
+                    })?)
+                }
+            }
+        };
         info!(etcd = %endpoints.join(","), tls, etcd_user = %user, cluster = %settings.cluster_name, shards = settings.shards, "cluster mode");
         let setup = ClusterSetup {
             store: Arc::clone(&store),
             lease_ttl: settings.lease_ttl(),
+            startup_until,
         };
         (store as Arc<dyn Store>, Some(setup))
     };

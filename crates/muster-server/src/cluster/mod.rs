@@ -33,6 +33,45 @@ pub struct ClusterSetup {
     pub store: Arc<EtcdStore>,
     /// The node's lease TTL: how long after a node dies its shards move.
     pub lease_ttl: Duration,
+    /// Until when startup retries while etcd cannot serve (`--etcd-startup-wait-s` after the
+    /// process started): see [`at_startup`].
+    pub startup_until: Instant,
+}
+
+/// Pause between startup attempts while etcd cannot serve.
+pub const STARTUP_RETRY: Duration = Duration::from_millis(500);
+
+/// Runs one startup step against etcd until it succeeds, fails for good, or `until` has
+/// passed while etcd still cannot serve (`transient` says which failures are worth waiting
+/// for: no member reachable, no leader, a leader change). A node started beside its etcd (a
+/// container platform starting both, a cluster electing a leader, a quorum lost for a few
+/// seconds) then comes up once etcd does, instead of exiting; a refusal stops it at once.
+pub async fn at_startup<T, E, Fut>(
+    what: &str,
+    until: Instant,
+    transient: impl Fn(&E) -> bool,
+    mut step: impl FnMut() -> Fut,
+) -> Result<T, E>
+where
+    E: std::fmt::Display,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    loop {
+        match step().await {
+            Err(e) if transient(&e) && Instant::now() + STARTUP_RETRY < until => {
+                warn!(error = %e, "{what}: etcd cannot serve yet; retrying");
+                tokio::time::sleep(STARTUP_RETRY).await;
+            }
+            outcome => return outcome,
+        }
+    }
+}
+
+impl ClusterError {
+    /// Whether startup waits this failure out ([`at_startup`]).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::Etcd(e) if e.is_transient())
+    }
 }
 
 /// Why cluster mode could not start.
@@ -172,7 +211,7 @@ pub async fn join(
                     ttl,
                     table: Arc::clone(&table),
                 };
-                let lease = match node.register(true).await {
+                let lease = match node.register(true, setup.startup_until).await {
                     Ok(lease) => lease,
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
@@ -220,10 +259,14 @@ const REGISTER_RETRY: Duration = Duration::from_millis(500);
 
 impl Registration {
     /// Grants a lease and registers on it. At startup a key already there may be our own
-    /// previous life's (killed less than a TTL ago): it is waited out for one TTL and a bit,
-    /// after which it belongs to a live node and the id is refused. After a lost lease, it
+    /// previous life's (killed less than a TTL ago). When it holds this node's own advertised
+    /// address it is: its lease is revoked (which also frees the shards it held, so they move
+    /// at once rather than a TTL later; any write of a process still holding them is fenced by
+    /// its owner key) and the node registers. A key holding another address is waited out for
+    /// one TTL and a bit, after which it belongs to a live node and the id is refused. Until
+    /// `startup_until`, startup waits out an etcd that cannot serve. After a lost lease, it
     /// keeps trying.
-    async fn register(&self, first: bool) -> Result<i64, ClusterError> {
+    async fn register(&self, first: bool, startup_until: Instant) -> Result<i64, ClusterError> {
         let give_up = Instant::now() + self.ttl + Duration::from_secs(2);
         let key = self.keys.node(&self.me);
         loop {
@@ -240,6 +283,9 @@ impl Registration {
                     return Ok(Some(lease.id));
                 }
                 let _ = self.client.lease_revoke(lease.id).await;
+                if first {
+                    self.end_previous_life(&key).await?;
+                }
                 Ok::<_, EtcdError>(None)
             };
             match attempt.await {
@@ -251,11 +297,33 @@ impl Registration {
                     return Err(ClusterError::NodeIdInUse(self.me.clone()));
                 }
                 Ok(None) => {}
-                Err(e) if first => return Err(e.into()),
+                Err(e) if first && !(e.is_transient() && Instant::now() < startup_until) => {
+                    return Err(e.into())
+                }
                 Err(e) => warn!(error = %e, "cannot register in the cluster; retrying"),
             }
             tokio::time::sleep(REGISTER_RETRY).await;
         }
+    }
+
+    /// Revokes the lease of this node id's registration if it holds this node's own advertised
+    /// address: a previous life of this node (no other process can listen there), killed
+    /// before its lease expired. etcd extends every lease when it elects a leader, so waiting
+    /// for it to expire can take many TTLs while etcd is unsettled.
+    async fn end_previous_life(&self, key: &[u8]) -> Result<(), EtcdError> {
+        let Some(held) = self.client.get(key).await? else {
+            return Ok(()); // gone meanwhile: the next attempt claims it
+        };
+        if held.value != self.advertised.as_bytes() || held.lease == 0 {
+            return Ok(());
+        }
+        info!(
+            node_id = %self.me,
+            advertised = %self.advertised,
+            lease = held.lease,
+            "this node's previous life is still registered (same id, same address): revoking its lease"
+        );
+        self.client.lease_revoke(held.lease).await
     }
 }
 
@@ -324,7 +392,7 @@ async fn run(mut own: Ownership, node: Registration, mut stop: oneshot::Receiver
         own.lease = 0;
         tokio::select! {
             _ = &mut stop => break,
-            registered = node.register(false) => match registered {
+            registered = node.register(false, Instant::now()) => match registered {
                 Ok(lease) => {
                     own.lease = lease;
                     own.store.reachable();
