@@ -91,9 +91,10 @@ fn run(settings: Settings) -> anyhow::Result<()> {
                     std::thread::sleep(STARTUP_RETRY);
                 }
                 connected => {
-                    break Arc::new(connected.map_err(|e| {
-                        anyhow::anyhow!("etcd at {}: {e}", endpoints.join(","))
-                    })?)
+                    break Arc::new(
+                        connected
+                            .map_err(|e| anyhow::anyhow!("etcd at {}: {e}", endpoints.join(",")))?,
+                    )
                 }
             }
         };

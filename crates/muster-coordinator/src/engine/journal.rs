@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use muster_protocol::{MemberChange, MemberWait, RebalanceCause, RebalanceRecord, TopicPartitions};
 
+use super::journal_entries::JournalEntries;
 use super::{
     Effects, Event, Group, GroupState, Map, Member, Millis, RebalanceTrigger, TopicLookup,
 };
@@ -74,8 +75,9 @@ pub(super) const fn kind_of(trigger: RebalanceTrigger) -> &'static str {
 /// What a group knows about its rebalances, beyond what the protocol needs.
 #[derive(Debug, Default)]
 pub(super) struct Insight {
-    /// Completed rebalances, oldest first, at most `journal_size`.
-    pub(super) entries: VecDeque<RebalanceRecord>,
+    /// Completed rebalances, oldest first, at most `journal_size` (kept encoded:
+    /// `journal_entries.rs`).
+    pub(super) entries: JournalEntries,
     /// How many of the newest entries changed since they were last handed out for writing.
     unwritten: usize,
     /// Generations dropped from `entries` whose stored copies are still to be deleted.
@@ -115,13 +117,8 @@ impl Insight {
         if keep == 0 {
             return;
         }
-        self.entries.push_back(entry);
+        self.entries.push(&entry, keep, &mut self.dropped);
         self.unwritten = (self.unwritten + 1).min(keep);
-        while self.entries.len() > keep {
-            if let Some(old) = self.entries.pop_front() {
-                self.dropped.push(old.generation_id);
-            }
-        }
     }
 
     /// A rebalance started at `now` (for the storm detector, which keeps `threshold + 1`).
@@ -409,15 +406,7 @@ impl<R> Group<R> {
             omitted,
         };
         insight.last_members = members;
-        if keep > 0 {
-            insight.entries.push_back(entry);
-            insight.unwritten = (insight.unwritten + 1).min(keep);
-            while insight.entries.len() > keep {
-                if let Some(old) = insight.entries.pop_front() {
-                    insight.dropped.push(old.generation_id);
-                }
-            }
-        }
+        insight.push_entry(entry, keep);
         if self.members.is_empty() {
             // No assignment will come: everything the last one gave out is revoked.
             self.journal_assigned(now, None, out);
@@ -456,17 +445,15 @@ impl<R> Group<R> {
         let closed_at = progress.closed_at.unwrap_or(now);
         let (moved, changes, omitted) = diff(&insight.baseline, &after);
         insight.baseline = after;
-        if let Some(entry) = insight
-            .entries
-            .back_mut()
-            .filter(|e| e.generation_id == generation)
-        {
+        let completed = insight.entries.update_newest(generation, |entry| {
             if topics.is_some() {
                 entry.sync_ms = Some(now.saturating_sub(closed_at));
             }
             entry.moved = Some(moved);
             entry.changes = changes;
             entry.omitted = entry.omitted.saturating_add(omitted);
+        });
+        if completed {
             insight.unwritten = insight.unwritten.max(1);
         }
         let (list, count) = unowned;
@@ -517,7 +504,7 @@ impl<R> Group<R> {
             return None;
         }
         let from = insight.entries.len().saturating_sub(insight.unwritten);
-        let entries = insight.entries.range(from..).cloned().collect();
+        let entries = insight.entries.starting_at(from);
         insight.unwritten = 0;
         Some(Mutation::PutRebalances {
             group_id: self.group_id.to_string(),
@@ -536,7 +523,7 @@ impl<R> Group<R> {
         } else {
             limit as usize
         };
-        insight.entries.iter().rev().take(limit).cloned().collect()
+        insight.entries.newest_first(limit)
     }
 
     /// Puts back the stored journal of a restored group (see [`Group::restore`]): entries
@@ -550,7 +537,7 @@ impl<R> Group<R> {
         let excess = entries.len().saturating_sub(keep);
         let insight = self.insight_mut();
         insight.dropped = entries[..excess].iter().map(|e| e.generation_id).collect();
-        insight.entries = entries.into_iter().skip(excess).collect();
+        insight.entries.replace(entries.into_iter().skip(excess));
     }
 
     /// What a restored group knows without its journal: the last assignment and members.

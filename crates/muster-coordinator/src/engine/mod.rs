@@ -38,7 +38,7 @@
 //! | What a call returns (effects, grants)             | `effects.rs`   |
 //! | Durability (records, sealing a call)              | `persist.rs`   |
 //! | Whether a group may be parked (no actor)          | `park.rs`      |
-//! | Rebalance journal (§6.20)                         | `journal.rs`   |
+//! | Rebalance journal (§6.20)                         | `journal.rs` (entries kept encoded: `journal_entries.rs`) |
 //! | Stuck detector, GroupDiagnosis (§6.20)            | `diagnosis.rs` |
 
 mod absent;
@@ -52,6 +52,7 @@ mod heartbeat;
 mod history;
 mod join;
 mod journal;
+mod journal_entries;
 mod leave;
 mod limits;
 mod member;

@@ -139,17 +139,11 @@ impl<R> Group<R> {
         if self.state != GroupState::Reconciling && self.state != GroupState::Assigning {
             return None;
         }
-        let trigger = self
-            .insight
+        let newest = self.insight.as_ref().and_then(|i| i.entries.newest());
+        let started_at_ms = newest
             .as_ref()
-            .and_then(|i| i.entries.back())
-            .map(|e| e.trigger.clone())
-            .unwrap_or_default();
-        let started_at_ms = self
-            .insight
-            .as_ref()
-            .and_then(|i| i.entries.back())
             .map_or(self.state_since, |e| e.started_at_ms);
+        let trigger = newest.map(|e| e.trigger).unwrap_or_default();
         let mut holders: Vec<_> = part
             .members
             .values()
