@@ -83,9 +83,11 @@ pub(super) struct Insight {
     /// Generations dropped from `entries` whose stored copies are still to be deleted.
     dropped: Vec<i32>,
     /// The member that will have caused the next rebalance, noted just before it starts.
-    hint: Option<RebalanceCause>,
+    /// (Boxed, as `progress`: set around rebalances only, and every group with members
+    /// keeps an `Insight` for as long as it lives.)
+    hint: Option<Box<RebalanceCause>>,
     /// The rebalance in progress, from its barrier opening to its assignment.
-    pub(super) progress: Option<Progress>,
+    pub(super) progress: Option<Box<Progress>>,
     /// The last assignment a leader handed out (member → partitions): the "before" of the
     /// next diff.
     baseline: Vec<(Arc<str>, Box<[TopicPartitions]>)>,
@@ -258,7 +260,7 @@ impl<R> Group<R> {
             return;
         };
         let cause = member_cause(kind.unwrap_or(""), m);
-        self.insight_mut().hint = Some(cause);
+        self.insight_mut().hint = Some(Box::new(cause));
     }
 
     /// A member is being removed: if it leads to a rebalance, it caused it (the first one
@@ -266,7 +268,7 @@ impl<R> Group<R> {
     pub(super) fn hint_removed(&mut self, m: &Member<R>) {
         let insight = self.insight.get_or_insert_with(Box::default);
         if insight.hint.is_none() {
-            insight.hint = Some(member_cause("", m));
+            insight.hint = Some(Box::new(member_cause("", m)));
         }
     }
 
@@ -281,11 +283,11 @@ impl<R> Group<R> {
 
     /// The next rebalance is for a partition count change of `topics`.
     pub(super) fn insight_hint_topics(&mut self, topics: &[&str]) {
-        self.insight_mut().hint = Some(RebalanceCause {
+        self.insight_mut().hint = Some(Box::new(RebalanceCause {
             kind: kind::TOPIC_CHANGE.to_owned(),
             detail: Some(topics.join(",")),
             ..RebalanceCause::default()
-        });
+        }));
     }
 
     /// The barrier opened at `now` because of `trigger`: remember why and whom it waits for.
@@ -306,16 +308,16 @@ impl<R> Group<R> {
             .collect();
         let threshold = self.config.storm_rebalances as usize;
         let insight = self.insight.get_or_insert_with(Box::default);
-        let mut cause = insight.hint.take().unwrap_or_default();
+        let mut cause = insight.hint.take().map(|h| *h).unwrap_or_default();
         if cause.kind.is_empty() {
             cause.kind = default_kind.to_owned();
         }
-        insight.progress = Some(Progress {
+        insight.progress = Some(Box::new(Progress {
             cause,
             started_at: now,
             waited,
             closed_at: None,
-        });
+        }));
         insight.starts.push_back(now);
         while insight.starts.len() > threshold + 1 {
             insight.starts.pop_front();
