@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use actix::Addr;
 use muster_coordinator::actors::Supervisor;
+use muster_etcd::generated::mvccpb::KeyValue;
 use muster_etcd::{EtcdClient, EtcdError, EtcdStore, KeyLayout};
 use tokio::sync::{oneshot, watch, Notify};
 use tracing::{info, warn};
@@ -264,8 +265,9 @@ impl Registration {
     /// at once rather than a TTL later; any write of a process still holding them is fenced by
     /// its owner key) and the node registers. A key holding another address is waited out for
     /// one TTL and a bit, after which it belongs to a live node and the id is refused. Until
-    /// `startup_until`, startup waits out an etcd that cannot serve. After a lost lease, it
-    /// keeps trying.
+    /// `startup_until`, startup waits out an etcd that cannot serve. A claim that landed on a
+    /// slow etcd but whose answer was lost (the client's retry then finds the key held) is
+    /// recognised by its lease. After a lost lease, it keeps trying.
     async fn register(&self, first: bool, startup_until: Instant) -> Result<i64, ClusterError> {
         let give_up = Instant::now() + self.ttl + Duration::from_secs(2);
         let key = self.keys.node(&self.me);
@@ -277,14 +279,21 @@ impl Registration {
                     .client
                     .claim(&key, self.advertised.as_bytes(), lease.id)
                     .await?;
-                if claimed.is_some() {
+                // Held: possibly by this very claim, landed on a slow etcd whose answer was
+                // lost and retried elsewhere (the retry then finds the key held). Ours if it
+                // is on our lease.
+                let held = match claimed {
+                    Some(_) => None,
+                    None => self.client.get(&key).await?,
+                };
+                if claimed.is_some() || held.as_ref().is_some_and(|kv| kv.lease == lease.id) {
                     self.table
                         .lease_valid_until(sent + Duration::from_secs(lease.ttl_s.max(0) as u64));
                     return Ok(Some(lease.id));
                 }
                 let _ = self.client.lease_revoke(lease.id).await;
-                if first {
-                    self.end_previous_life(&key).await?;
+                if let (true, Some(held)) = (first, held) {
+                    self.end_previous_life(&held).await?;
                 }
                 Ok::<_, EtcdError>(None)
             };
@@ -306,14 +315,11 @@ impl Registration {
         }
     }
 
-    /// Revokes the lease of this node id's registration if it holds this node's own advertised
-    /// address: a previous life of this node (no other process can listen there), killed
-    /// before its lease expired. etcd extends every lease when it elects a leader, so waiting
-    /// for it to expire can take many TTLs while etcd is unsettled.
-    async fn end_previous_life(&self, key: &[u8]) -> Result<(), EtcdError> {
-        let Some(held) = self.client.get(key).await? else {
-            return Ok(()); // gone meanwhile: the next attempt claims it
-        };
+    /// Revokes the lease of this node id's registration `held` if it holds this node's own
+    /// advertised address: a previous life of this node (no other process can listen there),
+    /// killed before its lease expired. etcd extends every lease when it elects a leader, so
+    /// waiting for it to expire can take many TTLs while etcd is unsettled.
+    async fn end_previous_life(&self, held: &KeyValue) -> Result<(), EtcdError> {
         if held.value != self.advertised.as_bytes() || held.lease == 0 {
             return Ok(());
         }
