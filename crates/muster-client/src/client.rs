@@ -6,7 +6,9 @@
 //! # Finding a group's coordinator
 //!
 //! [`Client::find_coordinator`] asks the bootstrap nodes in turn (the one that answered last
-//! time first) until one answers: a node that cannot be reached, or stays silent, is skipped.
+//! time first) until one answers: a node that cannot be reached, or stays silent, is skipped,
+//! and the next round starts after it (a caller whose deadline ends while the first node is
+//! still being waited for would otherwise never get past it).
 //! An answer from the cluster ends the round, whether it names a node or is an error
 //! (`COORDINATOR_NOT_AVAILABLE` while a shard has no owner, `INVALID_GROUP_ID`): the caller
 //! backs off and asks again, or gives up.
@@ -253,6 +255,19 @@ impl Client {
         })
     }
 
+    /// The bootstrap node at `index` did not answer: if it was the one asked first, the next
+    /// round starts with the one after it. (A caller whose deadline runs out while the first
+    /// node is still being waited for would otherwise ask that node first for ever.)
+    fn passed_over(&self, index: usize) {
+        let n = self.inner.bootstrap.len().max(1);
+        let _ = self.inner.preferred.compare_exchange(
+            index,
+            (index + 1) % n,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+
     /// Sends `request` to the bootstrap nodes in turn until one answers; the answer (even an
     /// error code) is returned. For requests any node answers: topics, the cluster, lookups.
     pub async fn send_any(
@@ -265,6 +280,7 @@ impl Client {
             let connection = match self.connection_to(addr).await {
                 Ok(connection) => connection,
                 Err(err) if err.is_transport() => {
+                    self.passed_over(index);
                     last = Some(err);
                     continue;
                 }
@@ -274,6 +290,7 @@ impl Client {
             match connection.send_once(request.clone(), timeout).await {
                 Err(err) if err.is_transport() => {
                     debug!(%addr, error = %err, "bootstrap node did not answer; trying the next");
+                    self.passed_over(index);
                     last = Some(err);
                 }
                 answer => {
@@ -322,6 +339,7 @@ impl Client {
                 Ok(connection) => connection,
                 Err(err) if err.is_transport() => {
                     debug!(%addr, error = %err, "bootstrap node unreachable; trying the next");
+                    self.passed_over(index);
                     last = Some(err);
                     continue;
                 }
@@ -339,6 +357,7 @@ impl Client {
                 }
                 Err(err) if err.is_transport() => {
                     debug!(%addr, error = %err, "no FindCoordinator answer; trying the next");
+                    self.passed_over(index);
                     last = Some(err);
                 }
                 Err(err) => return Err(err),

@@ -26,9 +26,12 @@
 //! ([`ConnectionConfig::backoff`]) within that request's deadline. Requests are never resent
 //! automatically: whether a retry is safe is the caller's decision. A link can also be dead
 //! without the OS noticing (a cut network keeps a TCP connection "open" for many minutes): a
-//! request that times out after waiting at least [`SILENT_SOCKET`] with not one frame arriving
-//! on its link meanwhile closes that link, as Kafka's client closes a connection on a request
-//! timeout, so a member on it reconnects and rejoins instead of waiting forever.
+//! request that times out with not one frame arriving on its link for at least
+//! [`SILENT_SOCKET`] — while it waited, or since an earlier request on the link timed out as
+//! silently — closes that link, as Kafka's client closes a connection on a request timeout,
+//! so a member on it reconnects and rejoins instead of waiting forever. (Counting across
+//! requests matters: requests with timeouts shorter than [`SILENT_SOCKET`], one after
+//! another, would otherwise keep a dead socket for ever.)
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -296,7 +299,8 @@ impl Connection {
         silent_for: Duration,
     ) -> Result<Response, ClientError> {
         let name = request.name();
-        let deadline = Instant::now() + timeout;
+        let started = Instant::now();
+        let deadline = started + timeout;
         let timed_out = || ClientError::Timeout {
             request: name,
             after: timeout,
@@ -315,13 +319,16 @@ impl Connection {
             Ok(result) => result,
             Err(_) => {
                 let silent = link.shared.received.load(Ordering::Relaxed) == heard_before;
-                if silent && timeout >= silent_for {
+                let silent_since = silent.then(|| link.shared.silent_since(started));
+                if silent_since.is_some_and(|since| since.elapsed() >= silent_for) {
                     // Not a word from the server on this socket for a long wait: it is likely
                     // dead without the OS knowing (a cut network leaves a TCP connection
                     // "open" for many minutes, and a member on it would never rejoin). Close
                     // it, as Kafka's client does on a request timeout, so the next request
                     // reconnects. A socket that answered anything meanwhile stays, and so does
-                    // one after a short timeout (a busy server, not a dead socket).
+                    // one silent for less than `silent_for` (a busy server, not a dead socket),
+                    // counted from the first of the requests that timed out in a row without
+                    // a frame arriving.
                     warn!(
                         addr = %self.inner.config.addr,
                         request = name,
@@ -512,9 +519,39 @@ struct LinkShared {
     /// Frames read so far: a request that times out with this unchanged since it was sent
     /// heard nothing at all from the server meanwhile.
     received: AtomicU64,
+    /// When the link opened: the origin of `silent_since_ms`.
+    opened: Instant,
+    /// When the first request that timed out without a frame arriving since was sent, in
+    /// milliseconds after `opened`; [`NOT_SILENT`] once a frame arrives.
+    silent_since_ms: AtomicU64,
 }
 
+/// `LinkShared::silent_since_ms` with nothing to count from.
+const NOT_SILENT: u64 = u64::MAX;
+
 impl LinkShared {
+    /// A request started at `sent_at` timed out with no frame arriving meanwhile: since when
+    /// the link has been silent (that request's start, or an earlier silent one's).
+    fn silent_since(&self, sent_at: Instant) -> Instant {
+        let sent_ms = u64::try_from(sent_at.saturating_duration_since(self.opened).as_millis())
+            .unwrap_or(NOT_SILENT - 1);
+        let earlier = self.silent_since_ms.fetch_min(sent_ms, Ordering::Relaxed);
+        if earlier == NOT_SILENT {
+            // (Not rounded to the link's opening: a request may have started before it.)
+            sent_at
+        } else {
+            sent_at.min(self.opened + Duration::from_millis(earlier))
+        }
+    }
+
+    /// A frame arrived: the link is not silent.
+    fn heard(&self) {
+        self.received.fetch_add(1, Ordering::Relaxed);
+        if self.silent_since_ms.load(Ordering::Relaxed) != NOT_SILENT {
+            self.silent_since_ms.store(NOT_SILENT, Ordering::Relaxed);
+        }
+    }
+
     fn is_alive(&self) -> bool {
         self.alive.load(Ordering::Acquire)
     }
@@ -572,6 +609,8 @@ impl Link {
             waiters: Mutex::new(HashMap::new()),
             alive: AtomicBool::new(true),
             received: AtomicU64::new(0),
+            opened: Instant::now(),
+            silent_since_ms: AtomicU64::new(NOT_SILENT),
         });
         let (outgoing, queue) = mpsc::channel(OUTGOING_QUEUE);
         let reader = tokio::spawn(read_loop(frames_in, Arc::clone(&shared)));
@@ -675,7 +714,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
             Some(Err(err)) => break session_error(err),
             Some(Ok(payload)) => payload,
         };
-        shared.received.fetch_add(1, Ordering::Relaxed);
+        shared.heard();
         match decode_response(&payload) {
             Ok(frame) => {
                 if let (0, Response::Error(e)) = (frame.correlation_id, &frame.response) {

@@ -410,6 +410,53 @@ async fn a_socket_silent_for_a_whole_long_timeout_is_replaced() {
     server.await.unwrap();
 }
 
+/// Requests with timeouts shorter than [`muster_client::SILENT_SOCKET`], one after another on
+/// a socket that says nothing, add up: once the socket has been silent that long, it is
+/// replaced. (The chaos harness's 1-hour run: a member's FindCoordinator, 5 s at a time on one
+/// silent bootstrap socket, failed for 80 s and the member never found its coordinator.)
+#[tokio::test(start_paused = true)]
+async fn short_timeouts_in_a_row_on_a_silent_socket_add_up_and_replace_it() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let mut dead = accept(&listener).await;
+        hello(&mut dead, ErrorCode::None).await;
+        let _first = read(&mut dead).await;
+        let _second = read(&mut dead).await;
+        let mut fresh = accept(&listener).await;
+        hello(&mut fresh, ErrorCode::None).await;
+        let request = read(&mut fresh).await;
+        write(
+            &mut fresh,
+            request.correlation_id,
+            topics_answer(&["again".into()]),
+        )
+        .await;
+        let _ = fresh.next().await;
+        drop(dead);
+    });
+    let conn = Connection::connect(config(addr)).await.unwrap();
+    let short = muster_client::SILENT_SOCKET * 6 / 10;
+    for (name, connected_after) in [("first", true), ("second", false)] {
+        match conn.send_timeout(describe(name), short).await {
+            Err(ClientError::Timeout { .. }) => {}
+            other => panic!("{name}: {other:?}"),
+        }
+        assert_eq!(
+            conn.is_connected(),
+            connected_after,
+            "after the {name} silent timeout"
+        );
+    }
+    let again = conn
+        .send_timeout(describe("again"), Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(described_topic(again), "again");
+    drop(conn);
+    server.await.unwrap();
+}
+
 #[test]
 fn a_config_never_shows_its_token() {
     let shown = format!(

@@ -404,6 +404,34 @@ async fn a_bootstrap_list_whose_first_node_is_down() {
     assert_eq!(node.count("DescribeCluster"), 1);
 }
 
+/// A bootstrap node that accepts and then answers nothing, asked first by a caller whose
+/// deadline ends while it waits: the next lookup starts with the next node instead of the
+/// silent one again (the chaos harness's 1-hour run: a member's every lookup, cut short by its
+/// commit's deadline, went to the same silent node for 80 s).
+#[tokio::test(start_paused = true)]
+async fn a_silent_first_bootstrap_node_is_asked_after_the_others_next_time() {
+    let silent = FakeNode::start("silent", Arc::new(|_| Act::Hold)).await;
+    let node = single_node("a").await;
+    let client = client(&[silent.addr.to_string(), node.addr.to_string()]).await;
+    // The lookup timeout is the request timeout (5 s); the caller's deadline is the same
+    // instant (the clock is paused): the silent node's timeout is handled, then the caller
+    // gives up before the next node answers.
+    let cut_short =
+        tokio::time::timeout(Duration::from_secs(5), client.find_coordinator("g")).await;
+    assert!(
+        !matches!(cut_short, Ok(Ok(_))),
+        "the first round never got past the silent node: {cut_short:?}"
+    );
+    assert_eq!(silent.count("FindCoordinator"), 1);
+    let (found, _) = client.find_coordinator("g").await.unwrap();
+    assert_eq!(found.node_id, "a");
+    assert_eq!(
+        silent.count("FindCoordinator"),
+        1,
+        "the next round asked the other node first"
+    );
+}
+
 /// A single node advertising a name the client cannot reach (as `0.0.0.0` becomes the host
 /// name, or a container's name): it describes itself as a cluster of one, so the member keeps
 /// the connection it has, and asks that only once.
