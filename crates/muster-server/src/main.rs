@@ -11,7 +11,7 @@ use muster_coordinator::quota::Quotas;
 use muster_coordinator::storage::Store;
 use muster_etcd::{EtcdStore, EtcdStoreConfig};
 use muster_server::auth::Auth;
-use muster_server::cluster::{ClusterSetup, STARTUP_RETRY};
+use muster_server::cluster::{waits_at_startup, ClusterSetup, STARTUP_RETRY};
 use muster_server::config::{ConfigError, Settings};
 use muster_server::fatal::install_abort_on_panic;
 use muster_server::store_kind::StoreKind;
@@ -86,7 +86,7 @@ fn run(settings: Settings) -> anyhow::Result<()> {
         let startup_until = Instant::now() + settings.etcd_startup_wait();
         let store = loop {
             match EtcdStore::connect(config.clone()) {
-                Err(e) if e.is_transient() && Instant::now() + STARTUP_RETRY < startup_until => {
+                Err(e) if waits_at_startup(e.is_transient(), startup_until) => {
                     warn!(error = %e, "connecting to etcd: etcd cannot serve yet; retrying");
                     std::thread::sleep(STARTUP_RETRY);
                 }

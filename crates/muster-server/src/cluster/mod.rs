@@ -42,6 +42,12 @@ pub struct ClusterSetup {
 /// Pause between startup attempts while etcd cannot serve.
 pub const STARTUP_RETRY: Duration = Duration::from_millis(500);
 
+/// The one rule of every startup step against etcd: a failure that passes by itself
+/// (`transient`) is waited out, one [`STARTUP_RETRY`] at a time, until `until`.
+pub fn waits_at_startup(transient: bool, until: Instant) -> bool {
+    transient && Instant::now() + STARTUP_RETRY < until
+}
+
 /// Runs one startup step against etcd until it succeeds, fails for good, or `until` has
 /// passed while etcd still cannot serve (`transient` says which failures are worth waiting
 /// for: no member reachable, no leader, a leader change). A node started beside its etcd (a
@@ -59,7 +65,7 @@ where
 {
     loop {
         match step().await {
-            Err(e) if transient(&e) && Instant::now() + STARTUP_RETRY < until => {
+            Err(e) if waits_at_startup(transient(&e), until) => {
                 warn!(error = %e, "{what}: etcd cannot serve yet; retrying");
                 tokio::time::sleep(STARTUP_RETRY).await;
             }
@@ -212,7 +218,7 @@ pub async fn join(
                     ttl,
                     table: Arc::clone(&table),
                 };
-                let lease = match node.register(true, setup.startup_until).await {
+                let lease = match node.register(Some(setup.startup_until)).await {
                     Ok(lease) => lease,
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
@@ -264,11 +270,12 @@ impl Registration {
     /// address it is: its lease is revoked (which also frees the shards it held, so they move
     /// at once rather than a TTL later; any write of a process still holding them is fenced by
     /// its owner key) and the node registers. A key holding another address is waited out for
-    /// one TTL and a bit, after which it belongs to a live node and the id is refused. Until
-    /// `startup_until`, startup waits out an etcd that cannot serve. A claim that landed on a
+    /// one TTL and a bit, after which it belongs to a live node and the id is refused. At
+    /// startup (`startup`: until when), it waits out an etcd that cannot serve. A claim that landed on a
     /// slow etcd but whose answer was lost (the client's retry then finds the key held) is
     /// recognised by its lease. After a lost lease, it keeps trying.
-    async fn register(&self, first: bool, startup_until: Instant) -> Result<i64, ClusterError> {
+    async fn register(&self, startup: Option<Instant>) -> Result<i64, ClusterError> {
+        let first = startup.is_some();
         let give_up = Instant::now() + self.ttl + Duration::from_secs(2);
         let key = self.keys.node(&self.me);
         loop {
@@ -306,7 +313,9 @@ impl Registration {
                     return Err(ClusterError::NodeIdInUse(self.me.clone()));
                 }
                 Ok(None) => {}
-                Err(e) if first && !(e.is_transient() && Instant::now() < startup_until) => {
+                Err(e)
+                    if startup.is_some_and(|until| !waits_at_startup(e.is_transient(), until)) =>
+                {
                     return Err(e.into())
                 }
                 Err(e) => warn!(error = %e, "cannot register in the cluster; retrying"),
@@ -398,7 +407,7 @@ async fn run(mut own: Ownership, node: Registration, mut stop: oneshot::Receiver
         own.lease = 0;
         tokio::select! {
             _ = &mut stop => break,
-            registered = node.register(false, Instant::now()) => match registered {
+            registered = node.register(None) => match registered {
                 Ok(lease) => {
                     own.lease = lease;
                     own.store.reachable();
