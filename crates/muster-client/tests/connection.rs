@@ -368,18 +368,20 @@ async fn a_held_join_does_not_delay_later_requests() {
     assert_eq!(second.generation_id, rejoined.generation_id);
 }
 
-/// A socket on which the server says nothing for a long wait is closed, and the next request
-/// reconnects: what a cut network (a TCP connection the OS still thinks open) needs.
-#[tokio::test(start_paused = true)]
-async fn a_socket_silent_for_a_whole_long_timeout_is_replaced() {
+/// A server whose first socket says Hello and then nothing to its first `silent` requests
+/// (kept open, as a cut network leaves it); its second socket answers one DescribeTopics with
+/// the topic "again".
+async fn silent_then_answering(
+    silent: usize,
+) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let server = tokio::spawn(async move {
-        // The first socket: Hello, then silence (kept open, as a cut network leaves it).
         let mut dead = accept(&listener).await;
         hello(&mut dead, ErrorCode::None).await;
-        let _ignored = read(&mut dead).await;
-        // The second socket answers.
+        for _ in 0..silent {
+            let _ignored = read(&mut dead).await;
+        }
         let mut fresh = accept(&listener).await;
         hello(&mut fresh, ErrorCode::None).await;
         let request = read(&mut fresh).await;
@@ -392,6 +394,14 @@ async fn a_socket_silent_for_a_whole_long_timeout_is_replaced() {
         let _ = fresh.next().await;
         drop(dead);
     });
+    (addr, server)
+}
+
+/// A socket on which the server says nothing for a long wait is closed, and the next request
+/// reconnects: what a cut network (a TCP connection the OS still thinks open) needs.
+#[tokio::test(start_paused = true)]
+async fn a_socket_silent_for_a_whole_long_timeout_is_replaced() {
+    let (addr, server) = silent_then_answering(1).await;
     let conn = Connection::connect(config(addr)).await.unwrap();
     match conn
         .send_timeout(describe("lost"), muster_client::SILENT_SOCKET)
@@ -416,25 +426,7 @@ async fn a_socket_silent_for_a_whole_long_timeout_is_replaced() {
 /// silent bootstrap socket, failed for 80 s and the member never found its coordinator.)
 #[tokio::test(start_paused = true)]
 async fn short_timeouts_in_a_row_on_a_silent_socket_add_up_and_replace_it() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(async move {
-        let mut dead = accept(&listener).await;
-        hello(&mut dead, ErrorCode::None).await;
-        let _first = read(&mut dead).await;
-        let _second = read(&mut dead).await;
-        let mut fresh = accept(&listener).await;
-        hello(&mut fresh, ErrorCode::None).await;
-        let request = read(&mut fresh).await;
-        write(
-            &mut fresh,
-            request.correlation_id,
-            topics_answer(&["again".into()]),
-        )
-        .await;
-        let _ = fresh.next().await;
-        drop(dead);
-    });
+    let (addr, server) = silent_then_answering(2).await;
     let conn = Connection::connect(config(addr)).await.unwrap();
     let short = muster_client::SILENT_SOCKET * 6 / 10;
     for (name, connected_after) in [("first", true), ("second", false)] {
