@@ -13,7 +13,7 @@
 //!
 //! It is exposed to whoever reaches the port, so it is bounded like the client listener: it
 //! runs on its own thread (never the supervisor's), holds at most `admin_max_connections`
-//! connections, gives each `admin_timeout_ms` for its whole exchange (hyper's header-read
+//! connections (further ones wait, unaccepted, in the kernel's accept queue), gives each `admin_timeout_ms` for its whole exchange (hyper's header-read
 //! timeout included, so half a header does not hold a connection), caps a request head at
 //! [`ADMIN_MAX_HEAD_BYTES`] and refuses bodies; its accept loop backs off when the process is
 //! out of file descriptors.
@@ -120,7 +120,7 @@ const ADMIN_MAX_HEAD_BYTES: usize = 16 * 1024;
 /// The admin listener's limits.
 #[derive(Debug, Clone, Copy)]
 pub struct AdminLimits {
-    /// Connections open at once; more are closed as soon as they are accepted.
+    /// Connections open at once; more wait in the kernel's accept queue until one closes.
     pub max_connections: usize,
     /// A connection's whole life: its request head must arrive, and its answer leave, within
     /// this (one request per connection, no keep-alive).
@@ -192,7 +192,8 @@ impl Drop for AdminServer {
     }
 }
 
-/// The accept loop: one task per connection, at most `limits.max_connections` of them.
+/// The accept loop: one task per connection, at most `limits.max_connections` of them; with
+/// that many open it accepts nothing until one closes.
 async fn serve(
     listener: TcpListener,
     readiness: Readiness,
@@ -204,6 +205,30 @@ async fn serve(
     let open = Arc::new(Semaphore::new(limits.max_connections));
     let mut backoff = AcceptBackoff::new("admin");
     loop {
+        // A slot first, then the accept. With every slot held (slowloris), a new connection
+        // waits in the kernel's accept queue, bounded by the listen backlog, until a slot
+        // frees: accepting it only to close it at once cost as much CPU as the attacker
+        // spent reconnecting (118 000 accepts and closes in 5 s on 2 cores, taking the
+        // client port's heartbeats to 122 ms at p99), and refused a health probe that
+        // waiting serves.
+        let permit = match Arc::clone(&open).try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                counter!("muster_admin_accept_waits_total").increment(1);
+                debug!(
+                    max = limits.max_connections,
+                    "every admin connection slot is held: accepting again when one frees"
+                );
+                tokio::select! {
+                    permit = Arc::clone(&open).acquire_owned() => match permit {
+                        Ok(permit) => permit,
+                        // Never closed; should it be, stop serving rather than spin.
+                        Err(_) => break,
+                    },
+                    _ = stopped.changed() => break,
+                }
+            }
+        };
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             _ = stopped.changed() => break,
@@ -214,6 +239,7 @@ async fn serve(
                 accepted
             }
             Err(e) => {
+                drop(permit);
                 if let Some(pause) = backoff.failed(&e) {
                     tokio::select! {
                         _ = tokio::time::sleep(pause) => {}
@@ -222,16 +248,6 @@ async fn serve(
                 }
                 continue;
             }
-        };
-        let Ok(permit) = Arc::clone(&open).try_acquire_owned() else {
-            // Closed at once: the cap bounds the admin listener's sockets and tasks.
-            counter!("muster_admin_connections_rejected_total").increment(1);
-            debug!(
-                max = limits.max_connections,
-                "admin connection refused: too many"
-            );
-            drop(stream);
-            continue;
         };
         let readiness = readiness.clone();
         let dashboard = Arc::clone(&dashboard);

@@ -102,8 +102,8 @@ fn describe() {
         "Connections closed by the server for a client not reading its answers (reason: write_timeout, response_buffer)"
     );
     describe_counter!(
-        "muster_admin_connections_rejected_total",
-        "Admin HTTP connections closed at admin_max_connections"
+        "muster_admin_accept_waits_total",
+        "Times the admin listener stopped accepting because admin_max_connections were open"
     );
     describe_counter!(
         "muster_accept_errors_total",
