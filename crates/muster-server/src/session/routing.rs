@@ -32,6 +32,10 @@ pub(super) struct Router {
     routing: HashMap<String, Routing>,
     /// Group requests of the current burst bound for one group, not yet sent.
     batch: Option<PendingBatch>,
+    /// Requests in the last batch sent: the next batch's starting capacity. A pipelining
+    /// client's bursts keep their size, so its batches are allocated once instead of grown
+    /// 1 → 4 → 8 → 16, each step copying every request (~230 bytes each) so far.
+    last_batch: usize,
 }
 
 /// A group a connection reaches through the supervisor. Its requests must not overtake each
@@ -91,9 +95,11 @@ impl Session {
         }
         if let Some(to) = self.router.groups.get(group_id) {
             if to.connected() {
+                let mut calls = Vec::with_capacity(self.router.last_batch.clamp(1, MAX_BATCH));
+                calls.push((request, ticket));
                 self.router.batch = Some(PendingBatch {
                     to: Arc::clone(to),
-                    calls: vec![(request, ticket)],
+                    calls,
                 });
                 return;
             }
@@ -113,6 +119,7 @@ impl Session {
         let Some(PendingBatch { to, mut calls }) = self.router.batch.take() else {
             return;
         };
+        self.router.last_batch = calls.len();
         let unsent = if calls.len() == 1 {
             // Alone: the per-request message (no batch vector on either side).
             let Some((request, ticket)) = calls.pop() else {
