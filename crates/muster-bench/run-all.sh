@@ -2,7 +2,8 @@
 # Runs every muster-bench scenario against a freshly started release musterd, RUNS times each,
 # and leaves one JSON document per run in $OUT (default target/bench-results/<timestamp>),
 # with the server's log beside it (NAME.<i>.musterd.log).
-# docs/benchmarks.md reports the medians of these runs.
+# docs/benchmarks.md reports the medians of these runs; summarize.py prints them, and the
+# table of issue #23's targets against their baselines of the same run.
 #
 #   crates/muster-bench/run-all.sh [RUNS]          (ONLY=regex to run some scenarios)
 #
@@ -70,6 +71,17 @@ if [ -z "${ONLY:-}" ] || [[ failover =~ $ONLY ]]; then
     cargo build --release -p muster-server --example cluster_failover
     echo "== failover ($(uptime | sed 's/.*load average/load average/'))"
     MUSTERD="$RELEASE/musterd" "$RELEASE/examples/cluster_failover" 10 5 >"$OUT/failover.txt"
+fi
+# Issue #23 target 4: durable OffsetCommits through three cluster nodes against etcd's own
+# batched puts on the same etcd (text: cluster-bench.sh's output), and target 6: the scale
+# curve (its own JSON per cell under scale/, the table in scale.txt).
+if [ -z "${ONLY:-}" ] || [[ cluster =~ $ONLY ]]; then
+    echo "== cluster ($(uptime | sed 's/.*load average/load average/'))"
+    SKIP_REBALANCE=1 crates/muster-bench/cluster-bench.sh 10 >"$OUT/cluster.txt"
+fi
+if [ -z "${ONLY:-}" ] || [[ scale =~ $ONLY ]]; then
+    echo "== scale ($(uptime | sed 's/.*load average/load average/'))"
+    OUT="$OUT/scale" crates/muster-bench/scale-curve.sh 1 >"$OUT/scale.txt"
 fi
 # One run: its figures are per attack, not medians. Each attack meets a fresh server; a
 # watchdog kills the server at 4 GiB RSS.

@@ -9,6 +9,7 @@ with the individual runs in brackets.
 import glob
 import json
 import os
+import re
 import statistics
 import sys
 
@@ -70,6 +71,10 @@ FIGURES = {
         ("etcd: put -> answered p50 (ms)", "etcd_put.all.p50_ms"),
         ("redb / etcd-watch", "redb_ratio"),
         ("memory / etcd-watch", "memory_ratio"),
+    ],
+    "parked": [
+        ("bytes per Empty group, live (an actor each)", "bytes_per_group_live"),
+        ("bytes per Empty group, parked", "bytes_per_group_parked"),
     ],
     "expiry": [
         ("deadline -> gone p50 (ms)", "describe_lateness.p50_ms"),
@@ -156,14 +161,118 @@ def join_one(docs):
         print(f"    {'baseline heartbeat p99 (ms)':51} {span(base)}")
 
 
+def median_of(docs, path):
+    values = [get(d, path) for d in docs]
+    values = [v for v in values if isinstance(v, (int, float))]
+    return statistics.median(values) if values else None
+
+
+def first_number(text, pattern):
+    match = re.search(pattern, text)
+    return float(match.group(1)) if match else None
+
+
+def seconds(text):
+    """A Rust Duration's Debug text (`4.18s`, `980ms`, `1.2µs`) in seconds."""
+    match = re.fullmatch(r"([0-9.]+)(s|ms|µs|us|ns)", text)
+    if not match:
+        return None
+    scale = {"s": 1, "ms": 1e-3, "µs": 1e-6, "us": 1e-6, "ns": 1e-9}[match.group(2)]
+    return float(match.group(1)) * scale
+
+
+def targets(directory, by_name):
+    """Issue #23's targets, each against its baseline of the same run: one row per target
+    whose scenarios are in the directory."""
+    rows = []
+
+    def row(target, measured, goal, met):
+        rows.append((target, measured, goal, "yes" if met else "**no**"))
+
+    for members, bound in (("1000", None), ("10000", 100.0)):
+        docs = by_name.get(f"one-join-{members}")
+        if not docs:
+            continue
+        redb, memory = median_of(docs, "redb_ratio"), median_of(docs, "memory_ratio")
+        p50 = median_of(docs, "redb.all.p50_ms")
+        etcd = median_of(docs, "etcd_watch.all.p50_ms")
+        if None in (redb, memory, p50, etcd):
+            continue
+        row(f"1. one join into {members}: redb / memory vs etcd's put → last watcher",
+            f"{p50:.1f} ms vs {etcd:.1f} ms: {redb:.2f}× / {memory:.2f}×", "≤ 1.00×",
+            redb <= 1.0 and memory <= 1.0)
+        if bound is not None:
+            row(f"1. one join into {members}, redb p50", f"{p50:.0f} ms", f"≤ {bound:.0f} ms",
+                p50 <= bound)
+    for name, goal in (("heartbeat", 0.80), ("heartbeat-p1", 0.90)):
+        ratio = median_of(by_name.get(name, []), "ratio")
+        if ratio is not None:
+            depth = "16" if name == "heartbeat" else "1"
+            row(f"2. heartbeats, 64 × {depth} in flight / echo", f"{ratio:.2f}", f"≥ {goal:.2f}",
+                ratio >= goal)
+    tls = median_of(by_name.get("security", []), "tls_ratio")
+    if tls is not None:
+        row("2. heartbeats over TLS / plaintext (token), 16 in flight", f"{tls:.2f}", "≥ 0.90",
+            tls >= 0.90)
+    idle = by_name.get("idle-1000x10", [])
+    group, member = median_of(idle, "bytes_per_group"), median_of(idle, "bytes_per_member")
+    if group is not None and member is not None:
+        row("3. a group with 10 idle members: per group + per member",
+            f"{group:.0f} B + {member:.0f} B", "≤ 2 048 B + ≤ 1 024 B",
+            group <= 2048 and member <= 1024)
+    for name in sorted(n for n in by_name if n.startswith("parked-")):
+        docs = by_name[name]
+        parked = median_of(docs, "bytes_per_group_parked")
+        restarts = [t for d in docs for t in d.get("restart_s_parked", [])]
+        if parked is not None:
+            groups = name.split("-", 1)[1]
+            restart = f", restart {statistics.median(restarts):.1f} s" if restarts else ""
+            row(f"3. an Empty group, parked ({groups} groups)", f"{parked:.0f} B{restart}",
+                "≤ 512 B (restart of 10⁶ ≤ 5 s)", parked <= 512)
+    cluster = os.path.join(directory, "cluster.txt")
+    if os.path.exists(cluster):
+        text = open(cluster).read()
+        puts = first_number(text, r"4 senders:\s+([0-9.]+) puts/s")
+        commits = first_number(text, r"([0-9.]+) commits/s = ")
+        if puts and commits:
+            row("4. durable commits through 3 nodes / etcd's batched puts (4 senders)",
+                f"{commits:.0f} / {puts:.0f} = {commits / puts:.2f}", "≥ 0.50",
+                commits / puts >= 0.5)
+    failover = os.path.join(directory, "failover.txt")
+    if os.path.exists(failover):
+        text = open(failover).read()
+        match = re.search(r"lease TTL (\d+) s, .*last group of a kill p50 (\S+) max (\S+)", text)
+        p50 = seconds(match.group(2)) if match else None
+        if p50 is not None:
+            ttl = float(match.group(1))
+            row("5. failover: SIGKILL → every group answering on a survivor, p50",
+                f"{p50:.2f} s (max {match.group(3)}) at TTL {ttl:.0f} s", f"≤ TTL + 0.25 s",
+                p50 <= ttl + 0.25)
+    scale = os.path.join(directory, "scale.txt")
+    if os.path.exists(scale):
+        cells = sum(1 for line in open(scale) if line.startswith("| ") and " × " in line
+                    and not line.startswith("| members"))
+        rows.append(("6. scale curve (scale.txt)", f"{cells} cells", "the table", "—"))
+    if not rows:
+        return
+    print("## issue #23: targets against their baselines of this run (medians over runs)")
+    print("| target | measured | goal | met |")
+    print("|---|---|---|---|")
+    for target, measured, goal, met in rows:
+        print(f"| {target} | {measured} | {goal} | {met} |")
+    print()
+
+
 def main():
     directory = sys.argv[1] if len(sys.argv) > 1 else "."
     names = sorted({os.path.basename(p).rsplit(".", 2)[0] for p in glob.glob(f"{directory}/*.json")})
+    by_name = {}
     for name in names:
         docs = []
         for path in sorted(glob.glob(f"{directory}/{name}.*.json")):
             with open(path) as f:
                 docs.append(json.load(f))
+        by_name[name] = docs
         scenario = docs[0].get("scenario", "")
         print(f"## {name} ({len(docs)} runs)")
         if scenario == "hostile":
@@ -182,6 +291,7 @@ def main():
             runs = ", ".join(f"{v:.4g}" for v in values)
             print(f"  {label:45} {statistics.median(values):12.4g}   [{runs}]")
         print()
+    targets(directory, by_name)
 
 
 if __name__ == "__main__":
