@@ -5,20 +5,21 @@
 # `commit`, each group's connection at its coordinator), then a 1 000-member rebalance on a
 # cluster node and on a single node (redb).
 #
-#   crates/muster-bench/cluster-bench.sh [SECS]      # needs etcd on PATH (apt-get install etcd-server)
+#   crates/muster-bench/cluster-bench.sh [SECS]      # needs etcd: $MUSTER_ETCD_BIN or on PATH (apt-get install etcd-server)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs="${1:-5}"
 cargo build --release --locked -p muster-server --bin musterd -p muster-bench --bin muster-bench -p muster-cli --bin muster
 cargo build --release --locked -p muster-etcd --features testkit --example commit_throughput
-bin=target/release
+bin=${CARGO_TARGET_DIR:-target}/release
+etcd=${MUSTER_ETCD_BIN:-etcd}
 work="$(mktemp -d)"
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
 trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 client_port=$(free_port); peer_port=$(free_port)
-etcd --name bench --data-dir "$work/etcd" \
+"$etcd" --name bench --data-dir "$work/etcd" \
     --listen-client-urls "http://127.0.0.1:$client_port" --advertise-client-urls "http://127.0.0.1:$client_port" \
     --listen-peer-urls "http://127.0.0.1:$peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
     --initial-cluster "bench=http://127.0.0.1:$peer_port" >"$work/etcd.log" 2>&1 &
@@ -27,7 +28,7 @@ endpoint="http://127.0.0.1:$client_port"
 for _ in $(seq 100); do curl -fs "$endpoint/health" >/dev/null 2>&1 && break; sleep 0.1; done
 
 echo "== etcd's own batched puts, and EtcdStore alone"
-MUSTER_ETCD_ENDPOINTS="$endpoint" target/release/examples/commit_throughput "$secs"
+MUSTER_ETCD_ENDPOINTS="$endpoint" "$bin/examples/commit_throughput" "$secs"
 
 echo "== durable OffsetCommits through 3 musterd nodes on the same etcd"
 addrs=()

@@ -77,11 +77,13 @@ fi
 # curve (its own JSON per cell under scale/, the table in scale.txt).
 if [ -z "${ONLY:-}" ] || [[ cluster =~ $ONLY ]]; then
     echo "== cluster ($(uptime | sed 's/.*load average/load average/'))"
-    SKIP_REBALANCE=1 crates/muster-bench/cluster-bench.sh 10 >"$OUT/cluster.txt"
+    SKIP_REBALANCE=1 crates/muster-bench/cluster-bench.sh 10 >"$OUT/cluster.txt" ||
+        echo "cluster bench failed: see $OUT/cluster.txt" >&2
 fi
 if [ -z "${ONLY:-}" ] || [[ scale =~ $ONLY ]]; then
     echo "== scale ($(uptime | sed 's/.*load average/load average/'))"
-    OUT="$OUT/scale" crates/muster-bench/scale-curve.sh 1 >"$OUT/scale.txt"
+    OUT="$OUT/scale" crates/muster-bench/scale-curve.sh 1 >"$OUT/scale.txt" ||
+        echo "scale curve failed: see $OUT/scale.txt" >&2
 fi
 # One run: its figures are per attack, not medians. Each attack meets a fresh server; a
 # watchdog kills the server at 4 GiB RSS.

@@ -16,6 +16,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -24,7 +25,7 @@ use anyhow::{bail, Context as _, Result};
 use muster_chaos::procs::{Binaries, EtcdMember, Node};
 use muster_chaos::proxy::Network;
 use muster_client::{
-    Admin, Backoff, Client, ClientConfig, Event, MemberConfig, Phase, TopicPartition,
+    Admin, Backoff, Client, ClientConfig, Event, Events, MemberConfig, Phase, TopicPartition,
 };
 
 /// Lease TTL of the nodes: how long after the cut its shards move.
@@ -32,27 +33,60 @@ const TTL_S: u64 = 3;
 const SHARDS: u32 = 8;
 const TOPIC: &str = "orders";
 
-/// Waits until the cluster, as some node describes it, is `nodes` live nodes holding every
-/// shard between them, none with fewer than its share.
-async fn settled(admin: &Admin, nodes: usize, within: Duration) -> Result<()> {
+/// One client per node, each bootstrapped on that node alone: a node's own view of the
+/// cluster, not whichever node a shared client prefers.
+async fn one_client_per_node(nodes: &[Node]) -> Result<Vec<Admin>> {
+    let mut admins = Vec::new();
+    for node in nodes {
+        let config = ClientConfig::new([node.proxy.addr().to_string()]).configure(|c| {
+            c.client_id("cut-observer")
+                .request_timeout(Duration::from_secs(2))
+        });
+        admins.push(Admin::new(Client::connect(config).await?));
+    }
+    Ok(admins)
+}
+
+/// Each live node's shards, by node id, as one node describes the cluster.
+type Owners = BTreeMap<String, Vec<u32>>;
+
+/// Waits until every node describes the same cluster: `nodes` live nodes holding every shard
+/// between them, balanced as the planner balances them (no node more than one shard off
+/// another), the same answer twice in a row 200 ms apart. A node just healed still holds the
+/// view it had before its cut, and shards move back to it one claim at a time: anything less
+/// than this lets the next cut overlap a move.
+async fn settled(observers: &[Admin], nodes: usize, within: Duration) -> Result<()> {
     let deadline = Instant::now() + within;
+    let mut previous: Option<Owners> = None;
     loop {
-        if let Ok(cluster) = admin.describe_cluster().await {
-            let owned: usize = cluster.nodes.iter().map(|n| n.shards.len()).sum();
-            let share = SHARDS as usize / nodes;
-            if cluster.nodes.len() == nodes
-                && owned == SHARDS as usize
-                && cluster.nodes.iter().all(|n| n.shards.len() >= share)
-            {
-                return Ok(());
+        let mut views = Vec::new();
+        for observer in observers {
+            if let Ok(cluster) = observer.describe_cluster().await {
+                let owners: Owners = cluster
+                    .nodes
+                    .iter()
+                    .map(|n| (n.node.node_id.clone(), n.shards.clone()))
+                    .collect();
+                views.push(owners);
             }
-            if Instant::now() > deadline {
-                bail!("the cluster did not settle on {nodes} nodes within {within:?}: {cluster:?}");
-            }
-        } else if Instant::now() > deadline {
-            bail!("no node described the cluster within {within:?}");
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        let agreed = views.len() == observers.len() && views.windows(2).all(|w| w[0] == w[1]);
+        let view = views.first().filter(|_| agreed).filter(|owners| {
+            let counts: Vec<usize> = owners.values().map(Vec::len).collect();
+            let (least, most) = (counts.iter().min(), counts.iter().max());
+            owners.len() == nodes
+                && counts.iter().sum::<usize>() == SHARDS as usize
+                && matches!((least, most), (Some(l), Some(m)) if m - l <= 1)
+        });
+        match view {
+            Some(view) if previous.as_ref() == Some(view) => return Ok(()),
+            Some(view) => previous = Some(view.clone()),
+            None => previous = None,
+        }
+        if Instant::now() > deadline {
+            bail!("the cluster did not settle on {nodes} nodes within {within:?}: {views:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
@@ -117,7 +151,8 @@ async fn a_member_behind_a_cut_off_coordinator_moves_on_without_a_rebalance() ->
     }))
     .await?;
     let admin = Admin::new(client.clone());
-    settled(&admin, 3, Duration::from_secs(30)).await?;
+    let observers = one_client_per_node(&nodes).await?;
+    settled(&observers, 3, Duration::from_secs(30)).await?;
     admin.create_topic(TOPIC, 2).await?;
 
     let (member, mut events) = MemberConfig::new("cut-group", [TOPIC])
@@ -140,7 +175,20 @@ async fn a_member_behind_a_cut_off_coordinator_moves_on_without_a_rebalance() ->
     assert!(matches!(first_assignment, Ok(true)), "the first assignment");
 
     for cut in 0..10 {
-        let coordinator = member.coordinator().context("a coordinator")?;
+        // The member's coordinator is the group's now (a settle may have moved the group,
+        // which the member learns at its next heartbeat): cutting a node that no longer
+        // coordinates the group would test nothing.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let coordinator = loop {
+            let found = admin.find_coordinator("cut-group").await?;
+            match member.coordinator() {
+                Some(now) if now.node_id == found.node_id => break now,
+                _ if Instant::now() > deadline => {
+                    bail!("cut {cut}: the member's coordinator is not the group's ({found:?})")
+                }
+                _ => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        };
         let entity = format!("node:{}", coordinator.node_id);
         net.cut(&entity);
         let cut_at = Instant::now();
@@ -167,9 +215,15 @@ async fn a_member_behind_a_cut_off_coordinator_moves_on_without_a_rebalance() ->
                 dir.display()
             )
         })?;
+        let took = cut_at.elapsed();
         eprintln!(
-            "cut {cut}: {entity} cut; the member committed at its new coordinator after {:?}",
-            cut_at.elapsed()
+            "cut {cut}: {entity} cut; the member committed at its new coordinator after {took:?}"
+        );
+        // Not before the cut node's lease ran out (TTL_S): a faster move would mean the member
+        // had another way round, and this round tested nothing.
+        assert!(
+            took >= Duration::from_secs(TTL_S) - Duration::from_millis(500),
+            "cut {cut}: moved after {took:?}, before the cut node's lease could expire"
         );
         let now = member.state();
         assert_eq!(
@@ -177,20 +231,33 @@ async fn a_member_behind_a_cut_off_coordinator_moves_on_without_a_rebalance() ->
             (identity.0.clone(), identity.1, Phase::Stable),
             "cut {cut}: same member, same generation"
         );
-        let mut seen = Vec::new();
-        while let Some(event) = events.try_recv() {
-            seen.push(event);
-        }
-        assert!(
-            !seen
-                .iter()
-                .any(|e| matches!(e, Event::Assigned(_) | Event::Revoked(_) | Event::Lost(_))),
-            "cut {cut}: no rebalance: {seen:?}"
-        );
+        no_rebalance(&mut events, &format!("cut {cut}"));
         // The healed node is back in the cluster before the next cut.
-        settled(&admin, 3, Duration::from_secs(30)).await?;
+        settled(&observers, 3, Duration::from_secs(30)).await?;
     }
+    // Nor after the last round, while the healed node took its shards back.
+    no_rebalance(&mut events, "after the last cut");
+    let now = member.state();
+    assert_eq!(
+        (now.member_id.clone(), now.generation_id, now.phase),
+        (identity.0.clone(), identity.1, Phase::Stable),
+        "after the last cut: same member, same generation"
+    );
     member.close().await?;
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
+}
+
+/// Fails if the member saw a rebalance: an assignment, a revocation or lost partitions.
+fn no_rebalance(events: &mut Events, when: &str) {
+    let mut seen = Vec::new();
+    while let Some(event) = events.try_recv() {
+        seen.push(event);
+    }
+    assert!(
+        !seen
+            .iter()
+            .any(|e| matches!(e, Event::Assigned(_) | Event::Revoked(_) | Event::Lost(_))),
+        "{when}: no rebalance: {seen:?}"
+    );
 }

@@ -13,10 +13,11 @@
 //!
 //! It is exposed to whoever reaches the port, so it is bounded like the client listener: it
 //! runs on its own thread (never the supervisor's), holds at most `admin_max_connections`
-//! connections (further ones wait, unaccepted, in the kernel's accept queue), gives each `admin_timeout_ms` for its whole exchange (hyper's header-read
-//! timeout included, so half a header does not hold a connection), caps a request head at
-//! [`ADMIN_MAX_HEAD_BYTES`] and refuses bodies; its accept loop backs off when the process is
-//! out of file descriptors.
+//! connections (further ones wait, unaccepted, in the kernel's accept queue: the listen
+//! backlog, 128, after which the kernel drops new connections' SYNs), gives each
+//! `admin_timeout_ms` for its whole exchange (hyper's header-read timeout included, so half a
+//! header does not hold a connection), caps a request head at [`ADMIN_MAX_HEAD_BYTES`] and
+//! refuses bodies; its accept loop backs off when the process is out of file descriptors.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
