@@ -8,8 +8,10 @@
 //! answer to a heartbeat), find the new coordinator and go on committing with the same member
 //! id and generation, before its 6 s session runs out there. The cut is then healed (the held
 //! bytes arrive late, the node finds its shards taken) and the cluster settles on three nodes
-//! again before the next round. `tests/cluster_client.rs` of muster-server does the same with
-//! SIGSTOP.
+//! again before the next round.
+//!
+//! The same ten rounds with the coordinator stopped instead (SIGSTOP, then SIGCONT at the
+//! heal): its sockets stay open and silent too, and it cannot renew its lease either.
 //!
 //! Fails when etcd is missing, like every cluster-mode test (the harness says how to install
 //! it).
@@ -27,6 +29,7 @@ use muster_chaos::proxy::Network;
 use muster_client::{
     Admin, Backoff, Client, ClientConfig, Event, Events, MemberConfig, Phase, TopicPartition,
 };
+use rustix::process::Signal;
 
 /// Lease TTL of the nodes: how long after the cut its shards move.
 const TTL_S: u64 = 3;
@@ -133,9 +136,32 @@ async fn cluster(net: &Network, dir: &Path) -> Result<(EtcdMember, Vec<Node>)> {
     Ok((etcd, nodes))
 }
 
+/// What a round does to the member's coordinator.
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    /// Cut off the network (from the member and from etcd) while it runs on.
+    Cut,
+    /// SIGSTOP: the process stands still, its sockets open.
+    Stop,
+}
+
+/// One test at a time: each runs an etcd and three nodes, and its timing is what it checks.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_behind_a_cut_off_coordinator_moves_on_without_a_rebalance() -> Result<()> {
-    let dir = std::env::temp_dir().join(format!("muster-chaos-cut-{}", std::process::id()));
+    ten_rounds(Fault::Cut).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_behind_a_stopped_coordinator_moves_on_without_a_rebalance() -> Result<()> {
+    ten_rounds(Fault::Stop).await
+}
+
+/// Ten rounds of `fault` on the member's coordinator (module docs).
+async fn ten_rounds(fault: Fault) -> Result<()> {
+    let _serial = SERIAL.lock().await;
+    let dir = std::env::temp_dir().join(format!("muster-chaos-{fault:?}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
     let net = Network::new();
@@ -174,7 +200,7 @@ async fn a_member_behind_a_cut_off_coordinator_moves_on_without_a_rebalance() ->
     .await;
     assert!(matches!(first_assignment, Ok(true)), "the first assignment");
 
-    for cut in 0..10 {
+    for round in 0..10 {
         // The member's coordinator is the group's now (a settle may have moved the group,
         // which the member learns at its next heartbeat): cutting a node that no longer
         // coordinates the group would test nothing.
@@ -184,20 +210,27 @@ async fn a_member_behind_a_cut_off_coordinator_moves_on_without_a_rebalance() ->
             match member.coordinator() {
                 Some(now) if now.node_id == found.node_id => break now,
                 _ if Instant::now() > deadline => {
-                    bail!("cut {cut}: the member's coordinator is not the group's ({found:?})")
+                    bail!("round {round}: the member's coordinator is not the group's ({found:?})")
                 }
                 _ => tokio::time::sleep(Duration::from_millis(100)).await,
             }
         };
         let entity = format!("node:{}", coordinator.node_id);
-        net.cut(&entity);
+        let victim = nodes
+            .iter()
+            .find(|n| n.id == coordinator.node_id)
+            .context("the coordinator is one of ours")?;
+        match fault {
+            Fault::Cut => net.cut(&entity),
+            Fault::Stop => victim.proc.signal(Signal::STOP),
+        }
         let cut_at = Instant::now();
         let moved = tokio::time::timeout(Duration::from_secs(TTL_S + 12), async {
             loop {
                 if let Some(now) = member.coordinator() {
                     if now.node_id != coordinator.node_id
                         && member
-                            .commit_offsets([(TopicPartition::new(TOPIC, 0), cut)])
+                            .commit_offsets([(TopicPartition::new(TOPIC, 0), round)])
                             .await
                             .is_ok()
                     {
@@ -208,40 +241,45 @@ async fn a_member_behind_a_cut_off_coordinator_moves_on_without_a_rebalance() ->
             }
         })
         .await;
-        net.heal(&entity);
+        match fault {
+            Fault::Cut => net.heal(&entity),
+            Fault::Stop => victim.proc.signal(Signal::CONT),
+        }
         moved.with_context(|| {
             format!(
-                "cut {cut} of {entity}: the member did not reach a new coordinator; logs in {}",
+                "{fault:?} {round} of {entity}: the member did not reach a new coordinator; \
+                 logs in {}",
                 dir.display()
             )
         })?;
         let took = cut_at.elapsed();
         eprintln!(
-            "cut {cut}: {entity} cut; the member committed at its new coordinator after {took:?}"
+            "{fault:?} {round} of {entity}: the member committed at its new coordinator after \
+             {took:?}"
         );
-        // Not before the cut node's lease ran out (TTL_S): a faster move would mean the member
+        // Not before the node's lease ran out (TTL_S): a faster move would mean the member
         // had another way round, and this round tested nothing.
         assert!(
             took >= Duration::from_secs(TTL_S) - Duration::from_millis(500),
-            "cut {cut}: moved after {took:?}, before the cut node's lease could expire"
+            "{fault:?} {round}: moved after {took:?}, before the node's lease could expire"
         );
         let now = member.state();
         assert_eq!(
             (now.member_id.clone(), now.generation_id, now.phase),
             (identity.0.clone(), identity.1, Phase::Stable),
-            "cut {cut}: same member, same generation"
+            "round {round}: same member, same generation"
         );
-        no_rebalance(&mut events, &format!("cut {cut}"));
+        no_rebalance(&mut events, &format!("round {round}"));
         // The healed node is back in the cluster before the next cut.
         settled(&observers, 3, Duration::from_secs(30)).await?;
     }
     // Nor after the last round, while the healed node took its shards back.
-    no_rebalance(&mut events, "after the last cut");
+    no_rebalance(&mut events, "after the last round");
     let now = member.state();
     assert_eq!(
         (now.member_id.clone(), now.generation_id, now.phase),
         (identity.0.clone(), identity.1, Phase::Stable),
-        "after the last cut: same member, same generation"
+        "after the last round: same member, same generation"
     );
     member.close().await?;
     let _ = std::fs::remove_dir_all(&dir);
