@@ -54,6 +54,9 @@ run idle-10000x1 idle --groups 10000 --members 1
 # within one run: one run is enough).
 runs 1 parked-10000 parked --groups 10000 --rounds 3
 runs 1 parked-50000 parked --groups 50000 --rounds 3
+# The target's own size (≤ 512 B per group, ≤ 1 GiB, restart ≤ 5 s): ~1 minute, ~3.2 GiB RSS
+# while the groups are loaded live.
+runs 1 parked-1000000 parked --groups 1000000 --rounds 1
 run expiry expiry --members 3 --session-timeout-ms 1000 --repeats 10
 # Issue #21: one member joins (then one leaves), classic and consumer protocol side by side;
 # the spawned server gets --consumer-heartbeat-interval-ms from --heartbeat-ms.
