@@ -23,7 +23,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http_body_util::Full;
 use hyper::body::{Body as _, Bytes, Incoming};
@@ -205,6 +205,7 @@ async fn serve(
 ) {
     let open = Arc::new(Semaphore::new(limits.max_connections));
     let mut backoff = AcceptBackoff::new("admin");
+    let mut full = FullEpisode::default();
     loop {
         // A slot first, then the accept. With every slot held (slowloris), a new connection
         // waits in the kernel's accept queue, bounded by the listen backlog, until a slot
@@ -213,13 +214,13 @@ async fn serve(
         // client port's heartbeats to 122 ms at p99), and refused a health probe that
         // waiting serves.
         let permit = match Arc::clone(&open).try_acquire_owned() {
-            Ok(permit) => permit,
+            Ok(permit) => {
+                full.ended();
+                permit
+            }
             Err(_) => {
                 counter!("muster_admin_accept_waits_total").increment(1);
-                debug!(
-                    max = limits.max_connections,
-                    "every admin connection slot is held: accepting again when one frees"
-                );
+                full.waiting(limits.max_connections);
                 tokio::select! {
                     permit = Arc::clone(&open).acquire_owned() => match permit {
                         Ok(permit) => permit,
@@ -283,6 +284,43 @@ async fn serve(
             }
             drop(permit);
         });
+    }
+}
+
+/// An episode of every admin slot held, for the operator's log: one WARN when the listener
+/// first has to wait for a slot, one INFO with the count when it finds one free at once again
+/// (a slowloris keeps it waiting for as long as it lasts: one line each way, not one a wait).
+#[derive(Debug, Default)]
+struct FullEpisode {
+    since: Option<Instant>,
+    waits: u64,
+}
+
+impl FullEpisode {
+    /// The listener waits for a slot.
+    fn waiting(&mut self, max: usize) {
+        self.waits += 1;
+        if self.since.is_none() {
+            self.since = Some(Instant::now());
+            warn!(
+                max,
+                "every admin connection slot is held: new admin connections wait in the \
+                 kernel's accept queue until one closes (slow or stalled clients? keep the \
+                 admin port internal, or raise admin_max_connections)"
+            );
+        }
+    }
+
+    /// A slot was free at once: ends an episode, if one was on.
+    fn ended(&mut self) {
+        if let Some(since) = self.since.take() {
+            info!(
+                waits = self.waits,
+                for_ms = since.elapsed().as_millis() as u64,
+                "admin connection slots free again"
+            );
+            self.waits = 0;
+        }
     }
 }
 

@@ -170,7 +170,8 @@ settings! {
     /// A connection whose client takes no byte of its answers for this long is closed.
     write_timeout_ms: u64 = "60000", range(10 ..= 3_600_000);
 
-    /// Most admin HTTP connections open at once; more are closed at once.
+    /// Most admin HTTP connections open at once; more wait in the kernel's accept queue until
+    /// one closes.
     admin_max_connections: u32 = "32", range(1 ..= 10_000);
 
     /// An admin HTTP connection must send its request headers, and get its answer, within this
