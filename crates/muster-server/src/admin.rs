@@ -215,12 +215,12 @@ async fn serve(
         // waiting serves.
         let permit = match Arc::clone(&open).try_acquire_owned() {
             Ok(permit) => {
-                full.ended();
+                full.free(Instant::now());
                 permit
             }
             Err(_) => {
                 counter!("muster_admin_accept_waits_total").increment(1);
-                full.waiting(limits.max_connections);
+                full.waiting(Instant::now(), limits.max_connections);
                 tokio::select! {
                     permit = Arc::clone(&open).acquire_owned() => match permit {
                         Ok(permit) => permit,
@@ -288,38 +288,53 @@ async fn serve(
 }
 
 /// An episode of every admin slot held, for the operator's log: one WARN when the listener
-/// first has to wait for a slot, one INFO with the count when it finds one free at once again
-/// (a slowloris keeps it waiting for as long as it lasts: one line each way, not one a wait).
+/// first has to wait for a slot, one INFO with the count once a slot is free at once again
+/// [`EPISODE_QUIET`] after the last wait. A slowloris keeps the listener waiting for as long as
+/// it lasts, and when it stops the queued connections drain through the slots, full and free
+/// by turns for a second or so: one line each way, not one per wait or per turn.
 #[derive(Debug, Default)]
 struct FullEpisode {
-    since: Option<Instant>,
+    /// When the episode began, and the last wait of it.
+    since: Option<(Instant, Instant)>,
     waits: u64,
 }
 
+/// How long after its last wait a free slot ends an episode.
+const EPISODE_QUIET: Duration = Duration::from_secs(1);
+
 impl FullEpisode {
-    /// The listener waits for a slot.
-    fn waiting(&mut self, max: usize) {
+    /// The listener waits for a slot at `now`.
+    fn waiting(&mut self, now: Instant, max: usize) {
         self.waits += 1;
-        if self.since.is_none() {
-            self.since = Some(Instant::now());
-            warn!(
-                max,
-                "every admin connection slot is held: new admin connections wait in the \
-                 kernel's accept queue until one closes (slow or stalled clients? keep the \
-                 admin port internal, or raise admin_max_connections)"
-            );
+        match &mut self.since {
+            Some((_, last)) => *last = now,
+            None => {
+                self.since = Some((now, now));
+                warn!(
+                    max,
+                    "every admin connection slot is held: new admin connections wait in the \
+                     kernel's accept queue until one closes (slow or stalled clients? keep the \
+                     admin port internal, or raise admin_max_connections)"
+                );
+            }
         }
     }
 
-    /// A slot was free at once: ends an episode, if one was on.
-    fn ended(&mut self) {
-        if let Some(since) = self.since.take() {
-            info!(
-                waits = self.waits,
-                for_ms = since.elapsed().as_millis() as u64,
-                "admin connection slots free again"
-            );
-            self.waits = 0;
+    /// A slot was free at once at `now`: ends an episode quiet for [`EPISODE_QUIET`]. Whether
+    /// one ended.
+    fn free(&mut self, now: Instant) -> bool {
+        match self.since {
+            Some((began, last)) if now.saturating_duration_since(last) >= EPISODE_QUIET => {
+                info!(
+                    waits = self.waits,
+                    for_ms = last.saturating_duration_since(began).as_millis() as u64,
+                    "admin connection slots free again"
+                );
+                self.since = None;
+                self.waits = 0;
+                true
+            }
+            _ => false,
         }
     }
 }
@@ -375,4 +390,33 @@ fn text(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::from(body.to_owned())));
     *response.status_mut() = status;
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_episode_ends_only_after_a_quiet_second_so_a_draining_queue_logs_once() {
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let mut full = FullEpisode::default();
+        assert!(!full.free(at(0)), "no episode, nothing to end");
+        full.waiting(at(0), 32);
+        // The queue drains: free and full by turns, each within the quiet second.
+        for ms in [10, 20, 300, 900, 1_500] {
+            assert!(
+                !full.free(at(ms)),
+                "{ms} ms: the last wait was under a second ago"
+            );
+            full.waiting(at(ms + 1), 32);
+        }
+        assert_eq!(full.waits, 6);
+        assert!(!full.free(at(2_400)), "0.9 s after the last wait");
+        assert!(full.free(at(2_501)), "a quiet second ends it");
+        assert_eq!((full.since, full.waits), (None, 0));
+        // The next wait begins a new episode.
+        full.waiting(at(3_000), 32);
+        assert!(full.since.is_some());
+    }
 }
